@@ -1,0 +1,40 @@
+"""Step `multi_head_attention` — the whole module.
+
+    x -> w_q, w_k, w_v -> split_heads -> scores = q k^T / sqrt(d_k) -> mask -> softmax
+      -> dropout -> weights @ v -> merge_heads -> w_o
+
+It must agree with torch.nn.MultiheadAttention given the same weights (nn.MultiheadAttention
+keeps w_q, w_k, w_v stacked in one in_proj_weight; out_proj is our w_o).
+
+query (B, Lq, D) attends to key/value (B, Lk, D); for self-attention key = value = query.
+pad_mask (B, Lk) is True at padding keys. causal=True blocks key j for query i when j > i
+(top-left aligned, also when Lq != Lk). Dropout acts on the attention weights, and nn.Dropout
+is automatically off after .eval().
+"""
+import math
+
+import torch
+import torch.nn as nn
+
+from .heads import merge_heads, split_heads
+
+
+class MultiHeadAttention(nn.Module):
+    def __init__(self, d_model, num_heads, dropout=0.0, bias=True, causal=False):
+        super().__init__()
+        if d_model % num_heads != 0:
+            raise ValueError(f"d_model={d_model} is not divisible by num_heads={num_heads}")
+        self.d_model = d_model
+        self.num_heads = num_heads
+        self.causal = causal
+        # TODO: create w_q, w_k, w_v, w_o (each nn.Linear(d_model, d_model, bias=bias)) and
+        # self.dropout = nn.Dropout(dropout).
+        raise NotImplementedError("TODO")
+
+    def forward(self, query, key=None, value=None, pad_mask=None):
+        # query: (B, Lq, D); key, value: (B, Lk, D); pad_mask: bool (B, Lk), True = padding
+        key = query if key is None else key
+        value = key if value is None else value
+        # TODO: project, split into heads, attend (with the pad and causal masks, dropout on
+        # the weights), merge the heads, apply w_o. Return (B, Lq, D).
+        raise NotImplementedError("TODO")

@@ -1,0 +1,210 @@
+"""The Check base class and the helpers that judge observations.
+
+A check has two halves that never need to share a process:
+
+    observe(mha, **inputs) -> dict       runs STUDENT code; returns plain observations
+                                         (tensors, tuples, numbers, strings)
+    judge(inputs, got, expected, tol)    never runs student code; returns None (pass) or a Fail
+
+`inputs(rng)` makes the inputs from a seeded generator, so both halves can rebuild them, and
+`expected` comes from the check's own oracle (public checks: PyTorch built-ins or a definition
+written out) or, for hidden checks, from running `observe` on the reference solution.
+"""
+import math
+from dataclasses import dataclass, field
+
+import torch
+
+
+@dataclass
+class Fail:
+    """A judged failure: a message id from `messages.CATALOG` and its parameters."""
+
+    message_id: str
+    params: dict = field(default_factory=dict)
+
+
+class Check:
+    """Base class of every check. Subclasses set `id` and override the halves they need."""
+
+    id = None  # unique within its step; classes without an id are helpers, not checks
+    step = None  # set by the registry from the module name
+    weight = 1.0
+    visibility = "public"  # "public": students see and run it; "hidden": instructor only
+    requires = None  # e.g. "cuda": the runner reports "not checked" when it is missing
+
+    def inputs(self, rng):
+        """Inputs for `observe`, made from `rng` (a torch.Generator)."""
+        return {}
+
+    def observe(self, mha, **inputs):
+        """Run student code from the package `mha` (lazy: `mha.heads` imports mha/heads.py)."""
+        raise NotImplementedError
+
+    def expected(self, **inputs):
+        """The observations a correct solution gives, or None for a check that judges
+        properties of `got` alone. Hidden checks do not use this: their expectation is the
+        reference solution's observation on the same inputs."""
+        return None
+
+    def judge(self, inputs, got, expected, tol):
+        """None if `got` is right, else a Fail. Default: `got` must match `expected`."""
+        return compare(got, expected, tol)
+
+    def __repr__(self):
+        return f"{self.step}::{self.id}"
+
+
+# ---------------------------------------------------------------------------- inputs
+
+
+def randn(rng, *shape, dtype=torch.float64):
+    """Standard-normal tensor from the seeded generator `rng`."""
+    return torch.randn(*shape, generator=rng, dtype=dtype)
+
+
+def randint(rng, low, high, *shape):
+    return torch.randint(low, high, shape, generator=rng)
+
+
+def linear_state(rng, d_in, d_out, bias=True, dtype=torch.float64):
+    """Random weights for an nn.Linear(d_in, d_out), with non-zero biases."""
+    state = {"weight": randn(rng, d_out, d_in, dtype=dtype) / math.sqrt(d_in)}
+    if bias:
+        state["bias"] = randn(rng, d_out, dtype=dtype)
+    return state
+
+
+def load_linear(module, name, state):
+    """Copy `state` into the nn.Linear `module.<name>`, checking it is one of the right size.
+
+    Raises ContractError with a readable message when the attribute is missing or wrong, so a
+    mis-named layer reads as such and not as a tensor-size traceback."""
+    owner = type(module).__name__
+    layer = getattr(module, name, None)
+    if layer is None:
+        raise ContractError("missing_attribute", owner=owner, name=name, expected="an nn.Linear")
+    if not isinstance(layer, torch.nn.Linear):
+        raise ContractError("bad_attribute", owner=owner, name=name, expected="an nn.Linear",
+                            got=type(layer).__name__)
+    want = tuple(state["weight"].shape)
+    if tuple(layer.weight.shape) != want:
+        raise ContractError("bad_attribute", owner=owner, name=f"{name}.weight",
+                            expected=f"shape {want}", got=f"shape {tuple(layer.weight.shape)}")
+    if ("bias" in state) != (layer.bias is not None):
+        expected = "a bias" if "bias" in state else "no bias (bias=False)"
+        got = "a bias" if layer.bias is not None else "no bias"
+        raise ContractError("bad_attribute", owner=owner, name=f"{name}.bias",
+                            expected=expected, got=got)
+    with torch.no_grad():
+        layer.weight.copy_(state["weight"])
+        if layer.bias is not None:
+            layer.bias.copy_(state["bias"])
+
+
+class ContractError(Exception):
+    """Student code does not have the shape the contract asks for (a name, a layer, a size).
+    Raised from `observe`; the runner turns it into the Fail it carries."""
+
+    def __init__(self, message_id, **params):
+        super().__init__(message_id)
+        self.fail = Fail(message_id, params)
+
+
+# ---------------------------------------------------------------------------- judging
+
+
+def describe(value):
+    """Short human description of an observed value, for messages."""
+    if isinstance(value, torch.Tensor):
+        return f"a tensor of shape {tuple(value.shape)}"
+    if isinstance(value, (tuple, list)):
+        return f"a {type(value).__name__} of {len(value)} items"
+    return f"{type(value).__name__} {value!r}"[:80]
+
+
+def compare(got, expected, tol, name="output"):
+    """None if `got` matches `expected` (recursing into dicts, tuples and lists), else a Fail."""
+    if isinstance(expected, dict):
+        if not isinstance(got, dict):
+            return Fail("wrong_type", {"name": name, "expected": "a dict", "got": describe(got)})
+        for key in expected:
+            fail = compare(got.get(key), expected[key], tol, name=key)
+            if fail:
+                return fail
+        return None
+    if isinstance(expected, torch.Tensor):
+        return compare_tensor(got, expected, tol, name)
+    if isinstance(expected, (tuple, list)):
+        if not isinstance(got, (tuple, list)):
+            return Fail("wrong_type", {"name": name, "expected": describe(expected),
+                                       "got": describe(got)})
+        if len(got) != len(expected):
+            return Fail("wrong_length", {"name": name, "expected": len(expected), "got": len(got)})
+        for i, (g, e) in enumerate(zip(got, expected)):
+            fail = compare(g, e, tol, name=f"{name}[{i}]")
+            if fail:
+                return fail
+        return None
+    if got != expected:
+        return Fail("not_equal", {"name": name, "expected": expected, "got": got})
+    return None
+
+
+def compare_tensor(got, expected, tol, name="output", where=None):
+    """None if tensor `got` matches `expected` in shape, dtype, device and values.
+
+    Floating values are compared with the tolerance for their dtype (`tol[dtype] = (rtol, atol)`);
+    other dtypes exactly. `where` (bool, broadcastable) limits the value comparison to the
+    positions where it is True, for entries whose values the contract leaves unspecified."""
+    fail = check_form(got, tuple(expected.shape), expected.dtype, expected.device, name)
+    if fail:
+        return fail
+    got, expected = got.detach(), expected.detach()
+    care = torch.ones_like(expected, dtype=torch.bool) if where is None else where.expand_as(expected)
+    if not expected.is_floating_point():
+        differ = (got != expected) & care
+        if differ.any():
+            index = first_index(differ)
+            return Fail("exact_values", {"name": name, "index": index,
+                                         "expected": expected[index].item(), "got": got[index].item()})
+        return None
+    bad = ~torch.isfinite(got) & torch.isfinite(expected) & care
+    if bad.any():
+        index = first_index(bad)
+        return Fail("not_finite", {"name": name, "index": index, "got": got[index].item(),
+                                   "expected": expected[index].item()})
+    rtol, atol = tol[expected.dtype]
+    diff = (got - expected).abs().nan_to_num(0.0) * care
+    too_far = diff > atol + rtol * expected.abs().nan_to_num(0.0)
+    if too_far.any():
+        index = unravel(int(torch.argmax(torch.where(too_far, diff, -1.0))), expected.shape)
+        return Fail("values", {"name": name, "diff": diff[index].item(), "index": index,
+                               "expected": expected[index].item(), "got": got[index].item()})
+    return None
+
+
+def check_form(got, shape, dtype, device, name="output"):
+    """None if `got` is a tensor of this shape, dtype and device, else the Fail that says which."""
+    if not isinstance(got, torch.Tensor):
+        return Fail("not_tensor", {"name": name, "got": describe(got)})
+    if tuple(got.shape) != tuple(shape):
+        return Fail("shape", {"name": name, "expected": tuple(shape), "got": tuple(got.shape)})
+    if got.dtype != dtype:
+        return Fail("dtype", {"name": name, "expected": dtype, "got": got.dtype})
+    if got.device != torch.device(device):
+        return Fail("device", {"name": name, "expected": torch.device(device), "got": got.device})
+    return None
+
+
+def first_index(flags):
+    """Index tuple of the first True in `flags`."""
+    return unravel(int(flags.flatten().nonzero()[0]), flags.shape)
+
+
+def unravel(flat, shape):
+    index = []
+    for size in reversed(tuple(shape)):
+        index.append(flat % size)
+        flat //= size
+    return tuple(reversed(index))

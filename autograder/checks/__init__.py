@@ -1,0 +1,38 @@
+"""One module per step, named by the step id; each holds that step's checks.
+
+A step module defines Check subclasses (see autograder/check.py): public ones first, then the
+hidden ones, which compare against the reference solution on inputs made at grading time.
+Adding a step = a reference function in solutions/mha/, a module here, an entry in grading.yml.
+"""
+import importlib
+import inspect
+import pkgutil
+
+from ..check import Check
+
+_modules = {}
+
+
+def step_modules():
+    """step id -> its checks module (with .CHECKS filled in), for every module in this package."""
+    if not _modules:
+        for info in pkgutil.iter_modules(__path__):
+            _modules[info.name] = _load(info.name)
+    return _modules
+
+
+def _load(step_id):
+    module = importlib.import_module(f"{__name__}.{step_id}")
+    checks = []
+    for value in vars(module).values():
+        if (inspect.isclass(value) and issubclass(value, Check) and value.id
+                and value.__module__ == module.__name__):
+            check = value()
+            check.step = step_id
+            checks.append(check)
+    ids = [check.id for check in checks]
+    duplicated = {i for i in ids if ids.count(i) > 1}
+    if duplicated:
+        raise RuntimeError(f"step {step_id}: check ids used twice: {sorted(duplicated)}")
+    module.CHECKS = checks
+    return module

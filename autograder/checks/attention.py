@@ -1,0 +1,124 @@
+"""Checks for step `attention`: mha/attention.py, scaled_dot_product_attention without a mask.
+
+Oracle: F.scaled_dot_product_attention. It does not return the weights, but with the identity
+matrix as values its output IS the weight matrix, so both outputs are checked against PyTorch.
+"""
+import torch
+import torch.nn.functional as F
+
+from ..check import Check, ContractError, describe, randn
+
+
+def attend(mha, q, k, v, **kwargs):
+    result = mha.attention.scaled_dot_product_attention(q, k, v, **kwargs)
+    if not isinstance(result, (tuple, list)) or len(result) != 2:
+        raise ContractError("wrong_type", name="scaled_dot_product_attention(...)",
+                            expected="a pair (out, weights)", got=describe(result))
+    return {"out": result[0], "weights": result[1]}
+
+
+def oracle(q, k, v):
+    """(out, weights) from PyTorch's own implementation."""
+    eye = torch.eye(k.shape[-2], dtype=q.dtype).expand(*k.shape[:-1], k.shape[-2])
+    return {"out": F.scaled_dot_product_attention(q, k, v),
+            "weights": F.scaled_dot_product_attention(q, k, eye)}
+
+
+def qkv(rng, lead, lq, lk, d_k, d_v, dtype=torch.float64):
+    return {"q": randn(rng, *lead, lq, d_k, dtype=dtype), "k": randn(rng, *lead, lk, d_k, dtype=dtype),
+            "v": randn(rng, *lead, lk, d_v, dtype=dtype)}
+
+
+class Attention4d(Check):
+    """Heads batched as (B, H, L, d): sizes B=2, H=3, Lq=5, Lk=7, d_k=4, d_v=6 (all different)."""
+
+    weight = 1
+
+    def inputs(self, rng):
+        return qkv(rng, (2, 3), lq=5, lk=7, d_k=4, d_v=6)
+
+    def observe(self, mha, q, k, v):
+        return {self.output: attend(mha, q, k, v)[self.output]}
+
+    def expected(self, q, k, v):
+        return {self.output: oracle(q, k, v)[self.output]}
+
+
+class Weights(Attention4d):
+    """weights = softmax(q k^T / sqrt(d_k)) over the keys: (B, H, Lq, Lk), rows sum to 1."""
+
+    id = "weights"
+    output = "weights"
+    weight = 3
+
+
+class Output(Attention4d):
+    """out = weights @ v: (B, H, Lq, d_v)."""
+
+    id = "output"
+    output = "out"
+    weight = 3
+
+
+class ThreeDims(Check):
+    """Works for any number of leading dims, e.g. (B, L, d) without a head axis."""
+
+    id = "three_dims"
+
+    def inputs(self, rng):
+        return qkv(rng, (2,), lq=5, lk=7, d_k=4, d_v=6)
+
+    def observe(self, mha, q, k, v):
+        return attend(mha, q, k, v)
+
+    def expected(self, q, k, v):
+        return oracle(q, k, v)
+
+
+class SquareKeys(Check):
+    """Lk == d_k: a shape where q @ k (without the transpose) would run, but give other numbers."""
+
+    id = "square_keys"
+
+    def inputs(self, rng):
+        return qkv(rng, (2, 2), lq=3, lk=4, d_k=4, d_v=5)
+
+    def observe(self, mha, q, k, v):
+        return attend(mha, q, k, v)
+
+    def expected(self, q, k, v):
+        return oracle(q, k, v)
+
+
+class Float32(Check):
+    """float32 inputs give float32 outputs of the same values."""
+
+    id = "float32"
+
+    def inputs(self, rng):
+        return qkv(rng, (2, 3), lq=5, lk=7, d_k=8, d_v=6, dtype=torch.float32)
+
+    def observe(self, mha, q, k, v):
+        return attend(mha, q, k, v)
+
+    def expected(self, q, k, v):
+        return oracle(q, k, v)
+
+
+# ### BEGIN HIDDEN CHECKS
+
+
+class RandomSizes(Check):
+    """Random sizes, against the reference."""
+
+    id = "random_sizes"
+    visibility = "hidden"
+    weight = 3
+
+    def inputs(self, rng):
+        size = lambda low, high: int(torch.randint(low, high, (), generator=rng))  # noqa: E731
+        return qkv(rng, (size(1, 4), size(1, 5)), lq=size(1, 9), lk=size(1, 9), d_k=size(1, 17),
+                   d_v=size(1, 9))
+
+    def observe(self, mha, q, k, v):
+        return attend(mha, q, k, v)

@@ -1,0 +1,243 @@
+"""Checks for step `multi_head_attention`: mha/mha.py, MultiHeadAttention.
+
+Oracle: torch.nn.MultiheadAttention with the same weights (its in_proj_weight is
+cat([w_q, w_k, w_v]); out_proj is w_o). This is the integration step: it runs the student's
+whole module, so a mistake in an earlier step may show here too, by design.
+"""
+import torch
+import torch.nn as nn
+
+from ..check import Check, ContractError, Fail, compare_tensor, first_index, linear_state, load_linear, randn
+from .masking import causal_by_hand
+
+D, H = 12, 3  # d_k = 4; Lq = 5 and Lk = 7 below: all sizes different, d_model not a square
+LAYERS = ("w_q", "w_k", "w_v", "w_o")
+
+
+def weights(rng, d_model=D, bias=True):
+    return {name: linear_state(rng, d_model, d_model, bias) for name in LAYERS}
+
+
+def build(mha, states, num_heads=H, dropout=0.0, bias=True, causal=False):
+    d_model = states["w_q"]["weight"].shape[0]
+    module = mha.mha.MultiHeadAttention(d_model, num_heads, dropout=dropout, bias=bias, causal=causal)
+    module = module.double().eval()
+    for name in LAYERS:
+        load_linear(module, name, states[name])
+    return module
+
+
+def oracle(states, query, key, value, num_heads=H, bias=True, causal=False, pad_mask=None):
+    """nn.MultiheadAttention with the same weights (rows whose keys are all blocked give NaN)."""
+    d_model = query.shape[-1]
+    reference = nn.MultiheadAttention(d_model, num_heads, bias=bias, batch_first=True).double().eval()
+    with torch.no_grad():
+        reference.in_proj_weight.copy_(torch.cat([states[n]["weight"] for n in LAYERS[:3]]))
+        reference.out_proj.weight.copy_(states["w_o"]["weight"])
+        if bias:
+            reference.in_proj_bias.copy_(torch.cat([states[n]["bias"] for n in LAYERS[:3]]))
+            reference.out_proj.bias.copy_(states["w_o"]["bias"])
+        attn_mask = causal_by_hand(query.shape[1], key.shape[1]) if causal else None
+        out, _ = reference(query, key, value, key_padding_mask=pad_mask, attn_mask=attn_mask,
+                           need_weights=False)
+    return {"out": out}
+
+
+class AgainstTorch(Check):
+    """Helper: the student's module and nn.MultiheadAttention on the same inputs."""
+
+    causal = False
+    bias = True
+    cross = False
+    pad_lengths = None
+    weight = 2
+
+    def inputs(self, rng):
+        query = randn(rng, 2, 5, D)
+        inputs = {"states": weights(rng, bias=self.bias), "query": query, "key": None, "value": None,
+                  "pad_mask": None}
+        if self.cross:
+            inputs["key"], inputs["value"] = randn(rng, 2, 7, D), randn(rng, 2, 7, D)
+        if self.pad_lengths:
+            length = 7 if self.cross else 5
+            inputs["pad_mask"] = torch.tensor([[j >= n for j in range(length)] for n in self.pad_lengths])
+        return inputs
+
+    def observe(self, mha, states, query, key, value, pad_mask):
+        module = build(mha, states, bias=self.bias, causal=self.causal)
+        return {"out": module(query, key, value, pad_mask=pad_mask)}
+
+    def expected(self, states, query, key, value, pad_mask):
+        key = query if key is None else key
+        value = query if value is None else value
+        return oracle(states, query, key, value, bias=self.bias, causal=self.causal, pad_mask=pad_mask)
+
+
+class SelfAttention(AgainstTorch):
+    """Self-attention (key = value = query) matches nn.MultiheadAttention."""
+
+    id = "self_attention"
+    weight = 3
+
+
+class CrossAttention(AgainstTorch):
+    """Cross-attention, Lq = 5 queries over Lk = 7 keys, matches nn.MultiheadAttention."""
+
+    id = "cross_attention"
+    cross = True
+
+
+class PadMask(AgainstTorch):
+    """pad_mask (B, Lk), True at padding keys: padding keys are ignored."""
+
+    id = "pad_mask"
+    cross = True
+    pad_lengths = (7, 4)
+
+
+class Causal(AgainstTorch):
+    """causal=True: query i sees keys 0..i only."""
+
+    id = "causal"
+    causal = True
+
+
+class CausalCross(AgainstTorch):
+    """causal=True with Lq != Lk: top-left aligned, query i sees keys 0..i."""
+
+    id = "causal_cross"
+    causal = True
+    cross = True
+    weight = 1
+
+
+class CausalWithPadding(AgainstTorch):
+    """causal=True together with a pad_mask."""
+
+    id = "causal_with_padding"
+    causal = True
+    pad_lengths = (5, 3)
+
+
+class NoBias(AgainstTorch):
+    """bias=False: no bias anywhere, still matches nn.MultiheadAttention(bias=False)."""
+
+    id = "no_bias"
+    bias = False
+    weight = 1
+
+
+
+class AllPaddingRowFinite(Check):
+    """A sequence that is all padding gives finite outputs (no NaN), the others stay right."""
+
+    id = "all_padding_finite"
+
+    def inputs(self, rng):
+        return {"states": weights(rng), "query": randn(rng, 2, 5, D),
+                "pad_mask": torch.tensor([[False, False, False, True, True], [True] * 5])}
+
+    def observe(self, mha, states, query, pad_mask):
+        return {"out": build(mha, states)(query, pad_mask=pad_mask)}
+
+    def expected(self, states, query, pad_mask):
+        return oracle(states, query, query, query, pad_mask=pad_mask)
+
+    def judge(self, inputs, got, expected, tol):
+        has_keys = ~inputs["pad_mask"].all(-1)[:, None, None]  # (B, 1, 1): all-padding rows are unspecified
+        fail = compare_tensor(got["out"], expected["out"], tol, name="out", where=has_keys)
+        if fail:
+            return fail
+        if not torch.isfinite(got["out"]).all():
+            index = first_index(~torch.isfinite(got["out"]))
+            return Fail("row_not_finite", {"name": "out", "got": got["out"][index].item(), "index": index})
+        return None
+
+
+class Dropout(Check):
+    """`dropout` is an nn.Dropout(p): off after eval() (= no dropout), active in train()."""
+
+    id = "dropout"
+
+    def inputs(self, rng):
+        return {"states": weights(rng), "query": randn(rng, 2, 5, D)}
+
+    def observe(self, mha, states, query):
+        module = build(mha, states, dropout=0.5)
+        layer = getattr(module, "dropout", None)
+        if not isinstance(layer, nn.Dropout):
+            raise ContractError("missing_attribute", owner="MultiHeadAttention", name="dropout",
+                                expected="an nn.Dropout")
+        eval_out = [module(query).detach() for _ in range(2)]
+        module.train()
+        train_out = [module(query).detach() for _ in range(3)]
+        return {"p": layer.p, "eval": eval_out, "train": train_out}
+
+    def expected(self, states, query):
+        return oracle(states, query, query, query)
+
+    def judge(self, inputs, got, expected, tol):
+        if got["p"] != 0.5:
+            return Fail("bad_attribute", {"owner": "MultiHeadAttention", "name": "dropout.p",
+                                          "expected": 0.5, "got": got["p"]})
+        first, second = got["eval"]
+        if isinstance(first, torch.Tensor) and isinstance(second, torch.Tensor) and \
+                first.shape == second.shape and not torch.equal(first, second):
+            return Fail("dropout_in_eval", {"diff": (first - second).abs().max().item()})
+        fail = compare_tensor(first, expected["out"], tol, name="out in eval()")
+        if fail:
+            return fail
+        if all(torch.equal(out, first) for out in got["train"]):
+            return Fail("dropout_inactive", {"p": 0.5})
+        return None
+
+
+class Gradients(Check):
+    """backward() reaches all four projections."""
+
+    id = "gradients"
+    weight = 1
+
+    def inputs(self, rng):
+        return {"states": weights(rng), "query": randn(rng, 2, 5, D)}
+
+    def observe(self, mha, states, query):
+        module = build(mha, states)
+        module(query).pow(2).sum().backward()
+        grads = {}
+        for name in LAYERS:
+            grad = getattr(module, name).weight.grad
+            grads[name] = None if grad is None else grad.abs().sum().item()
+        return grads
+
+    def judge(self, inputs, got, expected, tol):
+        for name in LAYERS:
+            if not got.get(name):
+                return Fail("grad_missing", {"name": f"{name}.weight"})
+        return None
+
+
+# ### BEGIN HIDDEN CHECKS
+
+
+class RandomConfigurations(Check):
+    """Random sizes, heads, bias, causal and padding, against the reference."""
+
+    id = "random_configurations"
+    visibility = "hidden"
+    weight = 3
+
+    def inputs(self, rng):
+        size = lambda low, high: int(torch.randint(low, high, (), generator=rng))  # noqa: E731
+        num_heads, d_k, B, lq, lk = size(1, 5), size(1, 6), size(1, 4), size(1, 8), size(1, 8)
+        bias = bool(torch.rand((), generator=rng) < 0.7)
+        pad_mask = torch.rand(B, lk, generator=rng) < 0.3
+        pad_mask[:, 0] = False
+        return {"states": weights(rng, num_heads * d_k, bias), "num_heads": num_heads, "bias": bias,
+                "causal": bool(torch.rand((), generator=rng) < 0.5),
+                "query": randn(rng, B, lq, num_heads * d_k), "key": randn(rng, B, lk, num_heads * d_k),
+                "pad_mask": pad_mask}
+
+    def observe(self, mha, states, num_heads, bias, causal, query, key, pad_mask):
+        module = build(mha, states, num_heads=num_heads, bias=bias, causal=causal)
+        return {"self": module(query), "cross": module(query, key, key, pad_mask=pad_mask)}

@@ -1,0 +1,141 @@
+"""pytest integration for students: one pytest test per public check, then the score table.
+
+assignments/test_mha.py parametrizes one test over `public_checks(__file__)`; assignments/
+conftest.py registers StudentPlugin, which records each check's outcome and prints the per-step
+table at the end of the run. Student code runs in this process, so an exception in it shows a
+normal traceback into the student's file; a per-check time limit comes from pytest-timeout.
+"""
+from pathlib import Path
+
+import pytest
+
+from . import config as grading_config
+from . import messages, results
+from .check import ContractError, Fail
+from .checks import step_modules
+from .runner import (Observation, check_inputs, check_seed, clone, cuda_available, judge, raised,
+                     score_step, where)
+from .submission import Package, SubmissionError
+
+_verdicts = {}  # check -> the Fail that run_public_check reported for it
+
+
+def find_config(start):
+    """The nearest grading.yml at or above `start`, else the kit's own."""
+    for directory in [Path(start).resolve(), *Path(start).resolve().parents]:
+        if (directory / "grading.yml").is_file():
+            return directory / "grading.yml"
+    return grading_config.default_path()
+
+
+def load_config(start):
+    return grading_config.load(find_config(start), known_steps=step_modules())
+
+
+def public_checks(test_file):
+    """pytest params, one per public check of the steps in grading.yml, in step order, each
+    with the step's time limit."""
+    config = load_config(Path(test_file).parent)
+    params = []
+    for step in config.steps:
+        for check in step_modules()[step.id].CHECKS:
+            if check.visibility == "public":
+                params.append(pytest.param(check, id=f"{step.id}-{check.id}",
+                                           marks=[pytest.mark.timeout(step.timeout)]))
+    return params
+
+
+def run_public_check(check, mha, config):
+    """Run one check in this process; fail the test with the check's message if it fails.
+
+    Exceptions from student code propagate, so pytest shows the traceback into their file;
+    only the expected kinds (the TODO still there, a broken file, a missing layer) become a
+    one-line message."""
+    __tracebackhide__ = True
+    if check.requires == "cuda" and not cuda_available():
+        pytest.skip(messages.render("not_checked", reason=messages.render("no_cuda")))
+    step = config.step(check.step)
+    inputs = check_inputs(check, check_seed(check))
+    fail = None
+    try:
+        values = check.observe(mha, **clone(inputs))
+    except NotImplementedError as error:
+        fail = Fail("not_implemented", {"where": where(error, mha)})
+    except SubmissionError as error:
+        fail = Fail(error.message_id, error.params)
+    except ContractError as error:
+        fail = error.fail
+    if fail is None:
+        expected = check.expected(**clone(inputs))
+        fail = judge(check, inputs, Observation(values=values), expected, step.tolerance)
+    if fail:
+        report(check, fail)
+
+
+def report(check, fail):
+    __tracebackhide__ = True
+    _verdicts[check] = fail
+    pytest.fail(messages.render(fail.message_id, **fail.params), pytrace=False)
+
+
+class StudentPlugin:
+    """Records every check's outcome and prints the per-step score table at the end."""
+
+    def __init__(self, submission_dir):
+        self.submission_dir = Path(submission_dir)
+        self.config = load_config(self.submission_dir)
+        self.outcomes = {}  # check -> (passed, Fail or None)
+        self._mha = None
+
+    @pytest.fixture(scope="session")
+    def mha(self):
+        """The student's mha package, loaded file by file on first use."""
+        if self._mha is None:
+            self._mha = Package.load(self.submission_dir)
+        return self._mha
+
+    @pytest.fixture(scope="session")
+    def grading(self):
+        return self.config
+
+    @pytest.hookimpl(hookwrapper=True)
+    def pytest_runtest_makereport(self, item, call):
+        outcome = yield
+        report_ = outcome.get_result()
+        check = getattr(item, "callspec", None) and item.callspec.params.get("check")
+        if check is None or (report_.when != "call" and not report_.failed):
+            return
+        if report_.skipped and check.requires == "cuda":
+            self.outcomes[check] = (None, Fail("not_checked", {"reason": messages.render("no_cuda")}))
+        elif report_.passed:
+            self.outcomes[check] = (True, None)
+        elif report_.failed:
+            self.outcomes[check] = (False, self.failure(check, call.excinfo))
+
+    def failure(self, check, excinfo):
+        if check in _verdicts:
+            return _verdicts.pop(check)
+        if excinfo is None:
+            return Fail("raised", {"type": "Error", "message": "(setup failed)", "where": "pytest"})
+        if excinfo.errisinstance(pytest.fail.Exception) and "Timeout" in str(excinfo.value):
+            # pytest-timeout's message; its traceback above shows where the code was stuck
+            step = self.config.step(check.step)
+            return Fail("timeout", {"seconds": step.timeout, "where": "see the traceback above"})
+        return raised(excinfo.value, self._mha)
+
+    def pytest_unconfigure(self, config):
+        """Print the table last, after pytest's own summary, where students look."""
+        terminal = config.pluginmanager.get_plugin("terminalreporter")
+        steps = []
+        for step in self.config.steps:
+            outcomes = [(check, *self.outcomes[check]) for check in step_modules()[step.id].CHECKS
+                        if check in self.outcomes]
+            if outcomes:
+                steps.append(score_step(step, outcomes))
+        if not steps or terminal is None:
+            return
+        result = results.GradeResult(assignment=self.config.assignment,
+                                     submission=str(self.submission_dir), steps=steps)
+        terminal.write_sep("=", "MHA Lab score (public checks)")
+        title = f"{self.config.assignment}: public checks; hidden checks add to the final grade"
+        terminal.write_line(results.table(result, title=title))

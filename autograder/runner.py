@@ -1,0 +1,205 @@
+"""Run checks: observe (runs student code), judge (never does), and score each step.
+
+    result = grade(Path("assignments"), config)                 # public checks only
+    result = grade(path, config, reference=Path("solutions"))   # public + hidden checks
+
+`observe` and `judge` only exchange plain data (the inputs and the observations), so they can
+live in different processes; here, in-process, they run one after the other.
+"""
+import copy
+import random
+import signal
+import threading
+import traceback
+import zlib
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+
+import torch
+
+from . import messages
+from .check import ContractError, Fail
+from .checks import step_modules
+from .results import CheckResult, GradeResult, StepResult
+from .submission import Package, SubmissionError
+
+
+@dataclass
+class Observation:
+    """What running one check's student half produced: values, or the failure that stopped it."""
+
+    values: dict = None
+    error: Fail = None
+
+
+class CheckTimeout(BaseException):
+    """Raised inside student code when a check overruns its time limit (BaseException so that
+    a bare `except Exception` in student code cannot swallow it)."""
+
+
+@contextmanager
+def time_limit(seconds):
+    """Interrupt the block after `seconds` with CheckTimeout (main thread, POSIX; else no limit)."""
+    usable = seconds and hasattr(signal, "setitimer") and threading.current_thread() is threading.main_thread()
+    if not usable:
+        yield
+        return
+
+    def on_alarm(signum, frame):
+        raise CheckTimeout()
+
+    previous = signal.signal(signal.SIGALRM, on_alarm)
+    signal.setitimer(signal.ITIMER_REAL, seconds)
+    try:
+        yield
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        signal.signal(signal.SIGALRM, previous)
+
+
+def check_inputs(check, seed):
+    """The check's inputs, made from a generator seeded for this check."""
+    return check.inputs(torch.Generator().manual_seed(seed))
+
+
+def check_seed(check, grading_seed=None):
+    """Public checks: a fixed seed per check. Hidden checks: mixed with the grading seed."""
+    base = zlib.crc32(f"{check.step}::{check.id}".encode())
+    if check.visibility == "hidden" and grading_seed is not None:
+        return (base * 1_000_003 + grading_seed) % (2**63)
+    return base
+
+
+def clone(inputs):
+    """A private copy of the inputs, so student code that writes into them changes nothing else."""
+    return copy.deepcopy(inputs)
+
+
+def observe(check, mha, inputs, timeout=None):
+    """Run the student half of `check` on a copy of `inputs`; never raises for student faults."""
+    try:
+        with time_limit(timeout):
+            return Observation(values=check.observe(mha, **clone(inputs)))
+    except CheckTimeout as error:
+        return Observation(error=Fail("timeout", {"seconds": timeout, "where": where(error, mha)}))
+    except SubmissionError as error:
+        return Observation(error=Fail(error.message_id, error.params))
+    except ContractError as error:
+        return Observation(error=error.fail)
+    except NotImplementedError as error:
+        return Observation(error=Fail("not_implemented", {"where": where(error, mha)}))
+    except (Exception, SystemExit, KeyboardInterrupt) as error:  # noqa: BLE001 - student code
+        return Observation(error=raised(error, mha))
+
+
+def raised(error, mha):
+    message = str(error).strip().splitlines()[0][:300] if str(error).strip() else "(no message)"
+    return Fail("raised", {"type": type(error).__name__, "message": message, "where": where(error, mha)})
+
+
+def where(error, mha):
+    """'mha/heads.py, line 12, in split_heads' for the innermost frame in the submission."""
+    directory = str(getattr(mha, "_directory", ""))
+    frames = traceback.extract_tb(error.__traceback__)
+    inside = [f for f in frames if directory and f.filename.startswith(directory)]
+    if not inside:
+        return "called from the grader"
+    frame = inside[-1]
+    return f"mha/{Path(frame.filename).name}, line {frame.lineno}, in {frame.name}"
+
+
+def expectation(check, inputs, reference):
+    """What a correct solution observes: the check's oracle, or for hidden checks the reference."""
+    if check.visibility == "hidden":
+        return check.observe(reference, **clone(inputs))
+    return check.expected(**clone(inputs))
+
+
+def judge(check, inputs, observation, expected, tol):
+    """None if the observation passes, else the Fail to report. Runs no student code."""
+    if observation.error is not None:
+        return observation.error
+    return check.judge(inputs, observation.values, expected, tol)
+
+
+def cuda_available():
+    return torch.cuda.is_available()
+
+
+def grade(submission, config, reference=None, seed=None, steps=None):
+    """Grade the `mha` package in directory `submission` with the checks of `config`'s steps.
+
+    With `reference` (a directory holding the reference `mha`), hidden checks run too, seeded
+    with `seed` (random when None). Returns a GradeResult; never raises for student faults."""
+    modules = step_modules()
+    hidden = reference is not None
+    if hidden and seed is None:
+        seed = random.SystemRandom().randrange(2**31)
+    try:
+        mha = Package.load(submission)
+        package_error = None
+    except SubmissionError as error:
+        mha, package_error = None, Fail(error.message_id, error.params)
+    reference_package = load_reference(reference) if hidden else None
+    results = []
+    for step in config.steps:
+        if steps and step.id not in steps:
+            continue
+        checks = [c for c in modules[step.id].CHECKS if hidden or c.visibility == "public"]
+        outcomes = []
+        for check in checks:
+            if check.requires == "cuda" and not cuda_available():
+                outcomes.append((check, None, Fail("not_checked", {"reason": messages.render("no_cuda")})))
+                continue
+            inputs = check_inputs(check, check_seed(check, seed))
+            if package_error is not None:
+                outcomes.append((check, False, package_error))
+                continue
+            observation = observe(check, mha, inputs, step.timeout)
+            expected = None if observation.error else expectation(check, inputs, reference_package)
+            fail = judge(check, inputs, observation, expected, step.tolerance)
+            outcomes.append((check, fail is None, fail))
+        results.append(score_step(step, outcomes))
+    return GradeResult(assignment=config.assignment, submission=str(submission), steps=results,
+                       seed=seed)
+
+
+_references = {}
+
+
+def load_reference(directory):
+    """The reference `mha` under the package name `mha_reference`, loaded once per process."""
+    directory = Path(directory).resolve()
+    if directory not in _references:
+        _references.clear()
+        _references[directory] = Package.load(directory, name="mha_reference")
+    return _references[directory]
+
+
+def score_step(step, outcomes):
+    """Turn (check, passed, fail) triples into a StepResult using the step's points and weights.
+
+    passed is None for a check that could not run here (e.g. no GPU): it carries no points
+    either way, and a step whose checks all could not run is reported as not checked."""
+    counted = [(c, p, f) for c, p, f in outcomes if p is not None]
+    total_weight = sum(step.weights.get(c.id, c.weight) for c, _, _ in counted)
+    all_passed = all(p for _, p, _ in counted)
+    checks = []
+    for check, passed, fail in outcomes:
+        share = 0.0
+        if passed is not None and total_weight > 0:
+            share = step.points * step.weights.get(check.id, check.weight) / total_weight
+        earned = share if passed and (all_passed or not step.all_or_nothing) else 0.0
+        message = "" if fail is None else messages.render(fail.message_id, **fail.params)
+        checks.append(CheckResult(id=check.id, passed=passed, points=earned, max_points=share,
+                                  visibility=check.visibility, message=message,
+                                  message_id=None if fail is None else fail.message_id))
+    status = "graded"
+    if not counted and outcomes:
+        status = "not_checked"
+    elif counted and all(f is not None and f.message_id == "not_implemented" for _, _, f in counted):
+        status = "not_implemented"
+    max_score = step.points if counted else 0.0
+    return StepResult(id=step.id, title=step.title, score=sum(c.points for c in checks),
+                      max_score=max_score, checks=checks, status=status)
