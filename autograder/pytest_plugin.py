@@ -78,6 +78,21 @@ def report(check, fail):
     pytest.fail(messages.render(fail.message_id, **fail.params), pytrace=False)
 
 
+@pytest.fixture(scope="session")
+def mha(request):
+    """The student's mha package (see StudentPlugin.package)."""
+    return request.config.pluginmanager.get_plugin(PLUGIN_NAME).package()
+
+
+@pytest.fixture(scope="session")
+def grading(request):
+    """The GradingConfig the public checks run with."""
+    return request.config.pluginmanager.get_plugin(PLUGIN_NAME).config
+
+
+PLUGIN_NAME = "mha-lab"
+
+
 class StudentPlugin:
     """Records every check's outcome and prints the per-step score table at the end."""
 
@@ -87,16 +102,11 @@ class StudentPlugin:
         self.outcomes = {}  # check -> (passed, Fail or None)
         self._mha = None
 
-    @pytest.fixture(scope="session")
-    def mha(self):
+    def package(self):
         """The student's mha package, loaded file by file on first use."""
         if self._mha is None:
             self._mha = Package.load(self.submission_dir)
         return self._mha
-
-    @pytest.fixture(scope="session")
-    def grading(self):
-        return self.config
 
     @pytest.hookimpl(hookwrapper=True)
     def pytest_runtest_makereport(self, item, call):

@@ -7,7 +7,7 @@ costing points here too: it is graded in step `attention`.
 """
 import torch
 
-from ..check import Check, Fail, check_form, compare_tensor, first_index
+from ..check import Check, Fail, Mistake, check_form, compare_tensor, first_index
 from .attention import attend, qkv
 
 
@@ -29,7 +29,7 @@ def masked_and_per_row(mha, q, k, v, mask):
         for i in range(q.shape[2]):
             keep = ~blocked[b, i]
             if keep.any():
-                rows.append(attend(mha, q[b, :, i:i + 1], k[b, :, keep], v[b, :, keep]))
+                rows.append(attend(mha, q[b:b + 1, :, i:i + 1], k[b:b + 1, :, keep], v[b:b + 1, :, keep]))
             else:
                 rows.append(None)
     return {**masked, "rows": rows}
@@ -40,8 +40,10 @@ def judge_masked(got, q, k, v, mask, tol, what):
     gives; rows with every key blocked stay finite."""
     B, H, Lq, Lk = q.shape[0], q.shape[1], q.shape[2], k.shape[2]
     weights, out = got["weights"], got["out"]
-    fail = (check_form(weights, (B, H, Lq, Lk), q.dtype, q.device, f"weights ({what})")
-            or check_form(out, (B, H, Lq, v.shape[-1]), q.dtype, q.device, f"out ({what})"))
+    # The dtype is the unmasked path's business (step `attention`); the per-row comparison
+    # below still requires masked and unmasked results to agree in dtype.
+    fail = (check_form(weights, (B, H, Lq, Lk), getattr(weights, "dtype", None), q.device, f"weights ({what})")
+            or check_form(out, (B, H, Lq, v.shape[-1]), getattr(out, "dtype", None), q.device, f"out ({what})"))
     if fail:
         return fail
     weights, out = weights.detach(), out.detach()
@@ -131,20 +133,6 @@ class CausalMaskValues(Check):
         return {"mask_5": causal_by_hand(5, 5), "mask_1": causal_by_hand(1, 1)}
 
 
-class CausalMaskDevice(Check):
-    """causal_mask(L, device=...) creates the mask on that device (tried with 'meta')."""
-
-    id = "causal_mask_device"
-
-    def observe(self, mha):
-        mask = mha.masking.causal_mask(4, device=torch.device("meta"))
-        return {"device": str(getattr(mask, "device", None)), "shape": tuple(getattr(mask, "shape", ())),
-                "dtype": str(getattr(mask, "dtype", None))}
-
-    def expected(self):
-        return {"device": "meta", "shape": (4, 4), "dtype": "torch.bool"}
-
-
 class BlocksPadding(MaskedAttention):
     """With a padding mask (B, 1, 1, Lk): padding keys get weight 0, the rest renormalise."""
 
@@ -195,6 +183,24 @@ class Float32Mask(MaskedAttention):
 # ### BEGIN HIDDEN CHECKS
 
 
+class CausalMaskDevice(Check):
+    """causal_mask(L, device=...) creates the mask on that device (tried with 'meta').
+
+    Hidden, and not public, only because the first triu on 'meta' loads PyTorch's Python
+    decompositions (about 2 s), which would double the students' feedback loop."""
+
+    id = "causal_mask_device"
+    visibility = "hidden"
+
+    def observe(self, mha):
+        mask = mha.masking.causal_mask(4, device=torch.device("meta"))
+        return {"device": str(getattr(mask, "device", None)), "shape": tuple(getattr(mask, "shape", ())),
+                "dtype": str(getattr(mask, "dtype", None))}
+
+    def expected(self):
+        return {"device": "meta", "shape": (4, 4), "dtype": "torch.bool"}
+
+
 class RandomMasks(Check):
     """Random ids, pad ids and lengths: both masks against the reference."""
 
@@ -229,3 +235,20 @@ class RandomMaskedAttention(MaskedAttention):
         if torch.rand((), generator=rng) < 0.5:
             mask = mask | causal_by_hand(lq, lk)
         return {**qkv(rng, (B, size(1, 4)), lq=lq, lk=lk, d_k=size(1, 9), d_v=size(1, 9)), "mask": mask}
+
+
+MISTAKES = [
+    Mistake("mask_fill_zero", "attention.py", [("torch.finfo(scores.dtype).min)", "0.0)")]),
+    Mistake("mask_after_softmax", "attention.py", [
+        ("scores = scores.masked_fill(mask, torch.finfo(scores.dtype).min)", "pass"),
+        ("    weights = torch.softmax(scores, dim=-1)  # (..., Lq, Lk)\n",
+         "    weights = torch.softmax(scores, dim=-1)  # (..., Lq, Lk)\n"
+         "    if mask is not None:\n        weights = weights.masked_fill(mask, 0.0)\n")]),
+    Mistake("mask_inverted", "attention.py", [("scores.masked_fill(mask,", "scores.masked_fill(~mask,")]),
+    Mistake("fully_masked_nan", "attention.py", [("torch.finfo(scores.dtype).min)", "float(\"-inf\"))")]),
+    Mistake("mask_on_queries", "masking.py", [("[:, None, None, :]", "[:, None, :, None]")]),
+    Mistake("padding_mask_ignores_pad_id", "masking.py", [("(ids == pad_id)", "(ids == 0)")]),
+    Mistake("causal_includes_diagonal", "masking.py", [("torch.triu(ones, diagonal=1)", "torch.triu(ones, diagonal=0)")]),
+    Mistake("causal_wrong_direction", "masking.py", [("torch.triu(ones, diagonal=1)", "torch.tril(ones, diagonal=-1)")]),
+    Mistake("causal_ignores_device", "masking.py", [("dtype=torch.bool, device=device)", "dtype=torch.bool)")]),
+]

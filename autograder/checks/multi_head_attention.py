@@ -7,7 +7,7 @@ whole module, so a mistake in an earlier step may show here too, by design.
 import torch
 import torch.nn as nn
 
-from ..check import Check, ContractError, Fail, compare_tensor, first_index, linear_state, load_linear, randn
+from ..check import Check, ContractError, Fail, Mistake, compare_tensor, first_index, linear_state, load_linear, randn
 from .masking import causal_by_hand
 
 D, H = 12, 3  # d_k = 4; Lq = 5 and Lk = 7 below: all sizes different, d_model not a square
@@ -37,9 +37,16 @@ def oracle(states, query, key, value, num_heads=H, bias=True, causal=False, pad_
         if bias:
             reference.in_proj_bias.copy_(torch.cat([states[n]["bias"] for n in LAYERS[:3]]))
             reference.out_proj.bias.copy_(states["w_o"]["bias"])
-        attn_mask = causal_by_hand(query.shape[1], key.shape[1]) if causal else None
-        out, _ = reference(query, key, value, key_padding_mask=pad_mask, attn_mask=attn_mask,
-                           need_weights=False)
+        # Padding and causal masks go in as one (B*H, Lq, Lk) attn_mask: the same semantics as
+        # key_padding_mask, without the 0.6 s of imports its input check costs on first use.
+        B, lq, lk = query.shape[0], query.shape[1], key.shape[1]
+        blocked = torch.zeros(B, 1, lq, lk, dtype=torch.bool)
+        if causal:
+            blocked = blocked | causal_by_hand(lq, lk)
+        if pad_mask is not None:
+            blocked = blocked | pad_mask[:, None, None, :]
+        attn_mask = blocked.expand(B, num_heads, lq, lk).reshape(B * num_heads, lq, lk)
+        out, _ = reference(query, key, value, attn_mask=attn_mask, need_weights=False)
     return {"out": out}
 
 
@@ -241,3 +248,19 @@ class RandomConfigurations(Check):
     def observe(self, mha, states, num_heads, bias, causal, query, key, pad_mask):
         module = build(mha, states, num_heads=num_heads, bias=bias, causal=causal)
         return {"self": module(query), "cross": module(query, key, key, pad_mask=pad_mask)}
+
+
+MISTAKES = [
+    Mistake("dropout_in_eval", "mha.py", [
+        ("weights = self.dropout(weights)", "weights = nn.functional.dropout(weights, self.dropout.p, training=True)")]),
+    Mistake("dropout_p_ignored", "mha.py", [("self.dropout = nn.Dropout(dropout)\n", "self.dropout = nn.Dropout(0.0)\n")]),
+    Mistake("mha_causal_ignored", "mha.py", [("if self.causal:", "if False:")]),
+    Mistake("mha_causal_bottom_right", "mha.py", [
+        ("torch.ones_like(blocked).triu(diagonal=1)", "torch.ones_like(blocked).triu(diagonal=1 + Lk - Lq)")]),
+    Mistake("mha_pad_mask_ignored", "mha.py", [("if pad_mask is not None:", "if False:")]),
+    Mistake("mha_out_missing_bias", "mha.py", [
+        ("self.w_o = nn.Linear(d_model, d_model, bias=bias)", "self.w_o = nn.Linear(d_model, d_model, bias=False)")]),
+    Mistake("mha_scale_by_d_model", "mha.py", [("/ math.sqrt(q.size(-1))", "/ math.sqrt(self.d_model)")]),
+    Mistake("mha_fully_masked_nan", "mha.py", [("torch.finfo(scores.dtype).min)", "float(\"-inf\"))")]),
+    Mistake("mha_output_detached", "mha.py", [("return self.w_o(out)", "return self.w_o(out.detach())")]),
+]

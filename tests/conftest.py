@@ -1,0 +1,60 @@
+"""Shared helpers for the kit's own tests: the grading config, and submissions made from the
+reference with one planted mistake or one file replaced."""
+import shutil
+from pathlib import Path
+
+import pytest
+
+from autograder import config as grading_config
+from autograder.checks import step_modules
+from autograder.runner import cuda_available, grade
+
+KIT = Path(__file__).resolve().parent.parent
+SOLUTIONS = KIT / "solutions"
+ASSIGNMENTS = KIT / "assignments"
+# Steps whose points may also drop for a mistake made elsewhere: the integration step runs the
+# student's whole module by design, and the cuda step runs all of it on a GPU.
+INTEGRATION_STEPS = {"multi_head_attention", "cuda"}
+
+
+def all_mistakes():
+    return [(step, mistake) for step, module in step_modules().items()
+            for mistake in getattr(module, "MISTAKES", [])]
+
+
+@pytest.fixture(scope="session")
+def config():
+    return grading_config.load(known_steps=step_modules())
+
+
+@pytest.fixture
+def submission(tmp_path):
+    """make(mistake=None, files={name: source}, remove=()) -> a directory holding mha/,
+    copied from the reference with the changes applied."""
+    def make(mistake=None, files=None, remove=()):
+        root = tmp_path / "submission"
+        if root.exists():
+            shutil.rmtree(root)
+        shutil.copytree(SOLUTIONS / "mha", root / "mha")
+        if mistake is not None:
+            target = root / "mha" / mistake.file
+            target.write_text(mistake.apply(target.read_text()))
+        for name, source in (files or {}).items():
+            (root / "mha" / name).write_text(source)
+        for name in remove:
+            (root / "mha" / name).unlink()
+        return root
+    return make
+
+
+def full_marks(result):
+    """Step ids that scored below their maximum."""
+    return [step.id for step in result.steps if step.score < step.max_score - 1e-9]
+
+
+def grade_with_hidden(path, config, seed=1234):
+    return grade(path, config, reference=SOLUTIONS, seed=seed)
+
+
+__all__ = ["KIT", "SOLUTIONS", "ASSIGNMENTS", "INTEGRATION_STEPS", "all_mistakes", "full_marks",
+           "grade_with_hidden", "cuda_available"]

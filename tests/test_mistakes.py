@@ -1,0 +1,66 @@
+"""Fairness of the grader, measured with planted mistakes (each step module's MISTAKES).
+
+* every planted mistake loses points in its own step, and in no other step except the
+  integration/cuda steps and the steps it declares it genuinely breaks;
+* every check of the autograder fails on at least one planted mistake (a check that cannot
+  fail measures nothing).
+"""
+import pytest
+
+from autograder.checks import step_modules
+from conftest import INTEGRATION_STEPS, all_mistakes, cuda_available, full_marks, grade_with_hidden
+
+SEED = 20261121
+
+
+@pytest.fixture(scope="module")
+def graded_mistakes(config, tmp_path_factory):
+    """mistake id -> GradeResult of the reference with that one mistake planted."""
+    import shutil
+
+    from conftest import SOLUTIONS
+
+    results = {}
+    for step, mistake in all_mistakes():
+        root = tmp_path_factory.mktemp(mistake.id)
+        shutil.copytree(SOLUTIONS / "mha", root / "mha")
+        target = root / "mha" / mistake.file
+        target.write_text(mistake.apply(target.read_text()))
+        results[mistake.id] = (step, mistake, grade_with_hidden(root, config, seed=SEED))
+    return results
+
+
+def test_mistake_ids_are_unique():
+    ids = [mistake.id for _, mistake in all_mistakes()]
+    assert len(ids) == len(set(ids))
+
+
+@pytest.mark.parametrize("step,mistake", all_mistakes(), ids=lambda v: getattr(v, "id", v))
+def test_mistake_costs_points_in_its_own_step_only(graded_mistakes, step, mistake):
+    _, _, result = graded_mistakes[mistake.id]
+    lost = set(full_marks(result))
+    assert step in lost, f"{mistake.id} did not lower step {step}"
+    allowed = {step} | INTEGRATION_STEPS | set(mistake.also_breaks)
+    assert lost <= allowed, f"{mistake.id} also lowered {sorted(lost - allowed)}"
+
+
+def test_every_check_fails_on_some_planted_mistake(graded_mistakes):
+    caught = set()
+    for _, _, result in graded_mistakes.values():
+        for step in result.steps:
+            caught |= {(step.id, check.id) for check in step.checks if check.passed is False}
+    never = [(step_id, check.id) for step_id, module in step_modules().items() for check in module.CHECKS
+             if (step_id, check.id) not in caught and not (check.requires == "cuda" and not cuda_available())]
+    assert never == [], f"checks that no planted mistake makes fail: {never}"
+
+
+def test_mistakes_table(graded_mistakes, capsys):
+    """Prints id, the steps that lost points, and the failing checks (run with -s to see it)."""
+    rows = []
+    for mistake_id, (step, _, result) in graded_mistakes.items():
+        failing = [f"{s.id}.{c.id}" for s in result.steps for c in s.checks if c.passed is False]
+        rows.append(f"{mistake_id:30s} {','.join(full_marks(result)):40s} {' '.join(failing)}")
+    with capsys.disabled():
+        print("\nplanted mistake                lost points in                           failing checks")
+        print("\n".join(rows))
+    assert len(rows) == len(all_mistakes())
