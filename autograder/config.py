@@ -160,11 +160,11 @@ class _Validator:
             raise self.error(("steps",), f"must be a non-empty list of steps, got {_kind(steps_value)}")
         steps, seen = [], set()
         for i, entry in enumerate(steps_value):
-            step = self.step(entry, ("steps", i), timeout, tolerance)
-            if step.id in seen:
-                raise self.error(("steps", i, "id"), f"repeats the step id `{step.id}`")
-            seen.add(step.id)
-            steps.append(step)
+            step_id = entry.get("id") if isinstance(entry, dict) else None
+            if step_id in seen:
+                raise self.error(("steps", i, "id"), f"repeats the step id `{step_id}`")
+            seen.add(step_id)
+            steps.append(self.step(entry, ("steps", i), timeout, tolerance))
         return GradingConfig(assignment=assignment, steps=steps, path=self.path)
 
     def step(self, entry, key_path, timeout, tolerance):
@@ -196,6 +196,8 @@ class _Validator:
                                set(options_allowed) if options_allowed is not None else _Anything())
         for name, value in options.items():
             allowed = options_allowed.get(name) if options_allowed else None
+            if value is False and allowed and "off" in allowed:
+                options[name] = value = "off"  # YAML 1.1 reads a bare `off` as false
             if allowed and value not in allowed:
                 raise self.error(key_path + ("options", name),
                                  f"must be one of {', '.join(map(str, allowed))}, got {value!r}")

@@ -1,0 +1,61 @@
+"""How long a student waits: `pytest assignments/` on a complete solution vs `import torch`.
+
+    python benchmarks/feedback_loop.py [--runs 5]
+
+Both are timed as fresh processes with this interpreter, interleaved, and the medians printed
+side by side. Target: the pytest run within 1.5 s of the import. Prints figures; asserts nothing.
+"""
+import argparse
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+KIT = Path(__file__).resolve().parent.parent
+
+
+def wall_time(command, cwd):
+    start = time.perf_counter()
+    completed = subprocess.run(command, cwd=cwd, capture_output=True, text=True)
+    elapsed = time.perf_counter() - start
+    return elapsed, completed
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--runs", type=int, default=5)
+    args = parser.parse_args()
+    with tempfile.TemporaryDirectory() as tmp:
+        root = Path(tmp)
+        (root / "assignments").mkdir()
+        for name in ("conftest.py", "test_mha.py"):
+            shutil.copy(KIT / "assignments" / name, root / "assignments" / name)
+        shutil.copytree(KIT / "solutions" / "mha", root / "assignments" / "mha")
+        shutil.copy(KIT / "grading.yml", root / "grading.yml")
+        commands = {
+            "python -c 'import torch'": [sys.executable, "-c", "import torch"],
+            "pytest assignments/ (complete solution)": [sys.executable, "-m", "pytest", "-q", "-p",
+                                                        "no:cacheprovider", "assignments"],
+        }
+        times = {name: [] for name in commands}
+        wall_time(commands["python -c 'import torch'"], root)  # warm the file cache
+        for _ in range(args.runs):
+            for name, command in commands.items():
+                elapsed, completed = wall_time(command, root)
+                if completed.returncode != 0:
+                    print(completed.stdout[-2000:], completed.stderr[-2000:])
+                    raise SystemExit(f"{name} failed")
+                times[name].append(elapsed)
+    print(f"{'command':45s} {'median s':>9s} {'min s':>7s} {'max s':>7s}   ({args.runs} runs each)")
+    for name, values in times.items():
+        print(f"{name:45s} {statistics.median(values):9.2f} {min(values):7.2f} {max(values):7.2f}")
+    names = list(times)
+    gap = statistics.median(times[names[1]]) - statistics.median(times[names[0]])
+    print(f"{'difference (target: <= 1.50 s)':45s} {gap:9.2f}")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,82 @@
+"""`python -m autograder grade`: the table, --json (documented shape), and batch mode (--out)."""
+import csv
+import json
+import subprocess
+import sys
+
+import pytest
+
+from conftest import KIT, SOLUTIONS, all_mistakes
+
+
+def run(*args, cwd=KIT):
+    return subprocess.run([sys.executable, "-m", "autograder", *map(str, args)], cwd=cwd,
+                          capture_output=True, text=True, timeout=300)
+
+
+def assert_result_shape(data):
+    assert set(data) >= {"assignment", "score", "max_score", "steps"}
+    assert isinstance(data["score"], (int, float)) and isinstance(data["max_score"], (int, float))
+    for step in data["steps"]:
+        assert set(step) >= {"id", "title", "score", "max_score", "checks", "diagnoses"}
+        assert isinstance(step["diagnoses"], list)
+        for diagnosis in step["diagnoses"]:
+            assert set(diagnosis) == {"id", "message"}
+        for check in step["checks"]:
+            assert set(check) >= {"id", "passed", "points", "max_points", "visibility", "message"}
+            assert check["visibility"] in ("public", "hidden")
+            assert check["passed"] in (True, False, None)
+        assert step["score"] == pytest.approx(sum(c["points"] for c in step["checks"]), abs=1e-3)
+    assert data["score"] == pytest.approx(sum(s["score"] for s in data["steps"]), abs=1e-3)
+
+
+def test_grade_writes_json_of_the_documented_shape(tmp_path):
+    out = tmp_path / "result.json"
+    completed = run("grade", SOLUTIONS, "--json", out, "--seed", "5")
+    assert completed.returncode == 0, completed.stderr
+    assert "total" in completed.stdout
+    data = json.loads(out.read_text())
+    assert_result_shape(data)
+    assert data["score"] == data["max_score"]
+    assert {c["visibility"] for s in data["steps"] for c in s["checks"]} == {"public", "hidden"}
+
+
+def test_batch_writes_one_json_per_submission_and_a_csv(tmp_path):
+    step, mistake = next((s, m) for s, m in all_mistakes() if m.id == "no_scale")
+    mutant = tmp_path / "student-b"
+    (mutant / "mha").mkdir(parents=True)
+    for path in (SOLUTIONS / "mha").glob("*.py"):
+        text = path.read_text()
+        (mutant / "mha" / path.name).write_text(mistake.apply(text) if path.name == mistake.file else text)
+    empty = tmp_path / "student-c"
+    empty.mkdir()
+    out = tmp_path / "out"
+    completed = run("grade", SOLUTIONS, mutant, empty, "--out", out, "--seed", "5")
+    assert completed.returncode == 0, completed.stderr
+    for name in ("solutions", "student-b", "student-c"):
+        assert_result_shape(json.loads((out / f"{name}.json").read_text()))
+    rows = list(csv.DictReader((out / "grades.csv").open()))
+    assert [row["submission"] for row in rows] == ["solutions", "student-b", "student-c"]
+    assert float(rows[0]["total"]) == float(rows[0]["max_score"])
+    assert float(rows[1]["attention"]) < 15 and float(rows[1]["padding"]) == 10
+    assert float(rows[2]["total"]) == 0
+
+
+def test_grade_without_path_grades_the_shipped_assignments():
+    completed = run("grade", "--public-only")
+    assert completed.returncode == 0, completed.stderr
+    assert "not implemented yet" in completed.stdout
+    assert "total" in completed.stdout
+
+
+def test_malformed_config_exits_with_a_clear_error(tmp_path):
+    bad = tmp_path / "grading.yml"
+    bad.write_text("assignment: x\nsteps:\n  - id: padding\n    title: P\n    points: lots\n")
+    completed = run("grade", SOLUTIONS, "--config", bad)
+    assert completed.returncode == 2
+    assert "line 5" in completed.stderr and "points" in completed.stderr
+
+
+def test_skeleton_check_passes_on_the_repository():
+    completed = run("skeleton", "--check")
+    assert completed.returncode == 0, completed.stdout + completed.stderr

@@ -1,0 +1,77 @@
+"""A student's `pytest assignments/`, run for real in a subprocess on copies of the kit."""
+import shutil
+import subprocess
+import sys
+
+from conftest import ASSIGNMENTS, KIT, SOLUTIONS, cuda_available
+
+
+def student_copy(tmp_path, mha_source, grading=None):
+    """What a student has: assignments/ (test file, conftest, mha/) with a grading.yml above it."""
+    root = tmp_path / "kit"
+    (root / "assignments").mkdir(parents=True)
+    for name in ("conftest.py", "test_mha.py"):
+        shutil.copy(ASSIGNMENTS / name, root / "assignments" / name)
+    shutil.copytree(mha_source, root / "assignments" / "mha")
+    (root / "grading.yml").write_text(grading or (KIT / "grading.yml").read_text())
+    return root
+
+
+def pytest_in(root, *args):
+    return subprocess.run([sys.executable, "-m", "pytest", "assignments", "-p", "no:cacheprovider", *args],
+                          cwd=root, capture_output=True, text=True, timeout=300)
+
+
+def table_line(output, step):
+    return next(line for line in output.splitlines() if line.strip().startswith(step + " "))
+
+
+def test_untouched_skeleton_scores_zero_with_not_implemented_and_no_traceback(tmp_path):
+    completed = pytest_in(student_copy(tmp_path, ASSIGNMENTS / "mha"))
+    out = completed.stdout
+    assert completed.returncode == 1
+    assert "MHA Lab score (public checks)" in out
+    for step in ("padding", "embedding", "qkv_projection", "split_heads", "attention", "masking",
+                 "output_projection", "multi_head_attention"):
+        assert "0.00 /" in table_line(out, step) and "not implemented yet" in table_line(out, step)
+    assert "Traceback" not in out and "raise NotImplementedError" not in out
+
+
+def test_reference_gets_full_public_marks(tmp_path):
+    completed = pytest_in(student_copy(tmp_path, SOLUTIONS / "mha"))
+    assert completed.returncode == 0, completed.stdout[-3000:]
+    total = table_line(completed.stdout, "total")
+    assert ("100.00 / 100" if cuda_available() else "95.00 / 95") in total
+
+
+def test_one_failing_check_shows_expected_and_seen(tmp_path):
+    root = student_copy(tmp_path, SOLUTIONS / "mha")
+    heads = root / "assignments" / "mha" / "heads.py"
+    heads.write_text(heads.read_text().replace("x = x.transpose(1, 2).contiguous()", "x = x.contiguous()"))
+    completed = pytest_in(root)
+    out = completed.stdout
+    assert "15.00 / 15" not in table_line(out, "split_heads")
+    assert "10.00 / 10" in table_line(out, "padding")
+    assert "x merge_values: merged: values differ; largest difference" in out
+
+
+def test_endless_loop_ends_in_a_per_check_timeout(tmp_path):
+    grading = (KIT / "grading.yml").read_text().replace("timeout: 10", "timeout: 1")
+    root = student_copy(tmp_path, SOLUTIONS / "mha", grading)
+    padding = root / "assignments" / "mha" / "padding.py"
+    padding.write_text(padding.read_text().replace(
+        "    if len(sequences) == 0:", "    while True:\n        pass\n    if len(sequences) == 0:"))
+    completed = pytest_in(root, "-k", "padding or embedding")
+    out = completed.stdout
+    assert completed.returncode == 1
+    assert "0.00 / 10" in table_line(out, "padding") and "stopped after 1 s" in out
+    assert "5.00 / 5" in table_line(out, "embedding")
+
+
+def test_student_exception_shows_a_traceback_into_their_file(tmp_path):
+    root = student_copy(tmp_path, SOLUTIONS / "mha")
+    output = root / "assignments" / "mha" / "output.py"
+    output.write_text(output.read_text().replace("return self.w_o(merged)", "return self.w_o(merged.T)"))
+    completed = pytest_in(root, "-k", "output_projection")
+    assert "mha/output.py" in completed.stdout and "RuntimeError" in completed.stdout
+    assert "your code raised RuntimeError" in completed.stdout
