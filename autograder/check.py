@@ -32,6 +32,7 @@ class Check:
     weight = 1.0
     visibility = "public"  # "public": students see and run it; "hidden": instructor only
     requires = None  # e.g. "cuda": the runner reports "not checked" when it is missing
+    diagnosis = None  # set on probes: unscored checks whose failure is reported as this diagnosis id
 
     def inputs(self, rng):
         """Inputs for `observe`, made from `rng` (a torch.Generator)."""

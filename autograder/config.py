@@ -16,7 +16,8 @@ DTYPES = {"float64": torch.float64, "float32": torch.float32}
 
 TOP_KEYS = {"assignment", "defaults", "steps"}
 DEFAULT_KEYS = {"timeout", "tolerance"}
-STEP_KEYS = {"id", "title", "points", "all_or_nothing", "weights", "timeout", "tolerance", "options"}
+STEP_KEYS = {"id", "title", "points", "all_or_nothing", "weights", "timeout", "tolerance", "options",
+             "forbidden"}
 
 
 class ConfigError(Exception):
@@ -33,6 +34,7 @@ class StepConfig:
     timeout: float = DEFAULT_TIMEOUT  # seconds per check
     tolerance: dict = field(default_factory=dict)  # torch dtype -> (rtol, atol)
     options: dict = field(default_factory=dict)  # step-specific settings, e.g. cuda's mode
+    forbidden: tuple = ()  # dotted names of torch calls this step's code may not use
 
 
 @dataclass
@@ -185,6 +187,12 @@ class _Validator:
             step.all_or_nothing = entry["all_or_nothing"]
         if "timeout" in entry:
             step.timeout = self.number(entry["timeout"], key_path + ("timeout",), positive=True)
+        if "forbidden" in entry:
+            names = entry["forbidden"]
+            if not isinstance(names, list) or not all(isinstance(n, str) and n.startswith("torch.") for n in names):
+                raise self.error(key_path + ("forbidden",), f"must be a list of dotted torch names "
+                                 f"(e.g. torch.nn.functional.scaled_dot_product_attention), got {_kind(names)}")
+            step.forbidden = tuple(names)
         if "tolerance" in entry:
             step.tolerance = self.tolerance(entry["tolerance"], key_path + ("tolerance",), tolerance)
         check_ids = None if module is None else {check.id for check in module.CHECKS}

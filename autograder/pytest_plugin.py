@@ -13,11 +13,14 @@ from . import config as grading_config
 from . import messages, results
 from .check import ContractError, Fail
 from .checks import step_modules
-from .runner import (Observation, check_inputs, check_seed, clone, cuda_available, judge, raised,
-                     score_step, where)
+from .diagnosis import Record, diagnose
+from .forbidden import watching
+from .runner import (Observation, check_inputs, check_seed, clone, cuda_available, forbidden_in_source,
+                     judge, observe, raised, score_step, where)
 from .submission import Package, SubmissionError
 
 _verdicts = {}  # check -> the Fail that run_public_check reported for it
+_records = {}  # check -> its Record (inputs, observation, verdict), for the diagnosis
 
 
 def find_config(start):
@@ -49,27 +52,43 @@ def run_public_check(check, mha, config):
     """Run one check in this process; fail the test with the check's message if it fails.
 
     Exceptions from student code propagate, so pytest shows the traceback into their file;
-    only the expected kinds (the TODO still there, a broken file, a missing layer) become a
-    one-line message."""
+    only the expected kinds (the TODO still there, a broken file, a missing layer, a forbidden
+    call) become a one-line message."""
     __tracebackhide__ = True
     if check.requires == "cuda" and not cuda_available():
         pytest.skip(messages.render("not_checked", reason=messages.render("no_cuda")))
     step = config.step(check.step)
+    fail = forbidden_source(check.step, step, mha)
     inputs = check_inputs(check, check_seed(check))
-    fail = None
-    try:
-        values = check.observe(mha, **clone(inputs))
-    except NotImplementedError as error:
-        fail = Fail("not_implemented", {"where": where(error, mha)})
-    except SubmissionError as error:
-        fail = Fail(error.message_id, error.params)
-    except ContractError as error:
-        fail = error.fail
+    observation = Observation()
     if fail is None:
-        expected = check.expected(**clone(inputs))
-        fail = judge(check, inputs, Observation(values=values), expected, step.tolerance)
+        try:
+            with watching(step.forbidden) as seen:
+                observation.values = check.observe(mha, **clone(inputs))
+            observation.forbidden = tuple(seen)
+        except NotImplementedError as error:
+            fail = Fail("not_implemented", {"where": where(error, mha)})
+        except SubmissionError as error:
+            fail = Fail(error.message_id, error.params)
+        except ContractError as error:
+            fail = error.fail
+        observation.error = fail
+    if fail is None:
+        expected = None if observation.forbidden else check.expected(**clone(inputs))
+        fail = judge(check, inputs, observation, expected, step.tolerance)
+    _records[check] = Record(check, inputs, observation, fail)
     if fail:
         report(check, fail)
+
+
+_source_scans = {}
+
+
+def forbidden_source(step_id, step, mha):
+    """runner.forbidden_in_source, once per step and run."""
+    if step_id not in _source_scans:
+        _source_scans[step_id] = forbidden_in_source(step_modules()[step_id], step, mha)
+    return _source_scans[step_id]
 
 
 def report(check, fail):
@@ -101,6 +120,12 @@ class StudentPlugin:
         self.config = load_config(self.submission_dir)
         self.outcomes = {}  # check -> (passed, Fail or None)
         self._mha = None
+
+    def reference(self):
+        """The reference solutions beside grading.yml, if this copy of the kit has them
+        (an instructor's checkout does; a student release does not: then only probes run)."""
+        directory = find_config(self.submission_dir).parent / "solutions"
+        return directory if (directory / "mha").is_dir() else None
 
     def package(self):
         """The student's mha package, loaded file by file on first use."""
@@ -141,7 +166,14 @@ class StudentPlugin:
             outcomes = [(check, *self.outcomes[check]) for check in step_modules()[step.id].CHECKS
                         if check in self.outcomes]
             if outcomes:
-                steps.append(score_step(step, outcomes))
+                result = score_step(step, outcomes)
+                records = [_records[check] for check, passed, _ in outcomes if check in _records]
+                if any(passed is False for _, passed, _ in outcomes) and self._mha is not None:
+                    result.diagnoses = diagnose(
+                        step_modules()[step.id], records,
+                        lambda c, package, i, timeout=step.timeout: observe(c, package, i, timeout),
+                        self._mha, step.tolerance, reference=self.reference())
+                steps.append(result)
         if not steps or terminal is None:
             return
         result = results.GradeResult(assignment=self.config.assignment,

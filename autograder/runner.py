@@ -18,9 +18,10 @@ from pathlib import Path
 
 import torch
 
-from . import messages
+from . import diagnosis, messages
 from .check import ContractError, Fail
 from .checks import step_modules
+from .forbidden import scan_source, watching
 from .results import CheckResult, GradeResult, StepResult
 from .submission import Package, SubmissionError
 
@@ -31,6 +32,7 @@ class Observation:
 
     values: dict = None
     error: Fail = None
+    forbidden: tuple = ()  # forbidden calls the student code made while observing
 
 
 class CheckTimeout(BaseException):
@@ -76,21 +78,26 @@ def clone(inputs):
     return copy.deepcopy(inputs)
 
 
-def observe(check, mha, inputs, timeout=None):
-    """Run the student half of `check` on a copy of `inputs`; never raises for student faults."""
+def observe(check, mha, inputs, timeout=None, forbidden=()):
+    """Run the student half of `check` on a copy of `inputs`; never raises for student faults.
+
+    Calls listed in `forbidden` are recorded (see autograder/forbidden.py), not prevented."""
+    seen = []
     try:
-        with time_limit(timeout):
-            return Observation(values=check.observe(mha, **clone(inputs)))
+        with time_limit(timeout), watching(forbidden) as seen:
+            values = check.observe(mha, **clone(inputs))
+        return Observation(values=values, forbidden=tuple(seen))
     except CheckTimeout as error:
-        return Observation(error=Fail("timeout", {"seconds": timeout, "where": where(error, mha)}))
+        fail = Fail("timeout", {"seconds": timeout, "where": where(error, mha)})
     except SubmissionError as error:
-        return Observation(error=Fail(error.message_id, error.params))
+        fail = Fail(error.message_id, error.params)
     except ContractError as error:
-        return Observation(error=error.fail)
+        fail = error.fail
     except NotImplementedError as error:
-        return Observation(error=Fail("not_implemented", {"where": where(error, mha)}))
+        fail = Fail("not_implemented", {"where": where(error, mha)})
     except (Exception, SystemExit, KeyboardInterrupt) as error:  # noqa: BLE001 - student code
-        return Observation(error=raised(error, mha))
+        fail = raised(error, mha)
+    return Observation(error=fail, forbidden=tuple(seen))
 
 
 def raised(error, mha):
@@ -118,9 +125,25 @@ def expectation(check, inputs, reference):
 
 def judge(check, inputs, observation, expected, tol):
     """None if the observation passes, else the Fail to report. Runs no student code."""
+    if observation.forbidden:
+        return Fail("forbidden_call", {"call": observation.forbidden[0], "step": check.step})
     if observation.error is not None:
         return observation.error
     return check.judge(inputs, observation.values, expected, tol)
+
+
+def forbidden_in_source(module, step, mha):
+    """The first forbidden name the step's files use through a torch import, as a Fail (or None)."""
+    directory = getattr(mha, "_directory", None)
+    if not step.forbidden or directory is None:
+        return None
+    for name in module.FILES:
+        path = Path(directory) / name
+        hits = scan_source(path.read_text(encoding="utf-8", errors="replace"), step.forbidden) if path.exists() else []
+        if hits:
+            call, line = hits[0]
+            return Fail("forbidden_source", {"call": call, "file": f"mha/{name}", "line": line, "step": step.id})
+    return None
 
 
 def cuda_available():
@@ -146,21 +169,29 @@ def grade(submission, config, reference=None, seed=None, steps=None):
     for step in config.steps:
         if steps and step.id not in steps:
             continue
-        checks = [c for c in modules[step.id].CHECKS if hidden or c.visibility == "public"]
-        outcomes = []
+        module = modules[step.id]
+        checks = [c for c in module.CHECKS if hidden or c.visibility == "public"]
+        in_source = None if package_error else forbidden_in_source(module, step, mha)
+        outcomes, records = [], []
         for check in checks:
             if check.requires == "cuda" and not cuda_available():
                 outcomes.append((check, None, Fail("not_checked", {"reason": messages.render("no_cuda")})))
                 continue
-            inputs = check_inputs(check, check_seed(check, seed))
-            if package_error is not None:
-                outcomes.append((check, False, package_error))
+            if package_error is not None or in_source is not None:
+                outcomes.append((check, False, package_error or in_source))
                 continue
-            observation = observe(check, mha, inputs, step.timeout)
+            inputs = check_inputs(check, check_seed(check, seed))
+            observation = observe(check, mha, inputs, step.timeout, step.forbidden)
             expected = None if observation.error else expectation(check, inputs, reference_package)
             fail = judge(check, inputs, observation, expected, step.tolerance)
             outcomes.append((check, fail is None, fail))
-        results.append(score_step(step, outcomes))
+            records.append(diagnosis.Record(check, inputs, observation, fail))
+        result = score_step(step, outcomes)
+        if package_error is None:
+            result.diagnoses = diagnosis.diagnose(
+                module, records, lambda c, package, i: observe(c, package, i, step.timeout),
+                mha, step.tolerance, reference=reference if hidden else None)
+        results.append(result)
     return GradeResult(assignment=config.assignment, submission=str(submission), steps=results,
                        seed=seed)
 

@@ -3,7 +3,8 @@
 * every planted mistake loses points in its own step, and in no other step except the
   integration/cuda steps and the steps it declares it genuinely breaks;
 * every check of the autograder fails on at least one planted mistake (a check that cannot
-  fail measures nothing).
+  fail measures nothing);
+* the diagnosis of the mistake's own step names it.
 """
 import pytest
 
@@ -26,22 +27,24 @@ def graded_mistakes(config, tmp_path_factory):
         shutil.copytree(SOLUTIONS / "mha", root / "mha")
         target = root / "mha" / mistake.file
         target.write_text(mistake.apply(target.read_text()))
-        results[mistake.id] = (step, mistake, grade_with_hidden(root, config, seed=SEED))
+        results[(step, mistake.id)] = (step, mistake, grade_with_hidden(root, config, seed=SEED))
     return results
 
 
-def test_mistake_ids_are_unique():
-    ids = [mistake.id for _, mistake in all_mistakes()]
-    assert len(ids) == len(set(ids))
+def test_mistake_ids_are_unique_within_a_step():
+    keys = [(step, mistake.id) for step, mistake in all_mistakes()]
+    assert len(keys) == len(set(keys))
 
 
 @pytest.mark.parametrize("step,mistake", all_mistakes(), ids=lambda v: getattr(v, "id", v))
 def test_mistake_costs_points_in_its_own_step_only(graded_mistakes, step, mistake):
-    _, _, result = graded_mistakes[mistake.id]
+    _, _, result = graded_mistakes[(step, mistake.id)]
     lost = set(full_marks(result))
     assert step in lost, f"{mistake.id} did not lower step {step}"
     allowed = {step} | INTEGRATION_STEPS | set(mistake.also_breaks)
     assert lost <= allowed, f"{mistake.id} also lowered {sorted(lost - allowed)}"
+    diagnosed = [d["id"] for d in result.step(step).diagnoses]
+    assert mistake.id in diagnosed, f"{mistake.id}: step {step} diagnosed {diagnosed}"
 
 
 def test_every_check_fails_on_some_planted_mistake(graded_mistakes):
@@ -56,11 +59,13 @@ def test_every_check_fails_on_some_planted_mistake(graded_mistakes):
 
 def test_mistakes_table(graded_mistakes, capsys):
     """Prints id, the steps that lost points, and the failing checks (run with -s to see it)."""
-    rows = []
-    for mistake_id, (step, _, result) in graded_mistakes.items():
-        failing = [f"{s.id}.{c.id}" for s in result.steps for c in s.checks if c.passed is False]
-        rows.append(f"{mistake_id:30s} {','.join(full_marks(result)):40s} {' '.join(failing)}")
+    rows, caught = [], 0
+    for (step, mistake_id), (_, _, result) in graded_mistakes.items():
+        diagnosed = [d["id"] for s in result.steps for d in s.diagnoses]
+        caught += mistake_id in [d["id"] for d in result.step(step).diagnoses]
+        rows.append(f"{mistake_id:30s} {','.join(full_marks(result)):40s} {' '.join(diagnosed)}")
     with capsys.disabled():
-        print("\nplanted mistake                lost points in                           failing checks")
+        print(f"\nplanted mistake                lost points in                           diagnoses")
         print("\n".join(rows))
+        print(f"caught and diagnosed: {caught}/{len(rows)}")
     assert len(rows) == len(all_mistakes())

@@ -1,7 +1,9 @@
 """One module per step, named by the step id; each holds that step's checks.
 
 A step module defines Check subclasses (see autograder/check.py): public ones first, then the
-hidden ones, which compare against the reference solution on inputs made at grading time.
+hidden ones, which compare against the reference solution on inputs made at grading time. It may
+also define probes (Check subclasses with a `diagnosis` id, unscored), MISTAKES (known mistakes
+as patches on the reference) and FILES (the student files the step grades, for the source scan).
 Adding a step = a reference function in solutions/mha/, a module here, an entry in grading.yml.
 """
 import importlib
@@ -23,16 +25,19 @@ def step_modules():
 
 def _load(step_id):
     module = importlib.import_module(f"{__name__}.{step_id}")
-    checks = []
+    checks, probes = [], []
     for value in vars(module).values():
-        if (inspect.isclass(value) and issubclass(value, Check) and value.id
-                and value.__module__ == module.__name__):
+        if not (inspect.isclass(value) and issubclass(value, Check) and value.__module__ == module.__name__):
+            continue
+        if value.diagnosis or value.id:
             check = value()
             check.step = step_id
-            checks.append(check)
+            (probes if check.diagnosis else checks).append(check)
     ids = [check.id for check in checks]
     duplicated = {i for i in ids if ids.count(i) > 1}
     if duplicated:
         raise RuntimeError(f"step {step_id}: check ids used twice: {sorted(duplicated)}")
     module.CHECKS = checks
+    module.PROBES = probes
+    module.FILES = getattr(module, "FILES", [])
     return module

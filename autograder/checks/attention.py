@@ -6,7 +6,9 @@ matrix as values its output IS the weight matrix, so both outputs are checked ag
 import torch
 import torch.nn.functional as F
 
-from ..check import Check, ContractError, Mistake, describe, randn
+from ..check import Check, ContractError, Fail, Mistake, describe, randn
+
+FILES = ['attention.py']  # what the step grades (scanned for forbidden calls)
 
 
 def attend(mha, q, k, v, **kwargs):
@@ -134,3 +136,24 @@ MISTAKES = [
     Mistake("k_not_transposed", "attention.py", [("q @ k.transpose(-2, -1)", "q @ k")], also_breaks=("masking",)),
     Mistake("output_upcast", "attention.py", [("out = weights @ v", "out = weights.double() @ v.double()")]),
 ]
+
+
+# ### PROBES (unscored: run when the step fails, to explain why)
+
+
+class RowsNotNormalised(Check):
+    """The weights of each row sum to 1."""
+
+    diagnosis = "rows_not_normalised"
+
+    def inputs(self, rng):
+        return qkv(rng, (2, 3), lq=5, lk=7, d_k=4, d_v=6)
+
+    def observe(self, mha, q, k, v):
+        return {"sums": attend(mha, q, k, v)["weights"].detach().sum(-1)}
+
+    def judge(self, inputs, got, expected, tol):
+        sums = got["sums"]
+        if isinstance(sums, torch.Tensor) and sums.numel() and not torch.allclose(sums, torch.ones_like(sums)):
+            return Fail("rows_not_normalised", {"low": sums.min().item(), "high": sums.max().item()})
+        return None

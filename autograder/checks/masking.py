@@ -10,6 +10,8 @@ import torch
 from ..check import Check, Fail, Mistake, check_form, compare_tensor, first_index
 from .attention import attend, qkv
 
+FILES = ['masking.py', 'attention.py']  # what the step grades (scanned for forbidden calls)
+
 
 def padding_mask_by_hand(ids, pad_id):
     return torch.tensor([[[[token == pad_id for token in row]]] for row in ids.tolist()])

@@ -10,6 +10,8 @@ import torch.nn as nn
 from ..check import Check, ContractError, Fail, Mistake, compare_tensor, first_index, linear_state, load_linear, randn
 from .masking import causal_by_hand
 
+FILES = ['mha.py']  # what the step grades (scanned for forbidden calls)
+
 D, H = 12, 3  # d_k = 4; Lq = 5 and Lk = 7 below: all sizes different, d_model not a square
 LAYERS = ("w_q", "w_k", "w_v", "w_o")
 
@@ -258,9 +260,83 @@ MISTAKES = [
     Mistake("mha_causal_bottom_right", "mha.py", [
         ("torch.ones_like(blocked).triu(diagonal=1)", "torch.ones_like(blocked).triu(diagonal=1 + Lk - Lq)")]),
     Mistake("mha_pad_mask_ignored", "mha.py", [("if pad_mask is not None:", "if False:")]),
-    Mistake("mha_out_missing_bias", "mha.py", [
+    Mistake("out_missing_bias", "mha.py", [
         ("self.w_o = nn.Linear(d_model, d_model, bias=bias)", "self.w_o = nn.Linear(d_model, d_model, bias=False)")]),
     Mistake("mha_scale_by_d_model", "mha.py", [("/ math.sqrt(q.size(-1))", "/ math.sqrt(self.d_model)")]),
     Mistake("mha_fully_masked_nan", "mha.py", [("torch.finfo(scores.dtype).min)", "float(\"-inf\"))")]),
     Mistake("mha_output_detached", "mha.py", [("return self.w_o(out)", "return self.w_o(out.detach())")]),
 ]
+
+
+# ### PROBES (unscored: run when the step fails, to explain why)
+
+
+class ProjectionNoGradient(Check):
+    """In cross-attention every projection receives a gradient."""
+
+    diagnosis = "projection_no_gradient"
+
+    def inputs(self, rng):
+        return {"states": weights(rng), "query": randn(rng, 2, 5, D), "key": randn(rng, 2, 7, D)}
+
+    def observe(self, mha, states, query, key):
+        module = build(mha, states)
+        module(query, key, key).pow(2).sum().backward()
+        grads = {}
+        for name in LAYERS:
+            grad = getattr(module, name).weight.grad
+            grads[name] = 0.0 if grad is None else grad.abs().sum().item()
+        return grads
+
+    def judge(self, inputs, got, expected, tol):
+        for name in LAYERS:
+            if not got.get(name):
+                return Fail("projection_no_gradient", {"name": name})
+        return None
+
+
+class QueryRowsMixed(Check):
+    """In cross-attention, changing one query token changes only that token's output."""
+
+    diagnosis = "query_rows_mixed"
+
+    def inputs(self, rng):
+        query = randn(rng, 1, 5, D)
+        changed = query.clone()
+        changed[0, 2] = randn(rng, D)
+        return {"states": weights(rng), "query": query, "changed": changed, "key": randn(rng, 1, 7, D)}
+
+    def observe(self, mha, states, query, changed, key):
+        module = build(mha, states)
+        return {"before": module(query, key, key).detach(), "after": module(changed, key, key).detach()}
+
+    def judge(self, inputs, got, expected, tol):
+        before, after = got["before"], got["after"]
+        if not (isinstance(before, torch.Tensor) and isinstance(after, torch.Tensor)) or before.shape != after.shape \
+                or before.dim() != 3:
+            return None
+        moved = [i for i in range(before.shape[1]) if i != 2 and not torch.allclose(before[0, i], after[0, i])]
+        if moved:
+            return Fail("query_rows_mixed", {"changed": 2, "moved": moved[0]})
+        return None
+
+
+class DropoutInEval(Check):
+    """After eval(), two identical calls give identical outputs. (Random outputs cannot be
+    matched against a planted mistake, so this behaviour is probed directly.)"""
+
+    diagnosis = "dropout_in_eval"
+
+    def inputs(self, rng):
+        return {"states": weights(rng), "query": randn(rng, 2, 5, D)}
+
+    def observe(self, mha, states, query):
+        module = build(mha, states, dropout=0.5)
+        return {"outputs": [module(query).detach() for _ in range(3)]}
+
+    def judge(self, inputs, got, expected, tol):
+        first, *others = got["outputs"]
+        if all(isinstance(o, torch.Tensor) for o in got["outputs"]) and \
+                any(o.shape == first.shape and not torch.equal(o, first) for o in others):
+            return Fail("dropout_in_eval", {})
+        return None

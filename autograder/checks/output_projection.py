@@ -5,6 +5,8 @@ import torch.nn.functional as F
 from ..check import Check, Mistake, linear_state, load_linear, randn
 from .split_heads import concat_heads
 
+FILES = ['output.py']  # what the step grades (scanned for forbidden calls)
+
 
 def project(mha, state, heads, bias=True):
     d_model = heads.shape[1] * heads.shape[3]

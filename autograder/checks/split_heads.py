@@ -3,6 +3,8 @@ import torch
 
 from ..check import Check, Fail, Mistake, randn
 
+FILES = ['heads.py']  # what the step grades (scanned for forbidden calls)
+
 
 def heads_by_slicing(x, num_heads):
     """(B, L, D) -> (B, H, L, d_k) written as 'head h = features h*d_k ... (h+1)*d_k - 1'."""

@@ -1,0 +1,108 @@
+"""Explain a failing step: which known mistake, or which behaviour, produced the student's output.
+
+Two sources of evidence, neither of which changes a score:
+
+* Known mistakes (each step module's MISTAKES): the reference with one specific error planted is
+  run on the inputs of every failing check; a mistake whose observations equal the student's on
+  a failing check is reported. Needs the reference, so it runs where hidden checks run.
+* Probes (Check subclasses with a `diagnosis` id): behavioural tests of the student's code that
+  need no reference, e.g. "a projection receives no gradient".
+
+When neither finds anything, the diagnosis says so and repeats the closest evidence.
+"""
+import atexit
+import shutil
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+
+from . import messages
+from .check import Fail, compare
+from .submission import Package
+
+# Failures that say nothing about the computation: nothing to diagnose.
+NOT_EVIDENCE = {"not_implemented", "not_checked", "missing_package", "missing_file", "syntax_error",
+                "import_error", "forbidden_call", "forbidden_source", "timeout"}
+
+
+@dataclass
+class Record:
+    """One check's run: what went in, what came out, and how it was judged."""
+
+    check: object
+    inputs: dict
+    observation: object  # runner.Observation
+    fail: Fail = None
+
+
+def diagnose(module, records, observe, student, tol, reference=None):
+    """[{"id", "message"}] for a step with failing checks ([] if none failed).
+
+    `observe(check, package, inputs)` runs a check's student half on a package and returns an
+    Observation; `student` is the student's package; `reference` the reference directory (or None:
+    then only the probes run)."""
+    failing = [r for r in records if r.fail is not None and r.fail.message_id not in NOT_EVIDENCE]
+    if not failing:
+        return []
+    found = []
+    if reference is not None:
+        for mistake in getattr(module, "MISTAKES", []):
+            package = mistake_package(reference, module.__name__.rsplit(".", 1)[-1], mistake)
+            if any(same_observation(r.observation, observe(r.check, package, r.inputs), tol) for r in failing):
+                found.append(entry(mistake.id))
+    for probe in getattr(module, "PROBES", []):
+        inputs = probe.inputs(_generator(probe))
+        observation = observe(probe, student, inputs)
+        if observation.error is None:
+            fail = probe.judge(inputs, observation.values, None, tol)
+            if fail is not None and probe.diagnosis not in {d["id"] for d in found}:
+                found.append(entry(probe.diagnosis, **fail.params))
+    if not found:
+        evidence = next((r.fail for r in failing if r.observation.error is None), failing[0].fail)
+        found.append(entry("no_known_mistake",
+                           evidence=messages.render(evidence.message_id, **evidence.params)))
+    return found
+
+
+def entry(diagnosis_id, **params):
+    return {"id": diagnosis_id, "message": messages.render(f"diagnosis.{diagnosis_id}", **params)}
+
+
+def same_observation(student, mistake, tol):
+    """True if a mistake's observation reproduces the student's: equal values, or the same error."""
+    if student.error is None and mistake.error is None:
+        return compare(student.values, mistake.values, tol) is None
+    if student.error is not None and mistake.error is not None:
+        return (student.error.message_id == mistake.error.message_id
+                and student.error.message_id not in NOT_EVIDENCE
+                and _without_where(student.error.params) == _without_where(mistake.error.params))
+    return False
+
+
+def _without_where(params):
+    """Error parameters minus the file position, which differs between two packages."""
+    return {key: value for key, value in params.items() if key != "where"}
+
+
+def _generator(probe):
+    import torch
+    return torch.Generator().manual_seed(len(probe.diagnosis))
+
+
+_packages = {}
+_scratch = []
+
+
+def mistake_package(reference, step_id, mistake):
+    """The reference with `mistake` planted, as a package of its own (made once per process)."""
+    key = (str(Path(reference).resolve()), step_id, mistake.id)
+    if key not in _packages:
+        if not _scratch:
+            _scratch.append(Path(tempfile.mkdtemp(prefix="mha-lab-mistakes-")))
+            atexit.register(shutil.rmtree, _scratch[0], True)
+        root = _scratch[0] / f"{step_id}-{mistake.id}"
+        shutil.copytree(Path(reference) / "mha", root / "mha")
+        target = root / "mha" / mistake.file
+        target.write_text(mistake.apply(target.read_text(encoding="utf-8")), encoding="utf-8")
+        _packages[key] = Package.load(root, name=f"mha_mistake_{step_id}_{mistake.id}")
+    return _packages[key]

@@ -1,0 +1,81 @@
+"""Calls a step may not use (grading.yml: a step's `forbidden` list), caught two ways.
+
+* At run time: student code runs under a TorchFunctionMode that records every overridable
+  torch function it calls; F.scaled_dot_product_attention, F.multi_head_attention_forward (what
+  nn.MultiheadAttention runs) and pad_sequence all pass through it, however they were reached.
+* In the source: an AST scan of the step's files for the forbidden names used through a torch
+  import (`F.scaled_dot_product_attention`, `from torch.nn.utils.rnn import pad_sequence`, ...),
+  as a second line for calls the run-time watch could miss.
+"""
+import ast
+from contextlib import contextmanager
+
+from torch.overrides import TorchFunctionMode
+
+# What a forbidden module does at run time, for names that are not functions themselves.
+RUNS_AS = {"MultiheadAttention": "multi_head_attention_forward"}
+
+
+def short_name(dotted):
+    return dotted.rsplit(".", 1)[-1]
+
+
+class _CallWatcher(TorchFunctionMode):
+    def __init__(self, watched):
+        super().__init__()
+        self.watched = watched  # run-time function name -> the forbidden name to report
+        self.seen = []
+
+    def __torch_function__(self, func, types, args=(), kwargs=None):
+        name = getattr(func, "__name__", None)
+        if name in self.watched and self.watched[name] not in self.seen:
+            self.seen.append(self.watched[name])
+        return func(*args, **(kwargs or {}))
+
+
+@contextmanager
+def watching(forbidden):
+    """Run the block recording forbidden calls; yields the list of names seen (filled in place)."""
+    if not forbidden:
+        yield []
+        return
+    watched = {}
+    for dotted in forbidden:
+        name = short_name(dotted)
+        watched[RUNS_AS.get(name, name)] = dotted
+    with _CallWatcher(watched) as watcher:
+        yield watcher.seen
+
+
+def scan_source(source, forbidden):
+    """[(forbidden dotted name, line)] for each use of a forbidden name through a torch import."""
+    names = {short_name(dotted): dotted for dotted in forbidden}
+    try:
+        tree = ast.parse(source)
+    except SyntaxError:
+        return []
+    torch_aliases, direct, hits = set(), {}, []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            for alias in node.names:
+                if alias.name.split(".")[0] == "torch":
+                    torch_aliases.add(alias.asname or "torch")
+        elif isinstance(node, ast.ImportFrom) and (node.module or "").split(".")[0] == "torch":
+            for alias in node.names:
+                if alias.name in names:  # `from torch... import pad_sequence [as ps]`
+                    direct[alias.asname or alias.name] = names[alias.name]
+                    hits.append((names[alias.name], node.lineno))
+                else:  # a torch module or object, e.g. `from torch import nn`
+                    torch_aliases.add(alias.asname or alias.name)
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Attribute) and node.attr in names and _root(node) in torch_aliases:
+            hits.append((names[node.attr], node.lineno))
+        elif isinstance(node, ast.Name) and node.id in direct and isinstance(node.ctx, ast.Load):
+            hits.append((direct[node.id], node.lineno))
+    return sorted(set(hits), key=lambda hit: hit[1])
+
+
+def _root(node):
+    while isinstance(node, ast.Attribute):
+        node = node.value
+    return node.id if isinstance(node, ast.Name) else None

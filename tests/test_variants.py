@@ -1,0 +1,18 @@
+"""Valid variants: correct code written differently scores full marks with no diagnosis."""
+import pytest
+
+from conftest import full_marks, grade_with_hidden
+from variants import VARIANTS
+
+
+def test_there_are_at_least_twelve_variants():
+    assert len(VARIANTS) >= 12
+
+
+@pytest.mark.parametrize("variant", VARIANTS, ids=lambda v: v.id)
+@pytest.mark.parametrize("seed", [11, 12])
+def test_variant_gets_full_marks_and_no_diagnosis(config, submission, variant, seed):
+    result = grade_with_hidden(submission(mistake=variant), config, seed=seed)
+    assert full_marks(result) == [], [(s.id, [c.message for c in s.checks if c.passed is False]) for s in result.steps]
+    assert [(s.id, s.diagnoses) for s in result.steps if s.diagnoses] == []
+
