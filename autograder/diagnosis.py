@@ -6,7 +6,9 @@ Two sources of evidence, neither of which changes a score:
   run on the inputs of every failing check; a mistake whose observations equal the student's on
   a failing check is reported. Needs the reference, so it runs where hidden checks run.
 * Probes (Check subclasses with a `diagnosis` id): behavioural tests of the student's code that
-  need no reference, e.g. "a projection receives no gradient".
+  need no reference, e.g. "a projection receives no gradient". Where a probe and a mistake share
+  an id, the probe decides: two mistakes can fail with the same output (the same device error,
+  say) while a probe can still tell them apart.
 
 When neither finds anything, the diagnosis says so and repeats the closest evidence.
 """
@@ -45,18 +47,21 @@ def diagnose(module, records, observe, student, tol, reference=None):
     if not failing:
         return []
     found = []
-    if reference is not None:
-        for mistake in getattr(module, "MISTAKES", []):
-            package = mistake_package(reference, module.__name__.rsplit(".", 1)[-1], mistake)
-            if any(same_observation(r.observation, observe(r.check, package, r.inputs), tol) for r in failing):
-                found.append(entry(mistake.id))
     for probe in getattr(module, "PROBES", []):
         inputs = probe.inputs(_generator(probe))
         observation = observe(probe, student, inputs)
         if observation.error is None:
             fail = probe.judge(inputs, observation.values, None, tol)
-            if fail is not None and probe.diagnosis not in {d["id"] for d in found}:
+            if fail is not None:
                 found.append(entry(probe.diagnosis, **fail.params))
+    if reference is not None:
+        probed = {probe.diagnosis for probe in getattr(module, "PROBES", [])}
+        for mistake in getattr(module, "MISTAKES", []):
+            if mistake.id in probed:  # a probe tells this one apart better than matching outputs
+                continue
+            package = mistake_package(reference, module.__name__.rsplit(".", 1)[-1], mistake)
+            if any(same_observation(r.observation, observe(r.check, package, r.inputs), tol) for r in failing):
+                found.append(entry(mistake.id))
     if not found:
         evidence = next((r.fail for r in failing if r.observation.error is None), failing[0].fail)
         found.append(entry("no_known_mistake",

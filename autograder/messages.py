@@ -17,6 +17,14 @@ CATALOG = {
         "import_error": "importing {file} raised {type}: {message}",
         "not_checked": "not checked: {reason}",
         "no_cuda": "no CUDA device on this machine",
+        "cuda_off": "turned off in grading.yml",
+        "mode_real": "graded on a real CUDA device",
+        "mode_simulated": "graded on a simulated CUDA device (fake tensors on cuda:0; devices and shapes, not values)",
+        "mode_meta": "graded on a simulated device (fake tensors on 'meta': no C++ compiler for the fake CUDA guard, so a few ops such as F.embedding with a CPU index are not caught)",
+        "device_mismatch": (
+            "a CPU tensor met a tensor on {device} ({where}): {detail}. Create tensors inside forward "
+            "with device=x.device, and keep masks in register_buffer so that .to() moves them"
+        ),
         # Comparing what was seen with what was expected.
         "not_tensor": "{name}: expected a tensor, got {got}",
         "wrong_type": "{name}: expected {expected}, got {got}",
@@ -101,6 +109,11 @@ CATALOG = {
         "diagnosis.mha_scale_by_d_model": "the module divides the scores by sqrt(d_model) instead of sqrt(d_k)",
         "diagnosis.mha_fully_masked_nan": "a sequence that is all padding gives NaN; fill blocked scores with a large finite negative number",
         "diagnosis.mha_output_detached": "the output is detached from the graph, so the projections before it get no gradient",
+        "diagnosis.cpu_tensor_in_forward": "forward creates a tensor on the CPU (a mask built without device=?); pass device=x.device, or use torch.ones_like and friends",
+        "diagnosis.mask_not_buffer": "a tensor (a mask?) is kept as a plain attribute, which .to() does not move; keep it with self.register_buffer(...)",
+        "diagnosis.embedding_cpu_ids": "TokenEmbedding moves the ids to the CPU (ids.cpu()); keep every tensor on the input's device",
+        "diagnosis.output_on_cpu": "OutputProjection moves the heads to the CPU (.cpu()); keep every tensor on the input's device",
+        "diagnosis.mask_moved_to_cpu": "attention moves the mask to the CPU before using it; keep it on the scores' device",
         "diagnosis.projection_no_gradient": "{name} receives no gradient: is it used (and not replaced by another projection) in forward?",
         "diagnosis.query_rows_mixed": "changing query token {changed} changed the output of query token {moved}; each query's output may depend only on itself and the keys (a missing transpose mixes tokens)",
     },

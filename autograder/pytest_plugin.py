@@ -15,12 +15,13 @@ from .check import ContractError, Fail
 from .checks import step_modules
 from .diagnosis import Record, diagnose
 from .forbidden import watching
-from .runner import (Observation, check_inputs, check_seed, clone, cuda_available, forbidden_in_source,
-                     judge, observe, raised, score_step, where)
+from .runner import (Observation, check_inputs, check_seed, clone, device_mode, forbidden_in_source, judge,
+                     mode_note, observe, raised, score_step, where)
 from .submission import Package, SubmissionError
 
 _verdicts = {}  # check -> the Fail that run_public_check reported for it
 _records = {}  # check -> its Record (inputs, observation, verdict), for the diagnosis
+_modes = {}  # step id -> the device mode its checks ran in
 
 
 def find_config(start):
@@ -55,11 +56,17 @@ def run_public_check(check, mha, config):
     only the expected kinds (the TODO still there, a broken file, a missing layer, a forbidden
     call) become a one-line message."""
     __tracebackhide__ = True
-    if check.requires == "cuda" and not cuda_available():
-        pytest.skip(messages.render("not_checked", reason=messages.render("no_cuda")))
     step = config.step(check.step)
+    mode = None
+    if check.requires == "cuda":
+        mode, reason = device_mode(step)
+        if mode is None:
+            pytest.skip(messages.render("not_checked", reason=messages.render(reason)))
+        _modes[check.step] = mode
     fail = forbidden_source(check.step, step, mha)
     inputs = check_inputs(check, check_seed(check))
+    if mode is not None:
+        inputs["mode"] = mode
     observation = Observation()
     if fail is None:
         try:
@@ -141,7 +148,7 @@ class StudentPlugin:
         if check is None or (report_.when != "call" and not report_.failed):
             return
         if report_.skipped and check.requires == "cuda":
-            self.outcomes[check] = (None, Fail("not_checked", {"reason": messages.render("no_cuda")}))
+            self.outcomes[check] = (None, Fail("not_checked", {"reason": str(report_.longrepr[-1]).removeprefix("Skipped: not checked: ")}))
         elif report_.passed:
             self.outcomes[check] = (True, None)
         elif report_.failed:
@@ -167,6 +174,8 @@ class StudentPlugin:
                         if check in self.outcomes]
             if outcomes:
                 result = score_step(step, outcomes)
+                if step.id in _modes:
+                    result.mode = mode_note(_modes[step.id])
                 records = [_records[check] for check, passed, _ in outcomes if check in _records]
                 if any(passed is False for _, passed, _ in outcomes) and self._mha is not None:
                     result.diagnoses = diagnose(

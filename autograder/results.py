@@ -26,6 +26,7 @@ class StepResult:
     checks: list
     status: str = "graded"  # graded | not_implemented | not_checked
     diagnoses: list = field(default_factory=list)  # [{"id", "message"}], filled by diagnosis
+    mode: str = None  # for device steps: message id of how it was graded (mode_real, mode_simulated, ...)
 
 
 @dataclass
@@ -67,6 +68,8 @@ class GradeResult:
                         for c in step.checks
                     ],
                     "diagnoses": list(step.diagnoses),
+                    **({"mode": step.mode.removeprefix("mode_"), "mode_note": messages.render(step.mode)}
+                       if step.mode else {}),
                 }
                 for step in self.steps
             ],
@@ -88,6 +91,8 @@ def table(result, title=None):
         elif step.status == "not_checked":
             note = step.checks[0].message if step.checks else ""
         lines.append(f"  {step.id:<{width}}  {step.score:6.2f} / {step.max_score:<5g} {note}".rstrip())
+        if step.mode and step.status != "not_checked":
+            lines.append(f"  {'':<{width}}    ({messages.render(step.mode)})")
         if step.status == "graded":
             for check in step.checks:
                 if check.passed is False:

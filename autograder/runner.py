@@ -150,6 +150,25 @@ def cuda_available():
     return torch.cuda.is_available()
 
 
+def device_mode(step):
+    """How a step's CUDA checks run here: ('real' | 'simulated', None), or (None, message id of
+    the reason they are not checked). grading.yml: options.mode = auto | real | simulated | off."""
+    mode = step.options.get("mode", "auto")
+    if mode == "off":
+        return None, "cuda_off"
+    if mode == "real" or (mode == "auto" and cuda_available()):
+        return ("real", None) if cuda_available() else (None, "no_cuda")
+    return "simulated", None
+
+
+def mode_note(mode):
+    """The message id that says which device graded a step."""
+    if mode == "simulated":
+        from .fake_cuda import simulated_device
+        return "mode_simulated" if simulated_device() == "cuda" else "mode_meta"
+    return "mode_real"
+
+
 def grade(submission, config, reference=None, seed=None, steps=None):
     """Grade the `mha` package in directory `submission` with the checks of `config`'s steps.
 
@@ -173,20 +192,27 @@ def grade(submission, config, reference=None, seed=None, steps=None):
         checks = [c for c in module.CHECKS if hidden or c.visibility == "public"]
         in_source = None if package_error else forbidden_in_source(module, step, mha)
         outcomes, records = [], []
+        mode = None
         for check in checks:
-            if check.requires == "cuda" and not cuda_available():
-                outcomes.append((check, None, Fail("not_checked", {"reason": messages.render("no_cuda")})))
-                continue
+            if check.requires == "cuda":
+                mode, reason = device_mode(step)
+                if mode is None:
+                    outcomes.append((check, None, Fail("not_checked", {"reason": messages.render(reason)})))
+                    continue
             if package_error is not None or in_source is not None:
                 outcomes.append((check, False, package_error or in_source))
                 continue
             inputs = check_inputs(check, check_seed(check, seed))
+            if check.requires == "cuda":
+                inputs["mode"] = mode
             observation = observe(check, mha, inputs, step.timeout, step.forbidden)
             expected = None if observation.error else expectation(check, inputs, reference_package)
             fail = judge(check, inputs, observation, expected, step.tolerance)
             outcomes.append((check, fail is None, fail))
             records.append(diagnosis.Record(check, inputs, observation, fail))
         result = score_step(step, outcomes)
+        if mode is not None:
+            result.mode = mode_note(mode)
         if package_error is None:
             result.diagnoses = diagnosis.diagnose(
                 module, records, lambda c, package, i: observe(c, package, i, step.timeout),
@@ -232,5 +258,5 @@ def score_step(step, outcomes):
     elif counted and all(f is not None and f.message_id == "not_implemented" for _, _, f in counted):
         status = "not_implemented"
     max_score = step.points if counted else 0.0
-    return StepResult(id=step.id, title=step.title, score=sum(c.points for c in checks),
+    return StepResult(id=step.id, title=step.title, score=round(sum(c.points for c in checks), 9),
                       max_score=max_score, checks=checks, status=status)

@@ -3,7 +3,7 @@ import shutil
 import subprocess
 import sys
 
-from conftest import ASSIGNMENTS, KIT, SOLUTIONS, cuda_available
+from conftest import ASSIGNMENTS, KIT, SOLUTIONS
 
 
 def student_copy(tmp_path, mha_source, grading=None):
@@ -32,7 +32,7 @@ def test_untouched_skeleton_scores_zero_with_not_implemented_and_no_traceback(tm
     assert completed.returncode == 1
     assert "MHA Lab score (public checks)" in out
     for step in ("padding", "embedding", "qkv_projection", "split_heads", "attention", "masking",
-                 "output_projection", "multi_head_attention"):
+                 "output_projection", "multi_head_attention", "cuda"):
         assert "0.00 /" in table_line(out, step) and "not implemented yet" in table_line(out, step)
     assert "Traceback" not in out and "raise NotImplementedError" not in out
 
@@ -41,7 +41,7 @@ def test_reference_gets_full_public_marks(tmp_path):
     completed = pytest_in(student_copy(tmp_path, SOLUTIONS / "mha"))
     assert completed.returncode == 0, completed.stdout[-3000:]
     total = table_line(completed.stdout, "total")
-    assert ("100.00 / 100" if cuda_available() else "95.00 / 95") in total
+    assert "100.00 / 100" in total
 
 
 def test_one_failing_check_shows_expected_and_seen(tmp_path):

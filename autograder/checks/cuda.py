@@ -1,45 +1,122 @@
 """Checks for step `cuda`: everything runs with its inputs on a CUDA device.
 
 `.to(device)` must move all of a module's state, nothing may be created on the CPU inside
-forward, outputs stay on the input's device and match the CPU result of the same code. Each
-check runs the student's code twice, on the CPU and on the GPU, and compares the two, so only
-device handling is judged here (the values are judged in their own steps).
+forward, and outputs stay on the input's device. Each check is a scenario run twice with the
+student's own code: on the CPU, and on the device of the grading mode (grading.yml
+`options: {mode: auto | real | simulated | off}`, auto = real if a GPU is present, else
+simulated):
 
-Without a CUDA device these checks are reported as not checked.
+* real: a CUDA GPU; outputs (and, after backward, gradients) must be on it and match the CPU run.
+* simulated: fake tensors on a fake cuda:0 (autograder/fake_cuda.py); a CPU tensor meeting a cuda
+  one raises PyTorch's own device-mismatch error. Devices and shapes are checked, values are not,
+  and backward does not run (the autograd engine needs a real device).
+
+Only device handling is judged here; the values are judged in their own steps.
 """
 import torch
 
-from ..check import Check, Fail, compare_tensor, linear_state, load_linear, randint, randn
+from ..check import Check, ContractError, Fail, Mistake, compare_tensor, linear_state, load_linear, randint, randn
+from ..fake_cuda import Simulation, is_data_dependent, is_device_mismatch
+from .masking import causal_by_hand
 from .multi_head_attention import build, weights
 
-OPTIONS = {"mode": ("auto", "real", "off")}
+OPTIONS = {"mode": ("auto", "real", "simulated", "off")}
+FILES = []
 
 
-def on_both(run, *tensors):
-    """run(*tensors) on the CPU and with every tensor on cuda; both results, on the CPU for judging."""
-    cpu = run(*tensors, device="cpu")
-    gpu = run(*(t.to("cuda") for t in tensors), device="cuda")
-    return {name: {"cpu": cpu[name].detach(), "gpu": gpu[name].detach().cpu(),
-                   "device": str(gpu[name].device)} for name in cpu}
+class Place:
+    """Where a scenario runs: 'cpu', 'real' (a CUDA GPU) or 'simulated' (fake cuda:0)."""
+
+    def __init__(self, kind):
+        self.kind = kind
+        self.simulation = Simulation() if kind == "simulated" else None
+        self.device = {"cpu": "cpu", "real": "cuda"}.get(kind) or self.simulation.device
+
+    def tensor(self, value):
+        return self.simulation.tensor(value) if self.simulation else value.to(self.device)
+
+    def module(self, module, move_plain_tensors=False):
+        if self.simulation:
+            return self.simulation.module(module, move_plain_tensors)
+        return module.to(self.device)
+
+    def __enter__(self):
+        if self.simulation:
+            self.simulation.__enter__()
+        return self
+
+    def __exit__(self, *exc):
+        if self.simulation:
+            return self.simulation.__exit__(*exc)
+        return False
+
+
+def run_scenario(check, mha, kind, inputs, move_plain_tensors=False):
+    """check.scenario on `kind`: modules built on the CPU and moved, tensor inputs placed, then
+    the scenario runs on the device. Device mismatches become a clear ContractError."""
+    from ..runner import where  # the runner imports the checks: import it late
+
+    place = Place(kind)
+    try:
+        modules = {name: place.module(module, move_plain_tensors)
+                   for name, module in check.build(mha, **inputs).items()}
+        placed = {name: place.tensor(value) if isinstance(value, torch.Tensor) else value
+                  for name, value in inputs.items()}
+        with place:
+            return check.scenario(mha, place, modules, **placed)
+    except Exception as error:  # noqa: BLE001 - sorted into the cases below
+        if is_data_dependent(error):
+            return None  # .item() and friends are legal on CUDA; the simulation stops there
+        if is_device_mismatch(error):
+            raise ContractError("device_mismatch", device=place.device, where=where(error, mha),
+                                detail=str(error).splitlines()[0][:160]) from None
+        raise
 
 
 class OnCuda(Check):
-    """Helper: every observed output is on cuda and equals the CPU result."""
+    """Helper: a scenario run on the CPU and on the graded device, then compared."""
 
     requires = "cuda"
+    backward = False  # real mode only: run backward too and check the gradients' device
+
+    def build(self, mha, **inputs):
+        """The student's modules the scenario needs, built on the CPU: {name: module}."""
+        return {}
+
+    def scenario(self, mha, place, modules, **inputs):
+        """Run student code on `place` (tensor inputs and `modules` are already there);
+        return {name: tensor}."""
+        raise NotImplementedError
+
+    def observe(self, mha, mode, **inputs):
+        cpu = run_scenario(self, mha, "cpu", inputs)
+        seen = run_scenario(self, mha, mode, inputs)
+        if seen is None:
+            return {"mode": mode, "stopped_at_data_dependent_op": True, "outputs": {}}
+        outputs = {}
+        for name, value in seen.items():
+            outputs[name] = {"device": str(value.device), "shape": tuple(value.shape),
+                             "cpu_shape": tuple(cpu[name].shape)}
+            if mode == "real":
+                outputs[name].update(cpu=cpu[name].detach(), gpu=value.detach().cpu())
+        return {"mode": mode, "outputs": outputs}
 
     def judge(self, inputs, got, expected, tol):
-        for name, seen in got.items():
-            if not seen["device"].startswith("cuda"):
+        for name, seen in got["outputs"].items():
+            if not seen["device"].startswith(("cuda", "meta")):
                 return Fail("device", {"name": name, "expected": "cuda", "got": seen["device"]})
-            fail = compare_tensor(seen["gpu"], seen["cpu"], tol, name=f"{name} on cuda vs cpu")
-            if fail:
-                return fail
+            if seen["shape"] != seen["cpu_shape"]:
+                return Fail("shape", {"name": f"{name} on cuda", "expected": seen["cpu_shape"], "got": seen["shape"]})
+            if "gpu" in seen:
+                fail = compare_tensor(seen["gpu"], seen["cpu"], tol, name=f"{name} on cuda vs cpu")
+                if fail:
+                    return fail
         return None
 
 
 class MultiHeadAttentionOnCuda(OnCuda):
-    """MultiHeadAttention(causal=True) with a pad_mask, moved with .to('cuda'), in eval and train."""
+    """MultiHeadAttention(causal=True) with a pad_mask, moved with .to('cuda'), in eval() and in
+    train() with dropout; on a real GPU also backward, with gradients on the GPU."""
 
     id = "multi_head_attention"
     weight = 3
@@ -48,51 +125,151 @@ class MultiHeadAttentionOnCuda(OnCuda):
         return {"states": weights(rng), "query": randn(rng, 2, 5, 12),
                 "pad_mask": torch.tensor([[False] * 5, [False, False, False, True, True]])}
 
-    def observe(self, mha, states, query, pad_mask):
-        def run(query, pad_mask, device):
-            module = build(mha, states, dropout=0.1, causal=True).to(device)
-            out = module(query, pad_mask=pad_mask)
-            module.train()
-            trained = module(query, pad_mask=pad_mask)
+    def build(self, mha, states, **inputs):
+        return {"mha": build(mha, states, dropout=0.1, causal=True)}
+
+    def scenario(self, mha, place, modules, states, query, pad_mask):
+        module = modules["mha"]
+        outputs = {"eval": module(query, pad_mask=pad_mask)}
+        module.train()
+        outputs["train"] = trained = module(query, pad_mask=pad_mask)
+        if place.kind == "real":
             trained.sum().backward()
-            grad = module.w_q.weight.grad
-            return {"eval": out, "train_device": torch.zeros(1, device=trained.device),
-                    "grad_device": torch.zeros(1, device=grad.device)}
-        return on_both(run, query, pad_mask)
+            outputs["w_q.grad"] = module.w_q.weight.grad
+        return outputs
 
 
-class ModulesOnCuda(OnCuda):
-    """TokenEmbedding and OutputProjection on cuda."""
+class EmbeddingOnCuda(OnCuda):
+    """TokenEmbedding moved to cuda, looking up cuda ids."""
 
-    id = "modules"
+    id = "embedding"
 
     def inputs(self, rng):
-        return {"ids": randint(rng, 1, 11, 2, 6), "heads": randn(rng, 2, 3, 5, 4),
-                "state": linear_state(rng, 12, 12)}
+        return {"table": randn(rng, 11, 6), "ids": randint(rng, 1, 11, 2, 6)}
 
-    def observe(self, mha, ids, heads, state):
-        torch.manual_seed(0)
-        embedding = mha.embedding.TokenEmbedding(11, 6).double()
-        projection = mha.output.OutputProjection(12).double()
-        load_linear(projection, "w_o", state)
+    def build(self, mha, table, ids):
+        module = mha.embedding.TokenEmbedding(11, 6, pad_id=0).double()
+        with torch.no_grad():
+            module.embedding.weight.copy_(table)
+        return {"embedding": module}
 
-        def run(ids, heads, device):
-            return {"embedding": embedding.to(device)(ids), "output_projection": projection.to(device)(heads)}
-        return on_both(run, ids, heads)
+    def scenario(self, mha, place, modules, table, ids):
+        return {"vectors": modules["embedding"](ids)}
+
+
+class OutputProjectionOnCuda(OnCuda):
+    """OutputProjection moved to cuda, on cuda heads."""
+
+    id = "output_projection"
+
+    def inputs(self, rng):
+        return {"state": linear_state(rng, 12, 12), "heads": randn(rng, 2, 3, 5, 4)}
+
+    def build(self, mha, state, heads):
+        module = mha.output.OutputProjection(12).double()
+        load_linear(module, "w_o", state)
+        return {"projection": module}
+
+    def scenario(self, mha, place, modules, state, heads):
+        return {"out": modules["projection"](heads)}
 
 
 class MasksOnCuda(OnCuda):
-    """causal_mask(L, device='cuda'), padding_mask of cuda ids, attention with a cuda mask."""
+    """causal_mask(L, device=...) on the device; padding_mask of cuda ids stays on cuda."""
 
-    id = "masks_and_attention"
+    id = "masks"
 
     def inputs(self, rng):
-        return {"ids": torch.tensor([[3, 1, 4, 0], [5, 0, 0, 0]]), "q": randn(rng, 2, 3, 4, 8),
-                "k": randn(rng, 2, 3, 4, 8), "v": randn(rng, 2, 3, 4, 5)}
+        return {"ids": torch.tensor([[3, 1, 4, 0], [5, 0, 0, 0]])}
 
-    def observe(self, mha, ids, q, k, v):
-        def run(ids, q, k, v, device):
-            mask = mha.masking.padding_mask(ids) | mha.masking.causal_mask(4, device=device)
-            out, weights = mha.attention.scaled_dot_product_attention(q, k, v, mask=mask)
-            return {"mask": mask, "out": out, "weights": weights}
-        return on_both(run, ids, q, k, v)
+    def scenario(self, mha, place, modules, ids):
+        return {"causal_mask": mha.masking.causal_mask(4, device=place.device),
+                "padding_mask": mha.masking.padding_mask(ids)}
+
+
+class AttentionOnCuda(OnCuda):
+    """scaled_dot_product_attention with q, k, v and a mask on cuda."""
+
+    id = "attention"
+
+    def inputs(self, rng):
+        mask = causal_by_hand(4, 4) | torch.tensor([False, False, True, True])
+        return {"q": randn(rng, 2, 3, 4, 8), "k": randn(rng, 2, 3, 4, 8), "v": randn(rng, 2, 3, 4, 5), "mask": mask}
+
+    def scenario(self, mha, place, modules, q, k, v, mask):
+        out, weights_ = mha.attention.scaled_dot_product_attention(q, k, v, mask=mask)
+        return {"out": out, "weights": weights_}
+
+
+# ### BEGIN HIDDEN CHECKS
+
+
+MISTAKES = [
+    Mistake("cpu_tensor_in_forward", "mha.py", [
+        ("blocked = torch.zeros(Lq, Lk, dtype=torch.bool, device=scores.device)",
+         "blocked = torch.zeros(Lq, Lk, dtype=torch.bool)")]),
+    Mistake("mask_not_buffer", "mha.py", [
+        ("        self.dropout = nn.Dropout(dropout)\n",
+         "        self.dropout = nn.Dropout(dropout)\n"
+         "        self.future = torch.triu(torch.ones(256, 256, dtype=torch.bool), diagonal=1)\n"),
+        ("blocked = torch.ones_like(blocked).triu(diagonal=1)  # (Lq, Lk)", "blocked = self.future[:Lq, :Lk]")]),
+    Mistake("embedding_cpu_ids", "embedding.py", [
+        ("return self.embedding(ids)  # (B, L, d_model)", "return self.embedding(ids.cpu())  # (B, L, d_model)")]),
+    Mistake("output_on_cpu", "output.py", [
+        ("return self.w_o(merged)  # (B, L, D)", "return self.w_o(merged.cpu())  # (B, L, D)")]),
+    Mistake("mask_moved_to_cpu", "attention.py", [("scores.masked_fill(mask,", "scores.masked_fill(mask.cpu(),")]),
+]
+
+
+# ### PROBES (unscored: run when the step fails, to explain why)
+
+
+def plain_tensor_attributes(module):
+    """'name' of every tensor a module keeps outside _parameters/_buffers (.to() leaves those)."""
+    return [f"{prefix + '.' if prefix else ''}{name}" for prefix, sub in module.named_modules()
+            for name, value in vars(sub).items() if isinstance(value, torch.Tensor)]
+
+
+class MaskNotBuffer(Check):
+    """A module keeps no tensor as a plain attribute: .to() would leave it on the CPU."""
+
+    diagnosis = "mask_not_buffer"
+
+    def observe(self, mha):
+        found = []
+        for module in (mha.mha.MultiHeadAttention(12, 3, causal=True), mha.embedding.TokenEmbedding(11, 6),
+                       mha.output.OutputProjection(12)):
+            found += [f"{type(module).__name__}.{name}" for name in plain_tensor_attributes(module)]
+        return {"attributes": found}
+
+    def judge(self, inputs, got, expected, tol):
+        if got["attributes"]:
+            return Fail("mask_not_buffer", {})
+        return None
+
+
+class CpuTensorInForward(Check):
+    """With every tensor attribute moved too, forward still mixes devices: forward itself
+    creates a tensor on the CPU."""
+
+    diagnosis = "cpu_tensor_in_forward"
+
+    def inputs(self, rng):
+        return MultiHeadAttentionOnCuda().inputs(rng)
+
+    def observe(self, mha, **inputs):
+        from ..runner import cuda_available
+
+        kind = "real" if cuda_available() else "simulated"
+        try:
+            run_scenario(MultiHeadAttentionOnCuda(), mha, kind, inputs, move_plain_tensors=True)
+        except ContractError as error:
+            if error.fail.message_id == "device_mismatch":
+                return {"mismatch": error.fail.params["where"]}
+            raise
+        return {"mismatch": None}
+
+    def judge(self, inputs, got, expected, tol):
+        if got["mismatch"]:
+            return Fail("cpu_tensor_in_forward", {})
+        return None
