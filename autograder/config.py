@@ -42,6 +42,7 @@ class GradingConfig:
     assignment: str
     steps: list
     path: Path = None
+    simulate_cuda: bool = True  # False: a step graded on the simulated device is not run (pytest without --cuda)
 
     def step(self, step_id):
         return next(step for step in self.steps if step.id == step_id)

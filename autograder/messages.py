@@ -18,6 +18,7 @@ CATALOG = {
         "not_checked": "not checked: {reason}",
         "no_cuda": "no CUDA device on this machine",
         "cuda_off": "turned off in grading.yml",
+        "cuda_on_request": "no GPU here; run `pytest assignments/ --cuda` to check it on a simulated one (a few seconds more)",
         "mode_real": "graded on a real CUDA device",
         "mode_simulated": "graded on a simulated CUDA device (fake tensors on cuda:0; devices and shapes, not values)",
         "mode_meta": "graded on a simulated device (fake tensors on 'meta': no C++ compiler for the fake CUDA guard, so a few ops such as F.embedding with a CPU index are not caught)",

@@ -24,6 +24,12 @@ _records = {}  # check -> its Record (inputs, observation, verdict), for the dia
 _modes = {}  # step id -> the device mode its checks ran in
 
 
+def pytest_addoption(parser):
+    parser.addoption("--cuda", action="store_true", default=False,
+                     help="without a GPU, also run the cuda step on a simulated CUDA device "
+                          "(a few seconds: it loads PyTorch's fake-tensor machinery)")
+
+
 def find_config(start):
     """The nearest grading.yml at or above `start`, else the kit's own."""
     for directory in [Path(start).resolve(), *Path(start).resolve().parents]:
@@ -59,7 +65,7 @@ def run_public_check(check, mha, config):
     step = config.step(check.step)
     mode = None
     if check.requires == "cuda":
-        mode, reason = device_mode(step)
+        mode, reason = device_mode(step, simulate=config.simulate_cuda)
         if mode is None:
             pytest.skip(messages.render("not_checked", reason=messages.render(reason)))
         _modes[check.step] = mode
@@ -122,9 +128,10 @@ PLUGIN_NAME = "mha-lab"
 class StudentPlugin:
     """Records every check's outcome and prints the per-step score table at the end."""
 
-    def __init__(self, submission_dir):
+    def __init__(self, submission_dir, simulate_cuda=True):
         self.submission_dir = Path(submission_dir)
         self.config = load_config(self.submission_dir)
+        self.config.simulate_cuda = simulate_cuda
         self.outcomes = {}  # check -> (passed, Fail or None)
         self._mha = None
 

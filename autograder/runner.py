@@ -150,15 +150,16 @@ def cuda_available():
     return torch.cuda.is_available()
 
 
-def device_mode(step):
+def device_mode(step, simulate=True):
     """How a step's CUDA checks run here: ('real' | 'simulated', None), or (None, message id of
-    the reason they are not checked). grading.yml: options.mode = auto | real | simulated | off."""
+    the reason they are not checked). grading.yml: options.mode = auto | real | simulated | off.
+    simulate=False leaves out the simulated device (a student's quick local run)."""
     mode = step.options.get("mode", "auto")
     if mode == "off":
         return None, "cuda_off"
     if mode == "real" or (mode == "auto" and cuda_available()):
         return ("real", None) if cuda_available() else (None, "no_cuda")
-    return "simulated", None
+    return ("simulated", None) if simulate else (None, "cuda_on_request")
 
 
 def mode_note(mode):

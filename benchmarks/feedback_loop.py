@@ -3,7 +3,9 @@
     python benchmarks/feedback_loop.py [--runs 5]
 
 Both are timed as fresh processes with this interpreter, interleaved, and the medians printed
-side by side. Target: the pytest run within 1.5 s of the import. Prints figures; asserts nothing.
+side by side. Target: the pytest run within 1.5 s of the import. The --cuda row adds the cuda
+step on the simulated device (its fake-tensor machinery imports torch._dynamo). Prints figures;
+asserts nothing.
 """
 import argparse
 import shutil
@@ -39,6 +41,8 @@ def main():
             "python -c 'import torch'": [sys.executable, "-c", "import torch"],
             "pytest assignments/ (complete solution)": [sys.executable, "-m", "pytest", "-q", "-p",
                                                         "no:cacheprovider", "assignments"],
+            "pytest assignments/ --cuda (simulated GPU)": [sys.executable, "-m", "pytest", "-q", "-p",
+                                                           "no:cacheprovider", "assignments", "--cuda"],
         }
         times = {name: [] for name in commands}
         wall_time(commands["python -c 'import torch'"], root)  # warm the file cache

@@ -3,7 +3,7 @@ import shutil
 import subprocess
 import sys
 
-from conftest import ASSIGNMENTS, KIT, SOLUTIONS
+from conftest import ASSIGNMENTS, KIT, SOLUTIONS, cuda_available
 
 
 def student_copy(tmp_path, mha_source, grading=None):
@@ -27,7 +27,7 @@ def table_line(output, step):
 
 
 def test_untouched_skeleton_scores_zero_with_not_implemented_and_no_traceback(tmp_path):
-    completed = pytest_in(student_copy(tmp_path, ASSIGNMENTS / "mha"))
+    completed = pytest_in(student_copy(tmp_path, ASSIGNMENTS / "mha"), "--cuda")
     out = completed.stdout
     assert completed.returncode == 1
     assert "MHA Lab score (public checks)" in out
@@ -38,10 +38,20 @@ def test_untouched_skeleton_scores_zero_with_not_implemented_and_no_traceback(tm
 
 
 def test_reference_gets_full_public_marks(tmp_path):
+    completed = pytest_in(student_copy(tmp_path, SOLUTIONS / "mha"), "--cuda")
+    assert completed.returncode == 0, completed.stdout[-3000:]
+    assert "100.00 / 100" in table_line(completed.stdout, "total")
+    assert "simulated CUDA device" in completed.stdout
+
+
+def test_without_a_gpu_the_quick_run_leaves_the_cuda_step_to_cuda_flag(tmp_path):
+    if cuda_available():
+        import pytest
+        pytest.skip("with a GPU the cuda step always runs")
     completed = pytest_in(student_copy(tmp_path, SOLUTIONS / "mha"))
     assert completed.returncode == 0, completed.stdout[-3000:]
-    total = table_line(completed.stdout, "total")
-    assert "100.00 / 100" in total
+    assert "not checked: no GPU here; run `pytest assignments/ --cuda`" in table_line(completed.stdout, "cuda")
+    assert "95.00 / 95" in table_line(completed.stdout, "total")
 
 
 def test_one_failing_check_shows_expected_and_seen(tmp_path):
