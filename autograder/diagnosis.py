@@ -2,7 +2,7 @@
 
 Two sources of evidence, neither of which changes a score:
 
-* Known mistakes (each step module's MISTAKES): the reference with one specific error planted is
+* Known mistakes (autograder/mistakes/<step>.py): the reference with one specific error planted is
   run on the inputs of every failing check; a mistake whose observations equal the student's on
   a failing check is reported. Needs the reference, so it runs where hidden checks run.
 * Probes (Check subclasses with a `diagnosis` id): behavioural tests of the student's code that
@@ -20,6 +20,7 @@ from pathlib import Path
 
 from . import messages
 from .check import Fail, compare
+from .mistakes import mistakes_of
 from .submission import Package
 
 # Failures that say nothing about the computation: nothing to diagnose.
@@ -56,7 +57,7 @@ def diagnose(module, records, observe, student, tol, reference=None):
                 found.append(entry(probe.diagnosis, **fail.params))
     if reference is not None:
         probed = {probe.diagnosis for probe in getattr(module, "PROBES", [])}
-        for mistake in getattr(module, "MISTAKES", []):
+        for mistake in mistakes_of(module.__name__.rsplit(".", 1)[-1]):
             if mistake.id in probed:  # a probe tells this one apart better than matching outputs
                 continue
             package = mistake_package(reference, module.__name__.rsplit(".", 1)[-1], mistake)

@@ -7,6 +7,7 @@ import pytest
 
 from autograder import config as grading_config
 from autograder.checks import step_modules
+from autograder.mistakes import mistakes_of
 from autograder.runner import cuda_available, grade
 
 KIT = Path(__file__).resolve().parent.parent
@@ -18,8 +19,7 @@ INTEGRATION_STEPS = {"multi_head_attention", "cuda"}
 
 
 def all_mistakes():
-    return [(step, mistake) for step, module in step_modules().items()
-            for mistake in getattr(module, "MISTAKES", [])]
+    return [(step, mistake) for step in step_modules() for mistake in mistakes_of(step)]
 
 
 @pytest.fixture(scope="session")

@@ -1,6 +1,7 @@
 """The diagnosis catalog: the ids the course promises exist, and every id has a message."""
 from autograder import messages
 from autograder.checks import step_modules
+from autograder.mistakes import mistakes_of
 
 # Ids the diagnosis issue makes a public contract, by step. (cpu_tensor_in_forward and
 # mask_not_buffer of the cuda step come with the simulated CUDA device.)
@@ -19,7 +20,7 @@ PROMISED = {
 
 def known_ids(step):
     module = step_modules()[step]
-    return {m.id for m in getattr(module, "MISTAKES", [])} | {p.diagnosis for p in module.PROBES}
+    return {m.id for m in mistakes_of(step)} | {p.diagnosis for p in module.PROBES}
 
 
 def test_every_promised_diagnosis_exists():

@@ -1,4 +1,4 @@
-"""Fairness of the grader, measured with planted mistakes (each step module's MISTAKES).
+"""Fairness of the grader, measured with planted mistakes (autograder/mistakes/<step>.py).
 
 * every planted mistake loses points in its own step, and in no other step except the
   integration/cuda steps and the steps it declares it genuinely breaks;

@@ -2,8 +2,9 @@
 
 A step module defines Check subclasses (see autograder/check.py): public ones first, then the
 hidden ones, which compare against the reference solution on inputs made at grading time. It may
-also define probes (Check subclasses with a `diagnosis` id, unscored), MISTAKES (known mistakes
-as patches on the reference) and FILES (the student files the step grades, for the source scan).
+also define probes (Check subclasses with a `diagnosis` id, unscored) and FILES (the student
+files the step grades, for the source scan). Its known mistakes live in autograder/mistakes/,
+apart, because they quote the reference.
 Adding a step = a reference function in solutions/mha/, a module here, an entry in grading.yml.
 """
 import importlib

@@ -6,7 +6,7 @@ matrix as values its output IS the weight matrix, so both outputs are checked ag
 import torch
 import torch.nn.functional as F
 
-from ..check import Check, ContractError, Fail, Mistake, describe, randn
+from ..check import Check, ContractError, Fail, describe, randn
 
 FILES = ['attention.py']  # what the step grades (scanned for forbidden calls)
 
@@ -124,18 +124,6 @@ class RandomSizes(Check):
 
     def observe(self, mha, q, k, v):
         return attend(mha, q, k, v)
-
-
-MISTAKES = [
-    Mistake("scale_by_d_model", "attention.py", [("d_k = q.size(-1)", "d_k = q.size(-1) * q.size(1)")]),
-    Mistake("no_scale", "attention.py", [(" / math.sqrt(d_k)", "")]),
-    Mistake("scale_not_sqrt", "attention.py", [("/ math.sqrt(d_k)", "/ d_k")]),
-    # Normalising over the queries cannot block keys, so the mask path breaks too.
-    Mistake("softmax_wrong_dim", "attention.py", [("torch.softmax(scores, dim=-1)", "torch.softmax(scores, dim=-2)")],
-            also_breaks=("masking",)),
-    Mistake("k_not_transposed", "attention.py", [("q @ k.transpose(-2, -1)", "q @ k")], also_breaks=("masking",)),
-    Mistake("output_upcast", "attention.py", [("out = weights @ v", "out = weights.double() @ v.double()")]),
-]
 
 
 # ### PROBES (unscored: run when the step fails, to explain why)

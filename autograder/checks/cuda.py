@@ -15,7 +15,7 @@ Only device handling is judged here; the values are judged in their own steps.
 """
 import torch
 
-from ..check import Check, ContractError, Fail, Mistake, compare_tensor, linear_state, load_linear, randint, randn
+from ..check import Check, ContractError, Fail, compare_tensor, linear_state, load_linear, randint, randn
 from ..fake_cuda import Simulation, is_data_dependent, is_device_mismatch
 from .masking import causal_by_hand
 from .multi_head_attention import build, weights
@@ -199,26 +199,6 @@ class AttentionOnCuda(OnCuda):
     def scenario(self, mha, place, modules, q, k, v, mask):
         out, weights_ = mha.attention.scaled_dot_product_attention(q, k, v, mask=mask)
         return {"out": out, "weights": weights_}
-
-
-# ### BEGIN HIDDEN CHECKS
-
-
-MISTAKES = [
-    Mistake("cpu_tensor_in_forward", "mha.py", [
-        ("blocked = torch.zeros(Lq, Lk, dtype=torch.bool, device=scores.device)",
-         "blocked = torch.zeros(Lq, Lk, dtype=torch.bool)")]),
-    Mistake("mask_not_buffer", "mha.py", [
-        ("        self.dropout = nn.Dropout(dropout)\n",
-         "        self.dropout = nn.Dropout(dropout)\n"
-         "        self.future = torch.triu(torch.ones(256, 256, dtype=torch.bool), diagonal=1)\n"),
-        ("blocked = torch.ones_like(blocked).triu(diagonal=1)  # (Lq, Lk)", "blocked = self.future[:Lq, :Lk]")]),
-    Mistake("embedding_cpu_ids", "embedding.py", [
-        ("return self.embedding(ids)  # (B, L, d_model)", "return self.embedding(ids.cpu())  # (B, L, d_model)")]),
-    Mistake("output_on_cpu", "output.py", [
-        ("return self.w_o(merged)  # (B, L, D)", "return self.w_o(merged.cpu())  # (B, L, D)")]),
-    Mistake("mask_moved_to_cpu", "attention.py", [("scores.masked_fill(mask,", "scores.masked_fill(mask.cpu(),")]),
-]
 
 
 # ### PROBES (unscored: run when the step fails, to explain why)

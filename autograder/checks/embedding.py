@@ -1,7 +1,7 @@
 """Checks for step `embedding`: mha/embedding.py, TokenEmbedding(vocab_size, d_model, pad_id=0)."""
 import torch
 
-from ..check import Check, ContractError, Fail, Mistake, randint, randn
+from ..check import Check, ContractError, Fail, randint, randn
 
 FILES = ['embedding.py']  # what the step grades (scanned for forbidden calls)
 
@@ -116,12 +116,3 @@ class RandomLookup(Check):
             embedding_layer(module).weight.copy_(table)
         return {"vectors": module(ids), "padding_idx": embedding_layer(module).padding_idx}
 
-
-MISTAKES = [
-    Mistake("embedding_no_padding_idx", "embedding.py", [
-        ("nn.Embedding(vocab_size, d_model, padding_idx=pad_id)", "nn.Embedding(vocab_size, d_model)")]),
-    Mistake("embedding_padding_idx_zero", "embedding.py", [
-        ("nn.Embedding(vocab_size, d_model, padding_idx=pad_id)", "nn.Embedding(vocab_size, d_model, padding_idx=0)")]),
-    Mistake("embedding_scaled", "embedding.py", [
-        ("return self.embedding(ids)", "return self.embedding(ids) * self.embedding.embedding_dim ** 0.5")]),
-]

@@ -7,7 +7,7 @@ costing points here too: it is graded in step `attention`.
 """
 import torch
 
-from ..check import Check, Fail, Mistake, check_form, compare_tensor, first_index
+from ..check import Check, Fail, check_form, compare_tensor, first_index
 from .attention import attend, qkv
 
 FILES = ['masking.py', 'attention.py']  # what the step grades (scanned for forbidden calls)
@@ -238,19 +238,3 @@ class RandomMaskedAttention(MaskedAttention):
             mask = mask | causal_by_hand(lq, lk)
         return {**qkv(rng, (B, size(1, 4)), lq=lq, lk=lk, d_k=size(1, 9), d_v=size(1, 9)), "mask": mask}
 
-
-MISTAKES = [
-    Mistake("mask_fill_zero", "attention.py", [("torch.finfo(scores.dtype).min)", "0.0)")]),
-    Mistake("mask_after_softmax", "attention.py", [
-        ("scores = scores.masked_fill(mask, torch.finfo(scores.dtype).min)", "pass"),
-        ("    weights = torch.softmax(scores, dim=-1)  # (..., Lq, Lk)\n",
-         "    weights = torch.softmax(scores, dim=-1)  # (..., Lq, Lk)\n"
-         "    if mask is not None:\n        weights = weights.masked_fill(mask, 0.0)\n")]),
-    Mistake("mask_inverted", "attention.py", [("scores.masked_fill(mask,", "scores.masked_fill(~mask,")]),
-    Mistake("fully_masked_nan", "attention.py", [("torch.finfo(scores.dtype).min)", "float(\"-inf\"))")]),
-    Mistake("mask_on_queries", "masking.py", [("[:, None, None, :]", "[:, None, :, None]")]),
-    Mistake("padding_mask_ignores_pad_id", "masking.py", [("(ids == pad_id)", "(ids == 0)")]),
-    Mistake("causal_includes_diagonal", "masking.py", [("torch.triu(ones, diagonal=1)", "torch.triu(ones, diagonal=0)")]),
-    Mistake("causal_wrong_direction", "masking.py", [("torch.triu(ones, diagonal=1)", "torch.tril(ones, diagonal=-1)")]),
-    Mistake("causal_ignores_device", "masking.py", [("dtype=torch.bool, device=device)", "dtype=torch.bool)")]),
-]

@@ -7,7 +7,7 @@ whole module, so a mistake in an earlier step may show here too, by design.
 import torch
 import torch.nn as nn
 
-from ..check import Check, ContractError, Fail, Mistake, compare_tensor, first_index, linear_state, load_linear, randn
+from ..check import Check, ContractError, Fail, compare_tensor, first_index, linear_state, load_linear, randn
 from .masking import causal_by_hand
 
 FILES = ['mha.py']  # what the step grades (scanned for forbidden calls)
@@ -250,22 +250,6 @@ class RandomConfigurations(Check):
     def observe(self, mha, states, num_heads, bias, causal, query, key, pad_mask):
         module = build(mha, states, num_heads=num_heads, bias=bias, causal=causal)
         return {"self": module(query), "cross": module(query, key, key, pad_mask=pad_mask)}
-
-
-MISTAKES = [
-    Mistake("dropout_in_eval", "mha.py", [
-        ("weights = self.dropout(weights)", "weights = nn.functional.dropout(weights, self.dropout.p, training=True)")]),
-    Mistake("dropout_p_ignored", "mha.py", [("self.dropout = nn.Dropout(dropout)\n", "self.dropout = nn.Dropout(0.0)\n")]),
-    Mistake("mha_causal_ignored", "mha.py", [("if self.causal:", "if False:")]),
-    Mistake("mha_causal_bottom_right", "mha.py", [
-        ("torch.ones_like(blocked).triu(diagonal=1)", "torch.ones_like(blocked).triu(diagonal=1 + Lk - Lq)")]),
-    Mistake("mha_pad_mask_ignored", "mha.py", [("if pad_mask is not None:", "if False:")]),
-    Mistake("out_missing_bias", "mha.py", [
-        ("self.w_o = nn.Linear(d_model, d_model, bias=bias)", "self.w_o = nn.Linear(d_model, d_model, bias=False)")]),
-    Mistake("mha_scale_by_d_model", "mha.py", [("/ math.sqrt(q.size(-1))", "/ math.sqrt(self.d_model)")]),
-    Mistake("mha_fully_masked_nan", "mha.py", [("torch.finfo(scores.dtype).min)", "float(\"-inf\"))")]),
-    Mistake("mha_output_detached", "mha.py", [("return self.w_o(out)", "return self.w_o(out.detach())")]),
-]
 
 
 # ### PROBES (unscored: run when the step fails, to explain why)

@@ -2,7 +2,7 @@
 import torch
 import torch.nn.functional as F
 
-from ..check import Check, Mistake, linear_state, load_linear, randn
+from ..check import Check, linear_state, load_linear, randn
 from .split_heads import concat_heads
 
 FILES = ['output.py']  # what the step grades (scanned for forbidden calls)
@@ -85,10 +85,3 @@ class RandomSizes(Check):
     def observe(self, mha, state, heads, bias):
         return project(mha, state, heads, bias)
 
-
-MISTAKES = [
-    Mistake("out_no_merge_transpose", "output.py", [
-        ("heads.transpose(1, 2).contiguous().view(B, L, H * d_k)", "heads.contiguous().view(B, L, H * d_k)")]),
-    Mistake("out_missing_bias", "output.py", [
-        ("self.w_o = nn.Linear(d_model, d_model, bias=bias)\n", "self.w_o = nn.Linear(d_model, d_model, bias=False)\n")]),
-]

@@ -1,7 +1,7 @@
 """Checks for step `padding`: mha/padding.py, pad_batch(sequences, pad_id=0, max_len=None)."""
 import torch
 
-from ..check import Check, ContractError, Fail, Mistake, describe
+from ..check import Check, ContractError, Fail, describe
 
 FILES = ['padding.py']  # what the step grades (scanned for forbidden calls)
 
@@ -171,24 +171,3 @@ class RandomBatches(Check):
     def observe(self, mha, cases):
         return {"cases": [pad(mha, **case) for case in cases]}
 
-
-MISTAKES = [
-    Mistake("pad_mask_inverted", "padding.py", [
-        ("pad_mask = torch.ones(", "pad_mask = torch.zeros("), ("pad_mask[b, :n] = False", "pad_mask[b, :n] = True")]),
-    Mistake("pad_left", "padding.py", [
-        ("ids[b, :n] = ", "ids[b, L - n:] = "), ("pad_mask[b, :n] = False", "pad_mask[b, L - n:] = False")]),
-    Mistake("pad_no_truncate", "padding.py", [
-        ("lengths = [len(seq) if max_len is None else min(len(seq), max_len) for seq in sequences]",
-         "lengths = [len(seq) for seq in sequences]"),
-        ("L = max(lengths) if max_len is None else max_len", "L = max(lengths + [max_len or 0])")]),
-    Mistake("pad_mutates_input", "padding.py", [
-        ("    return ids, pad_mask", "    for seq in sequences:\n        seq.extend([pad_id] * (L - len(seq)))\n    return ids, pad_mask")]),
-    Mistake("pad_ignores_pad_id", "padding.py", [("torch.full((len(sequences), L), pad_id,", "torch.full((len(sequences), L), 0,")]),
-    Mistake("pad_ignores_longer_max_len", "padding.py", [
-        ("L = max(lengths) if max_len is None else max_len", "L = max(lengths)")]),
-    Mistake("pad_rejects_empty_sequence", "padding.py", [
-        ("if len(sequences) == 0:", "if len(sequences) == 0 or min(map(len, sequences)) == 0:")]),
-    Mistake("pad_empty_batch_no_error", "padding.py", [
-        ('raise ValueError("pad_batch needs at least one sequence")',
-         "return torch.zeros(0, 0, dtype=torch.long), torch.zeros(0, 0, dtype=torch.bool)")]),
-]

@@ -1,7 +1,7 @@
 """Checks for step `split_heads`: mha/heads.py, split_heads(x, num_heads) and merge_heads(x)."""
 import torch
 
-from ..check import Check, Fail, Mistake, randn
+from ..check import Check, Fail, randn
 
 FILES = ['heads.py']  # what the step grades (scanned for forbidden calls)
 
@@ -144,15 +144,3 @@ class RandomSplit(Check):
     def observe(self, mha, x, num_heads, heads):
         return {"split": mha.heads.split_heads(x, num_heads), "merged": mha.heads.merge_heads(heads)}
 
-
-MISTAKES = [
-    Mistake("split_without_transpose", "heads.py", [
-        ("    x = x.view(B, L, num_heads, d_k)  # (B, L, H, d_k)\n    return x.transpose(1, 2)",
-         "    return x.view(B, num_heads, L, d_k)")]),
-    Mistake("merge_without_transpose", "heads.py", [
-        ("x = x.transpose(1, 2).contiguous()", "x = x.contiguous()")]),
-    Mistake("merge_view_not_contiguous", "heads.py", [
-        ("x = x.transpose(1, 2).contiguous()", "x = x.transpose(1, 2)")]),
-    Mistake("split_no_divisibility_check", "heads.py", [
-        ('raise ValueError(f"d_model={D} is not divisible by num_heads={num_heads}")', "pass")]),
-]
