@@ -2,11 +2,15 @@
 
     grade                  grade assignments/ with the public and hidden checks
     grade PATH --json F    grade one submission (a directory holding mha/), write JSON to F
-    grade P1 P2 --out DIR  grade a batch: DIR/<name>.json for each and DIR/grades.csv
+    grade P1 P2 --out DIR  grade a batch in parallel: DIR/<name>.json for each and DIR/grades.csv
+
+Student code runs in sandboxed worker processes (autograder/worker.py) unless --in-process.
     skeleton [--check]     regenerate assignments/mha from solutions/mha (--check: only compare)
 """
 import argparse
+import random
 import sys
+import warnings
 from pathlib import Path
 
 from . import config as grading_config
@@ -28,6 +32,10 @@ def main(argv=None):
                        help="directory holding the reference mha/ (default: solutions/)")
     grade.add_argument("--public-only", action="store_true", help="skip the hidden checks")
     grade.add_argument("--seed", type=int, help="seed for the hidden checks (default: random)")
+    grade.add_argument("--workers", type=int, help="batch: submissions graded at once (default: cores)")
+    grade.add_argument("--force", action="store_true", help="batch: grade again what --out already has")
+    grade.add_argument("--in-process", action="store_true",
+                       help="run student code in this process (no sandbox: only for code you trust)")
 
     skeleton = commands.add_parser("skeleton", help="regenerate assignments/mha from solutions/mha")
     skeleton.add_argument("--check", action="store_true", help="only report whether it is up to date")
@@ -39,6 +47,7 @@ def main(argv=None):
 
 
 def run_grade(args):
+    from .batch import grade_batch
     from .checks import step_modules
     from .runner import grade
 
@@ -48,35 +57,28 @@ def run_grade(args):
         print(f"error: {error}", file=sys.stderr)
         return 2
     paths = args.paths or [KIT / "assignments"]
-    if args.json and len(paths) > 1:
-        print("error: --json takes one submission; use --out DIR for a batch", file=sys.stderr)
+    if len(paths) > 1 and not args.out:
+        print("error: several submissions need --out DIR (one JSON each and grades.csv)", file=sys.stderr)
         return 2
     reference = None if args.public_only else args.reference
-    graded = []
-    for path in paths:
-        result = grade(path, config, reference=reference, seed=args.seed)
-        graded.append(result)
-        print(results.table(result))
-        print()
-    if args.json:
-        results.write_json(graded[0], args.json)
+    if reference is not None and not (Path(reference) / "mha").is_dir():
+        print(f"error: no reference mha/ in {reference} (use --public-only without one)", file=sys.stderr)
+        return 2
+    isolate = not args.in_process
+    seed = args.seed if args.seed is not None else random.SystemRandom().randrange(2**31)
+    warnings.simplefilter("ignore")  # warnings from torch or student code never reach our stderr
     if args.out:
-        args.out.mkdir(parents=True, exist_ok=True)
-        names = unique_names(paths)
-        for name, result in zip(names, graded):
-            results.write_json(result, args.out / f"{name}.json")
-        results.write_csv(graded, names, args.out / "grades.csv")
+        graded = grade_batch(paths, config, args.out, workers=args.workers, reference=reference, seed=seed,
+                             force=args.force, isolate=isolate)
+        print(f"graded {len(graded)} submissions into {args.out}/ (grades.csv, one JSON each)")
+        return 0
+    result = grade(paths[0], config, reference=reference, seed=seed, isolate=isolate)
+    print(results.table(result))
+    if result.output:
+        print("\nwhat the submission printed (cut):\n" + result.output)
+    if args.json:
+        results.write_json(result, args.json)
     return 0
-
-
-def unique_names(paths):
-    """A file-name-safe name per submission: its directory name, numbered where names repeat."""
-    names, seen = [], {}
-    for path in paths:
-        name = "".join(c if c.isalnum() or c in "-_." else "_" for c in Path(path).resolve().name) or "submission"
-        seen[name] = seen.get(name, 0) + 1
-        names.append(name if seen[name] == 1 else f"{name}-{seen[name]}")
-    return names
 
 
 def run_skeleton(args):

@@ -15,6 +15,7 @@ When neither finds anything, the diagnosis says so and repeats the closest evide
 import atexit
 import shutil
 import tempfile
+import threading
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -42,8 +43,8 @@ def diagnose(module, records, observe, student, tol, reference=None):
     """[{"id", "message"}] for a step with failing checks ([] if none failed).
 
     `observe(check, package, inputs)` runs a check's student half on a package and returns an
-    Observation; `student` is the student's package; `reference` the reference directory (or None:
-    then only the probes run)."""
+    Observation; `student` is the student's package, or None when `observe` sends student code to
+    a worker itself; `reference` the reference directory (or None: then only the probes run)."""
     failing = [r for r in records if r.fail is not None and r.fail.message_id not in NOT_EVIDENCE]
     if not failing:
         return []
@@ -61,7 +62,10 @@ def diagnose(module, records, observe, student, tol, reference=None):
             if mistake.id in probed:  # a probe tells this one apart better than matching outputs
                 continue
             package = mistake_package(reference, module.__name__.rsplit(".", 1)[-1], mistake)
-            if any(same_observation(r.observation, observe(r.check, package, r.inputs), tol) for r in failing):
+            with _lock:  # mistake packages are shared by the threads of a batch
+                matched = any(same_observation(r.observation, observe(r.check, package, r.inputs), tol)
+                              for r in failing)
+            if matched:
                 found.append(entry(mistake.id))
     if not found:
         evidence = next((r.fail for r in failing if r.observation.error is None), failing[0].fail)
@@ -97,18 +101,23 @@ def _generator(probe):
 
 _packages = {}
 _scratch = []
+_lock = threading.RLock()
 
 
 def mistake_package(reference, step_id, mistake):
     """The reference with `mistake` planted, as a package of its own (made once per process)."""
     key = (str(Path(reference).resolve()), step_id, mistake.id)
-    if key not in _packages:
-        if not _scratch:
-            _scratch.append(Path(tempfile.mkdtemp(prefix="mha-lab-mistakes-")))
-            atexit.register(shutil.rmtree, _scratch[0], True)
-        root = _scratch[0] / f"{step_id}-{mistake.id}"
-        shutil.copytree(Path(reference) / "mha", root / "mha")
-        target = root / "mha" / mistake.file
-        target.write_text(mistake.apply(target.read_text(encoding="utf-8")), encoding="utf-8")
-        _packages[key] = Package.load(root, name=f"mha_mistake_{step_id}_{mistake.id}")
+    with _lock:
+        return _packages[key] if key in _packages else _make_mistake_package(key, reference, step_id, mistake)
+
+
+def _make_mistake_package(key, reference, step_id, mistake):
+    if not _scratch:
+        _scratch.append(Path(tempfile.mkdtemp(prefix="mha-lab-mistakes-")))
+        atexit.register(shutil.rmtree, _scratch[0], True)
+    root = _scratch[0] / f"{step_id}-{mistake.id}"
+    shutil.copytree(Path(reference) / "mha", root / "mha")
+    target = root / "mha" / mistake.file
+    target.write_text(mistake.apply(target.read_text(encoding="utf-8")), encoding="utf-8")
+    _packages[key] = Package.load(root, name=f"mha_mistake_{step_id}_{mistake.id}")
     return _packages[key]

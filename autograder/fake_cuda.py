@@ -81,6 +81,10 @@ def simulated_device():
         device = "meta"
         if os.environ.get("MHA_LAB_FAKE_CUDA", "cuda") != "meta":
             library = cache_dir() / "fake_cuda_guard.so"
+            # The autograd engine starts a thread per device of every registered device type on
+            # its first backward (once per process, inherited by forks). Start it now, while no
+            # CUDA guard exists: a thread for the fake device would abort or hang the process.
+            torch.ones(1, requires_grad=True).sum().backward()
             try:
                 if library.exists() or build_guard(library):
                     ctypes.CDLL(str(library), mode=ctypes.RTLD_GLOBAL)
@@ -100,6 +104,13 @@ class Simulation:
         self.device = simulated_device()
         self.mode = FakeTensorMode(allow_non_fake_inputs=False)
         self._logger = logging.getLogger("torch._subclasses.fake_tensor")
+
+    @classmethod
+    def shared(cls):
+        """One simulation per process: its fake-tensor caches stay warm across scenarios."""
+        if "simulation" not in _state:
+            _state["simulation"] = cls()
+        return _state["simulation"]
 
     def __enter__(self):
         self._level = self._logger.level

@@ -35,6 +35,8 @@ class GradeResult:
     submission: str
     steps: list
     seed: int = None
+    output: str = ""  # what the student's code printed (cut), shown, never parsed
+    sandbox: list = field(default_factory=list)  # isolation layers that were in force
 
     @property
     def score(self):
@@ -54,6 +56,9 @@ class GradeResult:
             "submission": self.submission,
             "score": _round(self.score),
             "max_score": _round(self.max_score),
+            "seed": self.seed,
+            "output": self.output,
+            "sandbox": list(self.sandbox),
             "steps": [
                 {
                     "id": step.id,

@@ -170,57 +170,114 @@ def mode_note(mode):
     return "mode_real"
 
 
-def grade(submission, config, reference=None, seed=None, steps=None):
+class InProcess:
+    """Runs student code in this process (a student's own run, the kit's tests, --in-process)."""
+
+    def __init__(self, submission):
+        self.mha, self.error = None, None
+        try:
+            self.mha = Package.load(submission)
+        except SubmissionError as error:
+            self.error = Fail(error.message_id, error.params)
+        self.layers = []
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        return False
+
+    def observe(self, tasks):
+        return [observe(check, self.mha, inputs, timeout, forbidden) for check, inputs, timeout, forbidden in tasks]
+
+    def output(self):
+        return ""
+
+
+def grade(submission, config, reference=None, seed=None, steps=None, isolate=False, memory_bytes=2 << 30):
     """Grade the `mha` package in directory `submission` with the checks of `config`'s steps.
 
     With `reference` (a directory holding the reference `mha`), hidden checks run too, seeded
-    with `seed` (random when None). Returns a GradeResult; never raises for student faults."""
+    with `seed` (random when None). With `isolate`, student code runs only in a sandboxed worker
+    process (autograder/worker.py); otherwise in this one. Never raises for student faults."""
     modules = step_modules()
     hidden = reference is not None
     if hidden and seed is None:
         seed = random.SystemRandom().randrange(2**31)
-    try:
-        mha = Package.load(submission)
-        package_error = None
-    except SubmissionError as error:
-        mha, package_error = None, Fail(error.message_id, error.params)
     reference_package = load_reference(reference) if hidden else None
-    results = []
-    for step in config.steps:
-        if steps and step.id not in steps:
-            continue
-        module = modules[step.id]
-        checks = [c for c in module.CHECKS if hidden or c.visibility == "public"]
-        in_source = None if package_error else forbidden_in_source(module, step, mha)
-        outcomes, records = [], []
-        mode = None
-        for check in checks:
-            if check.requires == "cuda":
-                mode, reason = device_mode(step)
-                if mode is None:
-                    outcomes.append((check, None, Fail("not_checked", {"reason": messages.render(reason)})))
-                    continue
-            if package_error is not None or in_source is not None:
-                outcomes.append((check, False, package_error or in_source))
+    package_error = None
+    if not (Path(submission) / "mha").is_dir():
+        package_error = Fail("missing_package", {"path": str(submission)})
+    if isolate:
+        from .worker import Worker
+        executor = Worker(submission, memory_bytes)
+    else:
+        executor = InProcess(submission)
+        package_error = package_error or executor.error
+    source = Package.unloaded(submission)
+    plans = []
+    with executor:
+        for step in config.steps:
+            if steps and step.id not in steps:
                 continue
-            inputs = check_inputs(check, check_seed(check, seed))
-            if check.requires == "cuda":
-                inputs["mode"] = mode
-            observation = observe(check, mha, inputs, step.timeout, step.forbidden)
-            expected = None if observation.error else expectation(check, inputs, reference_package)
-            fail = judge(check, inputs, observation, expected, step.tolerance)
-            outcomes.append((check, fail is None, fail))
-            records.append(diagnosis.Record(check, inputs, observation, fail))
-        result = score_step(step, outcomes)
-        if mode is not None:
-            result.mode = mode_note(mode)
-        if package_error is None:
-            result.diagnoses = diagnosis.diagnose(
-                module, records, lambda c, package, i: observe(c, package, i, step.timeout),
-                mha, step.tolerance, reference=reference if hidden else None)
-        results.append(result)
+            module = modules[step.id]
+            checks = [c for c in module.CHECKS if hidden or c.visibility == "public"]
+            in_source = None if package_error else forbidden_in_source(module, step, source)
+            plan = {"step": step, "module": module, "outcomes": {}, "tasks": [], "mode": None}
+            for check in checks:
+                if check.requires == "cuda":
+                    plan["mode"], reason = device_mode(step)
+                    if plan["mode"] is None:
+                        plan["outcomes"][check] = (None, Fail("not_checked", {"reason": messages.render(reason)}))
+                        continue
+                if package_error is not None or in_source is not None:
+                    plan["outcomes"][check] = (False, package_error or in_source)
+                    continue
+                inputs = check_inputs(check, check_seed(check, seed))
+                if check.requires == "cuda":
+                    inputs["mode"] = plan["mode"]
+                plan["tasks"].append((check, inputs, step.timeout, step.forbidden))
+            plans.append(plan)
+        all_tasks = [task for plan in plans for task in plan["tasks"]]
+        observations = iter(executor.observe(all_tasks)) if all_tasks else iter(())
+        results = []
+        for plan in plans:
+            step, records = plan["step"], []
+            for check, inputs, _, _ in plan["tasks"]:
+                observation = next(observations)
+                expected = None if observation.error or observation.forbidden else \
+                    cached_expectation(check, inputs, reference_package, seed)
+                fail = judge(check, inputs, observation, expected, step.tolerance)
+                plan["outcomes"][check] = (fail is None, fail)
+                records.append(diagnosis.Record(check, inputs, observation, fail))
+            ordered = [c for c in plan["module"].CHECKS if c in plan["outcomes"]]
+            result = score_step(step, [(c, *plan["outcomes"][c]) for c in ordered])
+            if plan["mode"] is not None:
+                result.mode = mode_note(plan["mode"])
+            if package_error is None:
+                result.diagnoses = diagnosis.diagnose(
+                    plan["module"], records,
+                    lambda check, package, inputs, timeout=step.timeout: (
+                        executor.observe([(check, inputs, timeout, ())])[0] if package is None
+                        else observe(check, package, inputs, timeout)),
+                    None, step.tolerance, reference=reference if hidden else None)
+            results.append(result)
+        output = executor.output()
     return GradeResult(assignment=config.assignment, submission=str(submission), steps=results,
-                       seed=seed)
+                       seed=seed, output=output, sandbox=list(executor.layers))
+
+
+_expectations = {}
+_expectations_lock = threading.Lock()
+
+
+def cached_expectation(check, inputs, reference, seed):
+    """expectation(), computed once per check and seed: every submission of a batch shares it."""
+    key = (check.step, check.id, check_seed(check, seed), id(reference), inputs.get("mode"))
+    with _expectations_lock:
+        if key not in _expectations:
+            _expectations[key] = expectation(check, inputs, reference)
+        return _expectations[key]
 
 
 _references = {}

@@ -9,7 +9,6 @@ needed it. The reference solution is loaded the same way under another package n
 sit beside a student's `mha` in one process.
 """
 import importlib
-import importlib.util
 import sys
 import types
 from pathlib import Path
@@ -33,32 +32,26 @@ class Package:
 
     @classmethod
     def load(cls, root, name="mha"):
-        """Import `root/mha` as the package `name`, replacing any earlier one of that name.
+        """Make `root/mha` importable as the package `name`, replacing any earlier one.
 
-        The package's __init__.py runs if it can; if it fails (or is missing) an empty package
-        stands in for it, because each step only needs its own file."""
+        The package's __init__.py is not run: each step file is imported on its own when first
+        used, so nothing in __init__.py (a broken import, or worse) can cost the other steps."""
         directory = Path(root).resolve() / "mha"
         for loaded in [m for m in sys.modules if m == name or m.startswith(name + ".")]:
             del sys.modules[loaded]
         importlib.invalidate_caches()
         if not directory.is_dir():
             raise SubmissionError("missing_package", path=str(Path(root)))
-        init = directory / "__init__.py"
-        module = None
-        if init.exists():
-            spec = importlib.util.spec_from_file_location(
-                name, init, submodule_search_locations=[str(directory)])
-            module = importlib.util.module_from_spec(spec)
-            sys.modules[name] = module
-            try:
-                spec.loader.exec_module(module)
-            except BaseException:  # noqa: BLE001 - any failure: an empty package stands in
-                module = None
-        if module is None:
-            module = types.ModuleType(name)
-            module.__path__ = [str(directory)]
-            sys.modules[name] = module
+        module = types.ModuleType(name)
+        module.__path__ = [str(directory)]
+        module.__file__ = str(directory / "__init__.py")
+        sys.modules[name] = module
         return cls(module, directory)
+
+    @classmethod
+    def unloaded(cls, root):
+        """A handle on root/mha for reading its files, without making anything importable."""
+        return cls(None, Path(root).resolve() / "mha")
 
     def __getattr__(self, name):
         if name.startswith("_"):

@@ -115,3 +115,18 @@ def test_real_and_simulated_modes_agree(submission, name):
     simulated = grade_with_hidden(path, with_mode("simulated"), seed=3).step("cuda")
     assert real.mode == "mode_real"
     assert [c.passed for c in real.checks] == [c.passed for c in simulated.checks], name
+
+
+def test_backward_still_works_after_the_fake_guard_is_loaded_first():
+    """Regression: the autograd engine started a thread for the fake CUDA device on the first
+    backward after the guard was registered, which aborted or hung the process at random."""
+    import subprocess
+    import sys
+    code = ("from autograder.fake_cuda import simulated_device; import torch\n"
+            "simulated_device()\n"
+            "for _ in range(20):\n"
+            "    w = torch.randn(5, 3, requires_grad=True); (w * 2).sum().backward()\n"
+            "print('ok')\n")
+    for _ in range(3):
+        completed = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+        assert completed.returncode == 0 and completed.stdout.strip() == "ok", completed.stderr[-2000:]

@@ -29,7 +29,7 @@ class Place:
 
     def __init__(self, kind):
         self.kind = kind
-        self.simulation = Simulation() if kind == "simulated" else None
+        self.simulation = Simulation.shared() if kind == "simulated" else None
         self.device = {"cpu": "cpu", "real": "cuda"}.get(kind) or self.simulation.device
 
     def tensor(self, value):

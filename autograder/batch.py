@@ -1,0 +1,96 @@
+"""Grade many submissions on one machine: parallel sandboxed workers, results as they finish.
+
+    results = grade_batch(paths, config, out=Path("grades"), workers=2, reference=..., seed=...)
+
+Each submission gets its own worker process (autograder/worker.py); `workers` of them run at
+once. Every result is written to out/<name>.json as soon as it is ready, grades.csv at the end.
+A submission whose JSON is already in `out` is skipped (unless force=True), so an interrupted
+batch picks up where it stopped. On a terminal a progress bar shows, otherwise one quiet line
+per submission.
+"""
+import json
+import os
+import sys
+from concurrent.futures import ThreadPoolExecutor, as_completed
+from pathlib import Path
+
+from . import results as results_io
+from .results import GradeResult, StepResult
+from .runner import grade
+
+
+def submission_names(paths):
+    """A file-name-safe name per submission: its directory name, numbered where names repeat."""
+    names, seen = [], {}
+    for path in paths:
+        name = "".join(c if c.isalnum() or c in "-_." else "_" for c in Path(path).resolve().name) or "submission"
+        seen[name] = seen.get(name, 0) + 1
+        names.append(name if seen[name] == 1 else f"{name}-{seen[name]}")
+    return names
+
+
+def load_result(path):
+    """A GradeResult read back from its JSON (for skipped submissions' CSV rows)."""
+    data = json.loads(Path(path).read_text())
+    steps = [StepResult(id=s["id"], title=s["title"], score=s["score"], max_score=s["max_score"],
+                        checks=[], status=s.get("status", "graded"), diagnoses=s.get("diagnoses", []))
+             for s in data["steps"]]
+    return GradeResult(assignment=data["assignment"], submission=data.get("submission", ""), steps=steps,
+                       seed=data.get("seed"), output=data.get("output", ""))
+
+
+def grade_batch(paths, config, out, workers=None, reference=None, seed=None, force=False, isolate=True,
+                memory_bytes=2 << 30, log=None):
+    """Grade `paths` into `out`; returns {name: GradeResult} in the order of `paths`."""
+    out = Path(out)
+    out.mkdir(parents=True, exist_ok=True)
+    names = submission_names(paths)
+    workers = workers or os.cpu_count() or 1
+    done, todo = {}, []
+    for name, path in zip(names, paths):
+        target = out / f"{name}.json"
+        if target.exists() and not force:
+            try:
+                done[name] = load_result(target)
+                continue
+            except (ValueError, KeyError, OSError):
+                pass  # unreadable: grade it again
+        todo.append((name, path))
+    progress = _progress(len(todo), log)
+    with ThreadPoolExecutor(max_workers=workers) as pool:
+        futures = {pool.submit(grade, path, config, reference=reference, seed=seed, isolate=isolate,
+                               memory_bytes=memory_bytes): name for name, path in todo}
+        for future in as_completed(futures):
+            name = futures[future]
+            result = future.result()
+            results_io.write_json(result, out / f"{name}.json")
+            done[name] = result
+            progress(name, result)
+    ordered = {name: done[name] for name in names}
+    results_io.write_csv(list(ordered.values()), list(ordered), out / "grades.csv")
+    return ordered
+
+
+def _progress(total, log):
+    """A callback per graded submission: a tqdm bar on a terminal, else one line each."""
+    stream = log or sys.stderr
+    if stream.isatty():
+        try:
+            from tqdm import tqdm
+
+            bar = tqdm(total=total, unit="submission", file=stream)
+
+            def update(name, result):
+                bar.set_postfix_str(f"{name}: {result.score:.1f}/{result.max_score:g}")
+                bar.update(1)
+                if bar.n == total:
+                    bar.close()
+            return update
+        except ImportError:
+            pass
+    count = [0]
+
+    def line(name, result):
+        count[0] += 1
+        print(f"[{count[0]}/{total}] {name}: {result.score:.2f}/{result.max_score:g}", file=stream, flush=True)
+    return line

@@ -1,0 +1,246 @@
+"""Run student code in sandboxed worker processes; the judge never imports it.
+
+Judge side, one submission at a time per Worker:
+
+    with Worker(submission_dir, memory_bytes) as worker:
+        observations = worker.observe([(check, inputs, timeout, forbidden), ...])
+
+Workers come from multiprocessing's forkserver, whose server process imports this module once
+(torch with one thread, every checks module, the fake CUDA device warmed up), so each worker is a
+cheap fork of a process that has never seen the reference or the known mistakes. A worker copies
+nothing back but plain data (autograder/wire.py). The judge enforces each check's time limit by
+killing the worker, and a worker that dies (a crash, os._exit, a kill for time or memory) costs
+only the check it was running: a fresh worker takes the next one.
+"""
+import multiprocessing
+import os
+import shutil
+import signal
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import torch
+
+torch.set_num_threads(1)  # before any parallel op: forked children of a multi-threaded parent can hang
+
+from . import wire  # noqa: E402
+from .check import Fail  # noqa: E402
+from .checks import step_modules  # noqa: E402
+from .runner import Observation, observe  # noqa: E402
+
+GRACE = 1.0  # seconds the judge waits past a check's limit before killing (the worker's own alarm comes first)
+OUTPUT_LIMIT = 8 * 1024 * 1024  # bytes a worker may write (its printing included)
+SHOWN_OUTPUT = 4000  # characters of a student's printing kept in the result
+MAX_FILE = 1024 * 1024  # bytes: bigger files of a submission are not copied
+CLEAN_ENV = {"PATH": "/usr/bin:/bin", "LANG": "C.UTF-8", "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"}
+
+
+# ---------------------------------------------------------------------------- in the worker
+
+
+def _exercise(x, mask, ids, table, linear):
+    """Run the ops attention code typically uses, so that their first-call costs are paid once
+    in the fork server (this is op coverage, not a solution)."""
+    q = linear(x).view(2, 4, 2, 4).transpose(1, 2)  # (B, H, L, d_k)
+    scores = torch.einsum("bhqd,bhkd->bhqk", q, q) / 2.0 + q @ q.transpose(-2, -1)
+    scores = scores.masked_fill(mask, torch.finfo(scores.dtype).min).softmax(dim=-1)
+    out = torch.nn.functional.dropout(scores, 0.1, training=True) @ q
+    out = out.transpose(1, 2).contiguous().view(2, 4, 8).reshape(2, 4, 8)
+    parts = torch.cat(out.split(4, dim=-1), dim=-1).chunk(2, dim=-1)
+    torch.stack(parts, dim=1).sum()
+    torch.nn.functional.embedding(ids, table, padding_idx=0)
+    torch.ones(4, 4, dtype=torch.bool, device=x.device).triu(1) | torch.zeros(4, 4, dtype=torch.bool, device=x.device).tril()
+    (ids == 0)[:, None, None, :]
+    torch.where(mask, torch.full_like(scores, -1e9), scores).amax(-1, keepdim=True).exp()
+
+
+def warm_up():
+    """Done once in the fork server (autograder/worker_preload.py), so every worker starts warm."""
+    from .fake_cuda import Simulation, simulated_device
+
+    linear = torch.nn.Linear(8, 8).double()
+    args = (torch.randn(2, 4, 8, dtype=torch.float64), torch.ones(4, 4, dtype=torch.bool).triu(1),
+            torch.tensor([[1, 2, 0, 0]]), torch.randn(5, 3, dtype=torch.float64))
+    _exercise(*args, linear)
+    linear(args[0]).sum().backward()
+    try:
+        simulated_device()
+        simulation = Simulation.shared()
+        fake_linear = simulation.module(torch.nn.Linear(8, 8).double())
+        fake_args = [simulation.tensor(a) for a in args]
+        with simulation:
+            _exercise(*fake_args, fake_linear)
+    except Exception:  # noqa: BLE001 - the simulated device is optional; the checks report it
+        pass
+
+
+step_modules()
+
+
+def _checks_by_key():
+    table = {}
+    for step_id, module in step_modules().items():
+        for check in [*module.CHECKS, *module.PROBES]:
+            table[(step_id, check.id or check.diagnosis)] = check
+    return table
+
+
+def worker_main(conn, scratch, memory_bytes):
+    """Entry point of a worker process: confine, then run the checks the judge sends."""
+    from .sandbox import confine
+    from .submission import Package
+
+    os.chdir(scratch)
+    output = os.open(os.path.join(scratch, ".output"), os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
+    os.dup2(output, 1)
+    os.dup2(output, 2)
+    os.environ.clear()
+    os.environ.update(CLEAN_ENV, HOME=scratch)
+    checks = _checks_by_key()
+    layers = confine(scratch, memory_bytes, OUTPUT_LIMIT)
+    conn.send_bytes(wire.dumps({"ready": layers}))
+    mha = Package.load(scratch)
+    while True:
+        try:
+            tasks = wire.loads(conn.recv_bytes())
+        except EOFError:
+            return
+        for step_id, check_id, inputs, timeout, forbidden in tasks:
+            observation = observe(checks[(step_id, check_id)], mha, inputs, timeout, tuple(forbidden))
+            sys.stdout.flush()
+            sys.stderr.flush()
+            error = None if observation.error is None else {
+                "message_id": observation.error.message_id, "params": observation.error.params}
+            conn.send_bytes(wire.dumps({"values": observation.values, "error": error,
+                                        "forbidden": list(observation.forbidden)}))
+
+
+# ---------------------------------------------------------------------------- in the judge
+
+_context = None
+
+
+def context():
+    """The forkserver context; its server preloads torch, the checks and a warm fake device."""
+    global _context
+    if _context is None:
+        _context = multiprocessing.get_context("forkserver")
+        _context.set_forkserver_preload(["autograder.worker_preload"])
+    return _context
+
+
+def copy_submission(submission, scratch):
+    """Copy the regular files of submission/mha (no links, nothing huge) into scratch/mha."""
+    source = Path(submission) / "mha"
+    if not source.is_dir() or source.is_symlink():
+        return
+    target = Path(scratch) / "mha"
+    target.mkdir()
+    for path in sorted(source.iterdir()):
+        if path.is_file() and not path.is_symlink() and path.suffix == ".py" and path.stat().st_size <= MAX_FILE:
+            shutil.copyfile(path, target / path.name)
+
+
+class Worker:
+    """The judge's handle on the sandboxed worker process(es) of one submission."""
+
+    def __init__(self, submission, memory_bytes=2 << 30):
+        self.submission = Path(submission)
+        self.memory_bytes = memory_bytes
+        self.scratch = None
+        self.process = None
+        self.conn = None
+        self.layers = []
+        self.exitcode = None
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+
+    def start(self):
+        """A fresh worker on a fresh copy of the submission."""
+        self.stop()
+        previous_output = self.output() if self.scratch else ""
+        if self.scratch:
+            shutil.rmtree(self.scratch, ignore_errors=True)
+        self.scratch = tempfile.mkdtemp(prefix="mha-lab-worker-")
+        os.chmod(self.scratch, 0o700)
+        copy_submission(self.submission, self.scratch)
+        if previous_output:
+            Path(self.scratch, ".output").write_text(previous_output)
+        ctx = context()
+        self.conn, child = ctx.Pipe()
+        self.process = ctx.Process(target=worker_main, args=(child, self.scratch, self.memory_bytes), daemon=True)
+        self.process.start()
+        child.close()
+        if not self.conn.poll(120):
+            raise RuntimeError("a grading worker did not start")
+        self.layers = wire.loads(self.conn.recv_bytes())["ready"]
+
+    def stop(self):
+        """Kill the worker if it still runs; remember how it ended."""
+        if self.process is not None:
+            if self.process.is_alive():
+                self.process.kill()
+            self.process.join(5)
+            self.exitcode = self.process.exitcode
+            self.conn.close()
+            self.process = None
+
+    def close(self):
+        self.stop()
+        if self.scratch:
+            shutil.rmtree(self.scratch, ignore_errors=True)
+
+    def output(self):
+        """What the student's code printed (cut to SHOWN_OUTPUT characters)."""
+        path = Path(self.scratch or "/nonexistent", ".output")
+        if not path.exists():
+            return ""
+        with open(path, "rb") as f:
+            data = f.read(SHOWN_OUTPUT + 1)
+        text = data.decode("utf-8", errors="replace")
+        return text[:SHOWN_OUTPUT] + ("\n[... output cut ...]" if len(text) > SHOWN_OUTPUT else "")
+
+    def observe(self, tasks):
+        """Run (check, inputs, timeout, forbidden) tasks in order; one Observation per task."""
+        observations = []
+        while len(observations) < len(tasks):
+            if self.process is None or not self.process.is_alive():
+                self.start()
+            pending = tasks[len(observations):]
+            self.conn.send_bytes(wire.dumps([(c.step, c.id or c.diagnosis, i, t, list(f)) for c, i, t, f in pending]))
+            for check, _, timeout, _ in pending:
+                observation = self._receive(check, timeout)
+                observations.append(observation)
+                if self.process is None:  # it died or was killed: restart for the rest
+                    break
+        return observations
+
+    def _receive(self, check, timeout):
+        started = time.monotonic()
+        if self.conn.poll(timeout + GRACE):
+            try:
+                message = wire.loads(self.conn.recv_bytes(wire.MAX_MESSAGE))
+                error = message["error"]
+                return Observation(values=message["values"], forbidden=tuple(message["forbidden"]),
+                                   error=None if error is None else Fail(error["message_id"], error["params"]))
+            except (EOFError, OSError):
+                pass  # the worker died: reported below
+            except (wire.WireError, KeyError, TypeError) as error:
+                self.stop()
+                return Observation(error=Fail("bad_worker_message", {"step": check.step, "detail": str(error)}))
+        elapsed = time.monotonic() - started
+        alive = self.process.is_alive()
+        self.stop()
+        if alive or elapsed >= timeout + GRACE:
+            return Observation(error=Fail("timeout", {"seconds": timeout, "where": f"step {check.step}"}))
+        if self.exitcode is not None and self.exitcode < 0:
+            number = -self.exitcode
+            name = signal.Signals(number).name if number in signal.Signals._value2member_map_ else str(number)
+            return Observation(error=Fail("worker_crashed", {"signal": name, "step": check.step}))
+        return Observation(error=Fail("worker_exited", {"code": self.exitcode, "step": check.step}))
