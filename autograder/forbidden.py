@@ -79,3 +79,49 @@ def _root(node):
     while isinstance(node, ast.Attribute):
         node = node.value
     return node.id if isinstance(node, ast.Name) else None
+
+
+# ---------------------------------------------------------------------------- tampering
+
+GRADER_REACH = {"autograder", "ctypes", "gc", "builtins", "importlib"}  # modules an MHA file has no use for
+
+
+def scan_tampering(source):
+    """[(what, line)] for code that reaches into the grader or rewrites torch: importing the
+    grader (or ctypes, gc, builtins, importlib), touching sys.modules or __builtins__, assigning
+    to an attribute of a torch module (`torch.allclose = ...`) or setattr on one. Such code gains
+    nothing (judging runs in another process), but it is reported rather than ignored."""
+    try:
+        tree = ast.parse(source)
+    except SyntaxError:
+        return []
+    torch_names = set()
+    hits = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            for alias in node.names:
+                root = alias.name.split(".")[0]
+                if root == "torch":
+                    torch_names.add(alias.asname or "torch")
+                if root in GRADER_REACH:
+                    hits.append((f"import {alias.name}", node.lineno))
+        elif isinstance(node, ast.ImportFrom):
+            root = (node.module or "").split(".")[0]
+            if root == "torch":
+                torch_names.update(alias.asname or alias.name for alias in node.names)
+            if root in GRADER_REACH:
+                hits.append((f"from {node.module} import ...", node.lineno))
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Attribute) and node.attr == "modules" and _root(node) == "sys":
+            hits.append(("sys.modules", node.lineno))
+        elif isinstance(node, ast.Name) and node.id in ("__builtins__", "__import__"):
+            hits.append((node.id, node.lineno))
+        elif isinstance(node, (ast.Assign, ast.AugAssign, ast.AnnAssign)):
+            targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+            for target in targets:
+                if isinstance(target, ast.Attribute) and _root(target) in torch_names:
+                    hits.append((f"assignment to {ast.unparse(target)}", node.lineno))
+        elif isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id == "setattr" \
+                and node.args and _root(node.args[0]) in torch_names:
+            hits.append(("setattr on a torch module", node.lineno))
+    return sorted(set(hits), key=lambda hit: hit[1])

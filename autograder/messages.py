@@ -65,6 +65,7 @@ CATALOG = {
         "grad_missing": "{name} received no gradient (is it used in forward?)",
         "forbidden_call": "your code called {call}, which step {step} asks you to write yourself (0 points for this check)",
         "forbidden_source": "{file}, line {line} uses {call}, which step {step} asks you to write yourself",
+        "tampering": "{file}, line {line}: {what} reaches into the grader or rewrites torch, which is not allowed",
         # Diagnoses: what probably went wrong, shown under a failing step. Keyed "diagnosis.<id>".
         "diagnosis.no_known_mistake": "no known mistake reproduces your output; the closest evidence: {evidence}",
         "diagnosis.pad_mutates_input": "pad_batch extends the caller's lists in place; build new lists or tensors instead",

@@ -21,7 +21,7 @@ import torch
 from . import diagnosis, messages
 from .check import ContractError, Fail
 from .checks import step_modules
-from .forbidden import scan_source, watching
+from .forbidden import scan_source, scan_tampering, watching
 from .results import CheckResult, GradeResult, StepResult
 from .submission import Package, SubmissionError
 
@@ -133,13 +133,20 @@ def judge(check, inputs, observation, expected, tol):
 
 
 def forbidden_in_source(module, step, mha):
-    """The first forbidden name the step's files use through a torch import, as a Fail (or None)."""
+    """The first forbidden call or tampering in the step's files, as a Fail (or None)."""
     directory = getattr(mha, "_directory", None)
-    if not step.forbidden or directory is None:
+    if directory is None:
         return None
     for name in module.FILES:
         path = Path(directory) / name
-        hits = scan_source(path.read_text(encoding="utf-8", errors="replace"), step.forbidden) if path.exists() else []
+        if not path.is_file():
+            continue
+        source = path.read_text(encoding="utf-8", errors="replace")
+        tampering = scan_tampering(source)
+        if tampering:
+            what, line = tampering[0]
+            return Fail("tampering", {"what": what, "file": f"mha/{name}", "line": line})
+        hits = scan_source(source, step.forbidden) if step.forbidden else []
         if hits:
             call, line = hits[0]
             return Fail("forbidden_source", {"call": call, "file": f"mha/{name}", "line": line, "step": step.id})

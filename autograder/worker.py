@@ -222,23 +222,21 @@ class Worker:
         return observations
 
     def _receive(self, check, timeout):
-        started = time.monotonic()
-        if self.conn.poll(timeout + GRACE):
-            try:
-                message = wire.loads(self.conn.recv_bytes(wire.MAX_MESSAGE))
-                error = message["error"]
-                return Observation(values=message["values"], forbidden=tuple(message["forbidden"]),
-                                   error=None if error is None else Fail(error["message_id"], error["params"]))
-            except (EOFError, OSError):
-                pass  # the worker died: reported below
-            except (wire.WireError, KeyError, TypeError) as error:
-                self.stop()
-                return Observation(error=Fail("bad_worker_message", {"step": check.step, "detail": str(error)}))
-        elapsed = time.monotonic() - started
-        alive = self.process.is_alive()
-        self.stop()
-        if alive or elapsed >= timeout + GRACE:
+        """The next observation; or, if the worker overran or died, the Fail that says so."""
+        if not self.conn.poll(timeout + GRACE):
+            self.stop()  # overran: its own alarm did not stop it (a long native call, say)
             return Observation(error=Fail("timeout", {"seconds": timeout, "where": f"step {check.step}"}))
+        try:
+            message = wire.loads(self.conn.recv_bytes(wire.MAX_MESSAGE))
+            error = message["error"]
+            return Observation(values=message["values"], forbidden=tuple(message["forbidden"]),
+                               error=None if error is None else Fail(error["message_id"], error["params"]))
+        except (EOFError, OSError):
+            self.process.join(5)  # it is dying: wait for its exit status
+        except (wire.WireError, KeyError, TypeError) as error:
+            self.stop()
+            return Observation(error=Fail("bad_worker_message", {"step": check.step, "detail": str(error)}))
+        self.stop()
         if self.exitcode is not None and self.exitcode < 0:
             number = -self.exitcode
             name = signal.Signals(number).name if number in signal.Signals._value2member_map_ else str(number)

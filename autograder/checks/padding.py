@@ -1,7 +1,7 @@
 """Checks for step `padding`: mha/padding.py, pad_batch(sequences, pad_id=0, max_len=None)."""
 import torch
 
-from ..check import Check, ContractError, Fail, describe
+from ..check import Check, ContractError, Fail, compare, describe
 
 FILES = ['padding.py']  # what the step grades (scanned for forbidden calls)
 
@@ -136,11 +136,14 @@ class InputUnchanged(Check):
         return {"sequences": [[5, 7, 9, 3], [4, 2], [8]]}
 
     def observe(self, mha, sequences):
-        mha.padding.pad_batch(sequences)
-        mha.padding.pad_batch(sequences, max_len=2)
-        return {"sequences": sequences}
+        padded_ = pad(mha, sequences)  # a real result is required: doing nothing is not a pass
+        pad(mha, sequences, max_len=2)
+        return {"sequences": sequences, "ids": padded_["ids"]}
 
     def judge(self, inputs, got, expected, tol):
+        fail = compare(got["ids"], padded(inputs["sequences"], 0, 4)["ids"], tol, name="ids")
+        if fail:
+            return fail
         if got["sequences"] != inputs["sequences"]:
             return Fail("mutated_input")
         return None

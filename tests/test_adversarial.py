@@ -1,0 +1,143 @@
+"""Hostile submissions, graded through the sandbox. For each: the grader finishes, the honest
+steps keep their scores, the hostile step gets zero with a clear reason, and nothing outside the
+worker's scratch directory changes."""
+import hashlib
+import os
+
+import pytest
+
+from autograder import config as grading_config
+from autograder.checks import step_modules
+from autograder.runner import grade
+from conftest import INTEGRATION_STEPS, KIT, SOLUTIONS, full_marks
+
+PAD_START = '    """\n    # TODO: build `ids` and `pad_mask`'  # start of pad_batch's body
+
+
+def in_pad_batch(code):
+    """Hostile code at the start of pad_batch (the only function of the padding step)."""
+    body = "".join(f"    {line}\n" for line in code.splitlines())
+    return {"padding.py": (PAD_START, '    """\n' + body + "    # TODO: build `ids` and `pad_mask`")}
+
+
+def at_import(code, file="padding.py"):
+    return {file: ("import torch\n", "import torch\n" + code + "\n")}
+
+
+OUT = "/tmp/mha-lab-adversarial-results"
+HOSTILE = {
+    # name: (changes, the reason every hostile check must give: a text, or a tuple of accepted texts)
+    "infinite_loop": (in_pad_batch("while True:\n    pass"), "stopped after"),
+    "sleep_forever": (in_pad_batch("import time\ntime.sleep(10**6)"), "stopped after"),
+    "allocate_40_gb": (in_pad_batch("torch.ones(10**10)"), "can't allocate memory"),
+    "memory_growth": (in_pad_batch("hoard = []\nwhile True:\n    hoard.append(torch.empty(50_000_000))"),
+                      "can't allocate memory"),
+    "segfault": (in_pad_batch("import os, signal\nos.kill(os.getpid(), signal.SIGSEGV)"),
+                 "crashed the interpreter (SIGSEGV)"),
+    "os_exit_at_import": (at_import("import os\nos._exit(0)"), "ended the Python process (exit code 0)"),
+    "sys_exit_at_import": (at_import("import sys\nsys.exit(0)"), "importing mha/padding.py raised SystemExit"),
+    "os_exit_in_step": (in_pad_batch("import os\nos._exit(3)"), "ended the Python process (exit code 3)"),
+    "sys_exit_in_step": (in_pad_batch("raise SystemExit(0)"), "raised SystemExit"),
+    "keyboard_interrupt": (in_pad_batch("raise KeyboardInterrupt"), "raised KeyboardInterrupt"),
+    "patch_allclose": (at_import("torch.allclose = lambda *a, **k: True"), "rewrites torch"),
+    "patch_assert_close": (at_import("torch.testing.assert_close = lambda *a, **k: None"), "rewrites torch"),
+    "patch_grader_modules": (at_import("import sys\nsys.modules['autograder.check'].compare = lambda *a, **k: None"),
+                             "reaches into the grader"),
+    "read_the_reference": (at_import(f"exec(open({str(SOLUTIONS / 'mha' / 'padding.py')!r}).read())"),
+                           "PermissionError"),
+    "read_the_hidden_checks": (at_import(f"SECRET = open({str(KIT / 'autograder' / 'checks' / 'padding.py')!r}).read()"),
+                               "PermissionError"),
+    "write_a_fake_result": (at_import(f"open({OUT + '/fake.json'!r}, 'w').write('{{\"score\": 100}}')"),
+                            "PermissionError"),
+    "print_a_fake_score_table": (in_pad_batch("print('padding 10.00 / 10\\n  total 100.00 / 100')\nreturn None"),
+                                 ("expected a pair (ids, pad_mask)", "nothing was raised")),
+    "flood_of_output": (in_pad_batch("for _ in range(200):\n    print('x' * 1_000_000)"), "raised OSError"),
+    "fork_bomb": (in_pad_batch("import os\nwhile True:\n    os.fork()"), "Operation not permitted"),
+    "kill_the_grader": (in_pad_batch("import os, signal\nos.kill(os.getppid(), signal.SIGKILL)"),
+                        "Operation not permitted"),
+    "sdpa_for_attention": ({"attention.py": (
+        "    scores = q @ k.transpose(-2, -1) / math.sqrt(d_k)  # (..., Lq, Lk)\n",
+        "    scores = q @ k.transpose(-2, -1) / math.sqrt(d_k)  # (..., Lq, Lk)\n"
+        "    torch.nn.functional.scaled_dot_product_attention(q, k, v)\n")},
+        "torch.nn.functional.scaled_dot_product_attention"),
+}
+STEP_OF_FILE = {"padding.py": {"padding"}, "attention.py": {"attention", "masking"}}
+
+
+@pytest.fixture(scope="module")
+def quick_config():
+    """The kit's grading.yml with short time limits, so that hostile loops end quickly."""
+    text = grading_config.default_path().read_text().replace("timeout: 10", "timeout: 0.5")
+    return grading_config.parse(text, known_steps=step_modules())
+
+
+def fingerprint(*roots):
+    """path -> content hash of every file under `roots`, to see that nothing changed."""
+    prints = {}
+    for root in roots:
+        for directory, _, files in os.walk(root):
+            for name in files:
+                path = os.path.join(directory, name)
+                if "__pycache__" not in path:
+                    with open(path, "rb") as f:
+                        prints[path] = hashlib.sha256(f.read()).hexdigest()
+    return prints
+
+
+def test_there_are_at_least_fifteen_hostile_submissions():
+    assert len(HOSTILE) >= 15
+
+
+@pytest.mark.parametrize("name", list(HOSTILE))
+def test_hostile_submission(name, submission, quick_config):
+    changes, reason = HOSTILE[name]
+    files = {}
+    for file, (old, new) in changes.items():
+        source = (SOLUTIONS / "mha" / file).read_text()
+        assert source.count(old) == 1, (file, old)
+        files[file] = source.replace(old, new)
+    path = submission(files=files)
+    os.makedirs(OUT, exist_ok=True)
+    watched = [str(path), str(KIT / "solutions"), str(KIT / "autograder"), OUT]
+    before = fingerprint(*watched)
+
+    result = grade(path, quick_config, reference=SOLUTIONS, seed=1, isolate=True)
+
+    if name in ("read_the_reference", "read_the_hidden_checks", "write_a_fake_result") and "landlock" not in result.sandbox:
+        pytest.skip("Landlock is not available on this kernel")
+    if name == "fork_bomb" and "seccomp" not in result.sandbox:
+        pytest.skip("seccomp is not available here")
+    hostile = set().union(*(STEP_OF_FILE[file] for file in changes))
+    assert set(full_marks(result)) - INTEGRATION_STEPS == hostile
+    for step_id in hostile:
+        step = result.step(step_id)
+        assert step.score == 0, (step_id, [c.message for c in step.checks])
+        failing = [c.message for c in step.checks if c.passed is False]
+        reasons = reason if isinstance(reason, tuple) else (reason,)
+        assert failing and all(any(r in m for r in reasons) for m in failing), failing
+    assert fingerprint(*watched) == before
+    assert not os.path.exists(os.path.join(OUT, "fake.json"))
+
+
+def test_printed_output_is_shown_cut_and_never_parsed(submission, quick_config):
+    changes, _ = HOSTILE["print_a_fake_score_table"]
+    (old, new), = changes.values()
+    path = submission(files={"padding.py": (SOLUTIONS / "mha" / "padding.py").read_text().replace(old, new)})
+    result = grade(path, quick_config, reference=SOLUTIONS, seed=1, isolate=True)
+    assert "total 100.00 / 100" in result.output
+    assert result.step("padding").score == 0 and result.score < 100
+
+
+def test_output_flood_is_cut(submission, quick_config):
+    changes, _ = HOSTILE["flood_of_output"]
+    (old, new), = changes.values()
+    path = submission(files={"padding.py": (SOLUTIONS / "mha" / "padding.py").read_text().replace(old, new)})
+    result = grade(path, quick_config, reference=SOLUTIONS, seed=1, isolate=True)
+    assert len(result.output) < 5000 and result.output.endswith("[... output cut ...]")
+
+
+def test_sandbox_layers_in_force_are_reported(quick_config):
+    result = grade(SOLUTIONS, quick_config, reference=SOLUTIONS, seed=1, isolate=True)
+    assert result.score == result.max_score
+    assert "rlimits" in result.sandbox
+    assert result.to_json()["sandbox"] == result.sandbox
