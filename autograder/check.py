@@ -68,6 +68,11 @@ def randint(rng, low, high, *shape):
     return torch.randint(low, high, shape, generator=rng)
 
 
+def randsize(rng, low, high):
+    """A random int in [low, high), for the sizes of hidden checks."""
+    return int(torch.randint(low, high, (), generator=rng))
+
+
 def linear_state(rng, d_in, d_out, bias=True, dtype=torch.float64):
     """Random weights for an nn.Linear(d_in, d_out), with non-zero biases."""
     state = {"weight": randn(rng, d_out, d_in, dtype=dtype) / math.sqrt(d_in)}

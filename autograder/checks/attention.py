@@ -6,7 +6,7 @@ matrix as values its output IS the weight matrix, so both outputs are checked ag
 import torch
 import torch.nn.functional as F
 
-from ..check import Check, ContractError, Fail, describe, randn
+from ..check import Check, ContractError, Fail, describe, randn, randsize
 
 FILES = ['attention.py']  # what the step grades (scanned for forbidden calls)
 
@@ -31,80 +31,64 @@ def qkv(rng, lead, lq, lk, d_k, d_v, dtype=torch.float64):
             "v": randn(rng, *lead, lk, d_v, dtype=dtype)}
 
 
-class Attention4d(Check):
-    """Heads batched as (B, H, L, d): sizes B=2, H=3, Lq=5, Lk=7, d_k=4, d_v=6 (all different)."""
+class AgainstTorch(Check):
+    """Helper: (out, weights) of the student's attention against PyTorch's, on `shape` inputs.
+    `outputs` names the observations judged (both, or one for a finer-grained check)."""
 
-    weight = 1
+    shape = {"lead": (2, 3), "lq": 5, "lk": 7, "d_k": 4, "d_v": 6}
+    dtype = torch.float64
+    outputs = ("out", "weights")
 
     def inputs(self, rng):
-        return qkv(rng, (2, 3), lq=5, lk=7, d_k=4, d_v=6)
+        return qkv(rng, self.shape["lead"], self.shape["lq"], self.shape["lk"], self.shape["d_k"],
+                   self.shape["d_v"], dtype=self.dtype)
 
     def observe(self, mha, q, k, v):
-        return {self.output: attend(mha, q, k, v)[self.output]}
+        got = attend(mha, q, k, v)
+        return {name: got[name] for name in self.outputs}
 
     def expected(self, q, k, v):
-        return {self.output: oracle(q, k, v)[self.output]}
+        want = oracle(q, k, v)
+        return {name: want[name] for name in self.outputs}
 
 
-class Weights(Attention4d):
-    """weights = softmax(q k^T / sqrt(d_k)) over the keys: (B, H, Lq, Lk), rows sum to 1."""
+class Weights(AgainstTorch):
+    """weights = softmax(q k^T / sqrt(d_k)) over the keys: (B, H, Lq, Lk), rows sum to 1.
+    Heads batched as (B, H, L, d), sizes B=2, H=3, Lq=5, Lk=7, d_k=4, d_v=6 (all different)."""
 
     id = "weights"
-    output = "weights"
+    outputs = ("weights",)
     weight = 3
 
 
-class Output(Attention4d):
+class Output(AgainstTorch):
     """out = weights @ v: (B, H, Lq, d_v)."""
 
     id = "output"
-    output = "out"
+    outputs = ("out",)
     weight = 3
 
 
-class ThreeDims(Check):
+class ThreeDims(AgainstTorch):
     """Works for any number of leading dims, e.g. (B, L, d) without a head axis."""
 
     id = "three_dims"
-
-    def inputs(self, rng):
-        return qkv(rng, (2,), lq=5, lk=7, d_k=4, d_v=6)
-
-    def observe(self, mha, q, k, v):
-        return attend(mha, q, k, v)
-
-    def expected(self, q, k, v):
-        return oracle(q, k, v)
+    shape = {"lead": (2,), "lq": 5, "lk": 7, "d_k": 4, "d_v": 6}
 
 
-class SquareKeys(Check):
+class SquareKeys(AgainstTorch):
     """Lk == d_k: a shape where q @ k (without the transpose) would run, but give other numbers."""
 
     id = "square_keys"
-
-    def inputs(self, rng):
-        return qkv(rng, (2, 2), lq=3, lk=4, d_k=4, d_v=5)
-
-    def observe(self, mha, q, k, v):
-        return attend(mha, q, k, v)
-
-    def expected(self, q, k, v):
-        return oracle(q, k, v)
+    shape = {"lead": (2, 2), "lq": 3, "lk": 4, "d_k": 4, "d_v": 5}
 
 
-class Float32(Check):
+class Float32(AgainstTorch):
     """float32 inputs give float32 outputs of the same values."""
 
     id = "float32"
-
-    def inputs(self, rng):
-        return qkv(rng, (2, 3), lq=5, lk=7, d_k=8, d_v=6, dtype=torch.float32)
-
-    def observe(self, mha, q, k, v):
-        return attend(mha, q, k, v)
-
-    def expected(self, q, k, v):
-        return oracle(q, k, v)
+    shape = {"lead": (2, 3), "lq": 5, "lk": 7, "d_k": 8, "d_v": 6}
+    dtype = torch.float32
 
 
 # ### BEGIN HIDDEN CHECKS
@@ -118,9 +102,8 @@ class RandomSizes(Check):
     weight = 3
 
     def inputs(self, rng):
-        size = lambda low, high: int(torch.randint(low, high, (), generator=rng))  # noqa: E731
-        return qkv(rng, (size(1, 4), size(1, 5)), lq=size(1, 9), lk=size(1, 9), d_k=size(1, 17),
-                   d_v=size(1, 9))
+        return qkv(rng, (randsize(rng, 1, 4), randsize(rng, 1, 5)), lq=randsize(rng, 1, 9), lk=randsize(rng, 1, 9), d_k=randsize(rng, 1, 17),
+                   d_v=randsize(rng, 1, 9))
 
     def observe(self, mha, q, k, v):
         return attend(mha, q, k, v)

@@ -1,7 +1,7 @@
 """Checks for step `embedding`: mha/embedding.py, TokenEmbedding(vocab_size, d_model, pad_id=0)."""
 import torch
 
-from ..check import Check, ContractError, Fail, randint, randn
+from ..check import Check, ContractError, Fail, randint, randn, randsize
 
 FILES = ['embedding.py']  # what the step grades (scanned for forbidden calls)
 
@@ -102,11 +102,11 @@ class RandomLookup(Check):
     weight = 2
 
     def inputs(self, rng):
-        vocab, d_model = int(torch.randint(5, 40, (), generator=rng)), int(torch.randint(2, 17, (), generator=rng))
-        pad_id = int(torch.randint(0, vocab, (), generator=rng))
+        vocab, d_model = randsize(rng, 5, 40), randsize(rng, 2, 17)
+        pad_id = randsize(rng, 0, vocab)
         table = randn(rng, vocab, d_model)
         table[pad_id] = 0.0
-        ids = randint(rng, 0, vocab, 3, int(torch.randint(1, 9, (), generator=rng)))
+        ids = randint(rng, 0, vocab, 3, randsize(rng, 1, 9))
         ids[:, -1] = pad_id
         return {"vocab": vocab, "d_model": d_model, "pad_id": pad_id, "table": table, "ids": ids}
 

@@ -7,7 +7,7 @@ costing points here too: it is graded in step `attention`.
 """
 import torch
 
-from ..check import Check, Fail, check_form, compare_tensor, first_index
+from ..check import Check, Fail, check_form, compare_tensor, first_index, randsize
 from .attention import attend, qkv
 
 FILES = ['masking.py', 'attention.py']  # what the step grades (scanned for forbidden calls)
@@ -211,10 +211,10 @@ class RandomMasks(Check):
     weight = 2
 
     def inputs(self, rng):
-        pad_id = int(torch.randint(0, 3, (), generator=rng))
-        length = int(torch.randint(1, 10, (), generator=rng))
-        ids = torch.randint(3, 30, (int(torch.randint(1, 5, (), generator=rng)), length), generator=rng)
-        ids[0, int(torch.randint(0, length, (), generator=rng)):] = pad_id
+        pad_id = randsize(rng, 0, 3)
+        length = randsize(rng, 1, 10)
+        ids = torch.randint(3, 30, (randsize(rng, 1, 5), length), generator=rng)
+        ids[0, randsize(rng, 0, length):] = pad_id
         return {"ids": ids, "pad_id": pad_id, "length": length}
 
     def observe(self, mha, ids, pad_id, length):
@@ -231,10 +231,9 @@ class RandomMaskedAttention(MaskedAttention):
     weight = 2
 
     def inputs(self, rng):
-        size = lambda low, high: int(torch.randint(low, high, (), generator=rng))  # noqa: E731
-        B, lq, lk = size(1, 4), size(1, 7), size(1, 7)
+        B, lq, lk = randsize(rng, 1, 4), randsize(rng, 1, 7), randsize(rng, 1, 7)
         mask = torch.rand(B, 1, 1, lk, generator=rng) < 0.4
         if torch.rand((), generator=rng) < 0.5:
             mask = mask | causal_by_hand(lq, lk)
-        return {**qkv(rng, (B, size(1, 4)), lq=lq, lk=lk, d_k=size(1, 9), d_v=size(1, 9)), "mask": mask}
+        return {**qkv(rng, (B, randsize(rng, 1, 4)), lq=lq, lk=lk, d_k=randsize(rng, 1, 9), d_v=randsize(rng, 1, 9)), "mask": mask}
 

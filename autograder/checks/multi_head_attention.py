@@ -7,7 +7,7 @@ whole module, so a mistake in an earlier step may show here too, by design.
 import torch
 import torch.nn as nn
 
-from ..check import Check, ContractError, Fail, compare_tensor, first_index, linear_state, load_linear, randn
+from ..check import Check, ContractError, Fail, compare_tensor, first_index, linear_state, load_linear, randn, randsize
 from .masking import causal_by_hand
 
 FILES = ['mha.py']  # what the step grades (scanned for forbidden calls)
@@ -27,6 +27,13 @@ def build(mha, states, num_heads=H, dropout=0.0, bias=True, causal=False):
     for name in LAYERS:
         load_linear(module, name, states[name])
     return module
+
+
+def gradient_sizes(module, *inputs):
+    """{layer: total |gradient| of its weight (None: no gradient)} after one backward."""
+    module(*inputs).pow(2).sum().backward()
+    return {name: None if getattr(module, name).weight.grad is None
+            else getattr(module, name).weight.grad.abs().sum().item() for name in LAYERS}
 
 
 def oracle(states, query, key, value, num_heads=H, bias=True, causal=False, pad_mask=None):
@@ -211,13 +218,7 @@ class Gradients(Check):
         return {"states": weights(rng), "query": randn(rng, 2, 5, D)}
 
     def observe(self, mha, states, query):
-        module = build(mha, states)
-        module(query).pow(2).sum().backward()
-        grads = {}
-        for name in LAYERS:
-            grad = getattr(module, name).weight.grad
-            grads[name] = None if grad is None else grad.abs().sum().item()
-        return grads
+        return gradient_sizes(build(mha, states), query)
 
     def judge(self, inputs, got, expected, tol):
         for name in LAYERS:
@@ -237,8 +238,7 @@ class RandomConfigurations(Check):
     weight = 3
 
     def inputs(self, rng):
-        size = lambda low, high: int(torch.randint(low, high, (), generator=rng))  # noqa: E731
-        num_heads, d_k, B, lq, lk = size(1, 5), size(1, 6), size(1, 4), size(1, 8), size(1, 8)
+        num_heads, d_k, B, lq, lk = randsize(rng, 1, 5), randsize(rng, 1, 6), randsize(rng, 1, 4), randsize(rng, 1, 8), randsize(rng, 1, 8)
         bias = bool(torch.rand((), generator=rng) < 0.7)
         pad_mask = torch.rand(B, lk, generator=rng) < 0.3
         pad_mask[:, 0] = False
@@ -264,13 +264,7 @@ class ProjectionNoGradient(Check):
         return {"states": weights(rng), "query": randn(rng, 2, 5, D), "key": randn(rng, 2, 7, D)}
 
     def observe(self, mha, states, query, key):
-        module = build(mha, states)
-        module(query, key, key).pow(2).sum().backward()
-        grads = {}
-        for name in LAYERS:
-            grad = getattr(module, name).weight.grad
-            grads[name] = 0.0 if grad is None else grad.abs().sum().item()
-        return grads
+        return gradient_sizes(build(mha, states), query, key, key)
 
     def judge(self, inputs, got, expected, tol):
         for name in LAYERS:

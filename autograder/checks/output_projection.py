@@ -2,7 +2,7 @@
 import torch
 import torch.nn.functional as F
 
-from ..check import Check, linear_state, load_linear, randn
+from ..check import Check, linear_state, load_linear, randn, randsize
 from .split_heads import concat_heads
 
 FILES = ['output.py']  # what the step grades (scanned for forbidden calls)
@@ -76,11 +76,10 @@ class RandomSizes(Check):
     weight = 3
 
     def inputs(self, rng):
-        size = lambda low, high: int(torch.randint(low, high, (), generator=rng))  # noqa: E731
-        num_heads, d_k = size(1, 6), size(1, 7)
+        num_heads, d_k = randsize(rng, 1, 6), randsize(rng, 1, 7)
         bias = bool(torch.rand((), generator=rng) < 0.7)
         return {"state": linear_state(rng, num_heads * d_k, num_heads * d_k, bias),
-                "heads": randn(rng, size(1, 4), num_heads, size(1, 8), d_k), "bias": bias}
+                "heads": randn(rng, randsize(rng, 1, 4), num_heads, randsize(rng, 1, 8), d_k), "bias": bias}
 
     def observe(self, mha, state, heads, bias):
         return project(mha, state, heads, bias)

@@ -1,7 +1,7 @@
 """Checks for step `padding`: mha/padding.py, pad_batch(sequences, pad_id=0, max_len=None)."""
 import torch
 
-from ..check import Check, ContractError, Fail, compare, describe
+from ..check import Check, ContractError, Fail, compare, describe, randsize
 
 FILES = ['padding.py']  # what the step grades (scanned for forbidden calls)
 
@@ -162,12 +162,12 @@ class RandomBatches(Check):
     def inputs(self, rng):
         cases = []
         for _ in range(4):
-            batch = int(torch.randint(1, 6, (), generator=rng))
+            batch = randsize(rng, 1, 6)
             lengths = torch.randint(0, 9, (batch,), generator=rng).tolist()
             lengths[0] = max(lengths[0], 1)
-            pad_id = int(torch.randint(0, 4, (), generator=rng))
+            pad_id = randsize(rng, 0, 4)
             sequences = [torch.randint(5, 50, (n,), generator=rng).tolist() for n in lengths]
-            max_len = None if torch.rand((), generator=rng) < 0.5 else int(torch.randint(1, 10, (), generator=rng))
+            max_len = None if torch.rand((), generator=rng) < 0.5 else randsize(rng, 1, 10)
             cases.append({"sequences": sequences, "pad_id": pad_id, "max_len": max_len})
         return {"cases": cases}
 

@@ -2,7 +2,7 @@
 import torch
 import torch.nn.functional as F
 
-from ..check import Check, ContractError, describe, linear_state, load_linear, randn
+from ..check import Check, ContractError, describe, linear_state, load_linear, randn, randsize
 
 FILES = ['projection.py']  # what the step grades (scanned for forbidden calls)
 
@@ -125,9 +125,9 @@ class RandomSeparate(Check):
     weight = 2
 
     def inputs(self, rng):
-        d_model = int(torch.randint(2, 20, (), generator=rng))
+        d_model = randsize(rng, 2, 20)
         bias = bool(torch.rand((), generator=rng) < 0.7)
-        return separate_inputs(rng, d_model, bias, (int(torch.randint(1, 4, (), generator=rng)), 6))
+        return separate_inputs(rng, d_model, bias, (randsize(rng, 1, 4), 6))
 
     def observe(self, mha, states, x, bias):
         return separate(mha, states, x, bias)
@@ -141,10 +141,10 @@ class RandomFused(Check):
     weight = 2
 
     def inputs(self, rng):
-        d_model = int(torch.randint(2, 20, (), generator=rng))
+        d_model = randsize(rng, 2, 20)
         bias = bool(torch.rand((), generator=rng) < 0.7)
         return {"state": linear_state(rng, d_model, 3 * d_model, bias),
-                "x": randn(rng, 2, int(torch.randint(1, 8, (), generator=rng)), d_model), "bias": bias}
+                "x": randn(rng, 2, randsize(rng, 1, 8), d_model), "bias": bias}
 
     def observe(self, mha, state, x, bias):
         return fused(mha, state, x, bias)

@@ -1,7 +1,7 @@
 """Checks for step `split_heads`: mha/heads.py, split_heads(x, num_heads) and merge_heads(x)."""
 import torch
 
-from ..check import Check, Fail, randn
+from ..check import Check, Fail, randn, randsize
 
 FILES = ['heads.py']  # what the step grades (scanned for forbidden calls)
 
@@ -135,9 +135,9 @@ class RandomSplit(Check):
     weight = 3
 
     def inputs(self, rng):
-        num_heads = int(torch.randint(1, 6, (), generator=rng))
-        d_k = int(torch.randint(1, 7, (), generator=rng))
-        x = randn(rng, int(torch.randint(1, 4, (), generator=rng)), int(torch.randint(1, 9, (), generator=rng)),
+        num_heads = randsize(rng, 1, 6)
+        d_k = randsize(rng, 1, 7)
+        x = randn(rng, randsize(rng, 1, 4), randsize(rng, 1, 9),
                   num_heads * d_k)
         return {"x": x, "num_heads": num_heads, "heads": randn(rng, 2, num_heads, 5, d_k)}
 
