@@ -37,12 +37,28 @@ def main(argv=None):
     grade.add_argument("--in-process", action="store_true",
                        help="run student code in this process (no sandbox: only for code you trust)")
 
+    grade.add_argument("--gradescope", type=Path, metavar="RESULTS_JSON",
+                       help="write Gradescope's results.json (the submission may be the step files themselves)")
+
+    release = commands.add_parser("release", help="write what students get (no reference, no hidden checks)")
+    release.add_argument("out", type=Path, help="a directory that does not exist yet")
+    gradescope = commands.add_parser("gradescope", help="write a Gradescope autograder zip")
+    gradescope.add_argument("out", type=Path, help="the zip file to write")
+
     skeleton = commands.add_parser("skeleton", help="regenerate assignments/mha from solutions/mha")
     skeleton.add_argument("--check", action="store_true", help="only report whether it is up to date")
 
     args = parser.parse_args(argv)
     if args.command == "skeleton":
         return run_skeleton(args)
+    if args.command in ("release", "gradescope"):
+        from .release import gradescope_zip, release as write_release
+        if args.command == "release" and args.out.exists():
+            print(f"error: {args.out} already exists", file=sys.stderr)
+            return 2
+        written = write_release(args.out) if args.command == "release" else gradescope_zip(args.out)
+        print(f"wrote {written}")
+        return 0
     return run_grade(args)
 
 
@@ -72,12 +88,36 @@ def run_grade(args):
                              force=args.force, isolate=isolate)
         print(f"graded {len(graded)} submissions into {args.out}/ (grades.csv, one JSON each)")
         return 0
+    if args.gradescope:
+        return run_gradescope(paths[0], config, reference, seed, isolate, args.gradescope)
     result = grade(paths[0], config, reference=reference, seed=seed, isolate=isolate)
     print(results.table(result))
     if result.output:
         print("\nwhat the submission printed (cut):\n" + result.output)
     if args.json:
         results.write_json(result, args.json)
+    return 0
+
+
+def run_gradescope(upload, config, reference, seed, isolate, results_path):
+    """Grade a Gradescope upload and write its results.json (and the table, for the log)."""
+    import json
+    import shutil
+    import time
+
+    from .release import gradescope_results, submission_root
+    from .runner import grade
+
+    started = time.monotonic()
+    root, staged = submission_root(upload)
+    try:
+        result = grade(root, config, reference=reference, seed=seed, isolate=isolate)
+    finally:
+        if staged:
+            shutil.rmtree(staged, ignore_errors=True)
+    print(results.table(result))
+    data = gradescope_results(result, time.monotonic() - started)
+    Path(results_path).write_text(json.dumps(data, indent=2) + "\n", encoding="utf-8")
     return 0
 
 

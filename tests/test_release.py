@@ -1,0 +1,129 @@
+"""The student release and the Gradescope autograder, built and run for real."""
+import json
+import os
+import shutil
+import subprocess
+import sys
+import zipfile
+
+import pytest
+
+from autograder.checks import step_modules
+from autograder.mistakes import mistakes_of
+from autograder.release import release, strip_hidden
+from autograder.skeleton import solution_regions
+from conftest import KIT, SOLUTIONS, all_mistakes
+
+
+@pytest.fixture(scope="module")
+def student_release(tmp_path_factory):
+    return release(tmp_path_factory.mktemp("release") / "mha-lab")
+
+
+def release_text(root):
+    """path -> its text without comment lines (TODO comments state the contract on purpose)."""
+    return {path: "\n".join(line for line in path.read_text(errors="replace").splitlines()
+                             if not line.strip().startswith("#"))
+            for path in root.rglob("*") if path.is_file()}
+
+
+def test_release_has_no_reference_no_hidden_check_and_no_mistake(student_release):
+    files = release_text(student_release)
+    # Reference lines that compute something (assignments and returns); bare control flow such
+    # as `if pad_mask is not None:` is common to any implementation, the public oracle included.
+    code_lines = {line.strip() for path in (SOLUTIONS / "mha").glob("*.py")
+                  for region in solution_regions(path.read_text()) for line in region.splitlines()
+                  if (" = " in line or line.strip().startswith("return ")) and len(line.strip()) > 12}
+    hidden_ids = {c.id for module in step_modules().values() for c in module.CHECKS if c.visibility == "hidden"}
+    mistake_ids = {m.id for _, m in all_mistakes()}
+    probe_ids = {p.diagnosis for module in step_modules().values() for p in module.PROBES}
+    for path, text in files.items():
+        for line in code_lines:
+            assert line not in text, f"{path}: reference line {line!r}"
+        for check_id in hidden_ids:
+            assert f'"{check_id}"' not in text, f"{path}: hidden check {check_id}"
+        for mistake_id in mistake_ids - probe_ids:  # probes ship: they explain failures locally
+            assert f'"{mistake_id}"' not in text, f"{path}: known mistake {mistake_id}"
+    assert not (student_release / "solutions").exists()
+    assert sorted(p.name for p in (student_release / "autograder" / "mistakes").iterdir()) == ["__init__.py"]
+
+
+def pytest_in_release(root, *args):
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
+    return subprocess.run([sys.executable, "-m", "pytest", "assignments", *args], cwd=root, env=env,
+                          capture_output=True, text=True, timeout=300)
+
+
+def total_line(output):
+    return next(line for line in output.splitlines() if line.strip().startswith("total "))
+
+
+def test_release_grades_the_skeleton_zero_and_the_reference_full(student_release, tmp_path):
+    completed = pytest_in_release(student_release)
+    assert completed.returncode == 1 and "0.00 / 95" in total_line(completed.stdout)
+    assert "not implemented yet" in completed.stdout
+    copy = tmp_path / "filled"
+    shutil.copytree(student_release, copy)
+    shutil.rmtree(copy / "assignments" / "mha")
+    shutil.copytree(SOLUTIONS / "mha", copy / "assignments" / "mha")
+    completed = pytest_in_release(copy)
+    assert completed.returncode == 0, completed.stdout[-3000:]
+    assert "95.00 / 95" in total_line(completed.stdout)
+    # the release's own grader ran, not the kit's
+    where = subprocess.run([sys.executable, "-c", "import autograder; print(autograder.__file__)"],
+                           cwd=copy, capture_output=True, text=True)
+    assert where.stdout.strip().startswith(str(copy))
+
+
+def test_strip_hidden_keeps_the_probes():
+    source = "A = 1\n\n# ### BEGIN HIDDEN CHECKS\n\nclass H: pass\n\n# ### PROBES (x)\n\nclass P: pass\n"
+    assert strip_hidden(source) == "A = 1\n\n\n# ### PROBES (x)\n\nclass P: pass\n"
+
+
+def run_gradescope(tmp_path, files):
+    """Unpack the zip as /autograder/source under a temporary root, upload `files`, run it."""
+    root = tmp_path / "autograder"
+    zip_path = tmp_path / "autograder.zip"
+    subprocess.run([sys.executable, "-m", "autograder", "gradescope", str(zip_path)], cwd=KIT, check=True,
+                   capture_output=True)
+    with zipfile.ZipFile(zip_path) as archive:
+        names = archive.namelist()
+        archive.extractall(root / "source")
+    assert {"setup.sh", "run_autograder"} <= set(names)
+    (root / "submission").mkdir()
+    for name, text in files.items():
+        (root / "submission" / name).write_text(text)
+    env = {**os.environ, "MHA_LAB_GRADESCOPE_ROOT": str(root), "MHA_LAB_PYTHON": sys.executable}
+    completed = subprocess.run(["bash", str(root / "source" / "run_autograder")], env=env,
+                               capture_output=True, text=True, timeout=600)
+    assert completed.returncode == 0, completed.stderr[-3000:]
+    return json.loads((root / "results" / "results.json").read_text())
+
+
+def assert_gradescope_shape(data):
+    assert set(data) >= {"score", "execution_time", "output", "tests"}
+    for test in data["tests"]:
+        assert set(test) >= {"name", "score", "max_score", "status", "output", "visibility"}
+        assert test["status"] in ("passed", "failed")
+        assert test["visibility"] in ("visible", "after_published")
+    assert data["score"] == pytest.approx(sum(t["score"] for t in data["tests"]), abs=1e-2)
+
+
+def test_gradescope_grades_the_reference_full(tmp_path):
+    files = {p.name: p.read_text() for p in (SOLUTIONS / "mha").glob("*.py")}  # uploaded flat
+    data = run_gradescope(tmp_path, files)
+    assert_gradescope_shape(data)
+    assert data["score"] == pytest.approx(100)
+    assert {t["visibility"] for t in data["tests"]} == {"visible", "after_published"}
+
+
+def test_gradescope_grades_a_mistake_lower_with_its_diagnosis(tmp_path):
+    mistake = next(m for m in mistakes_of("attention") if m.id == "scale_by_d_model")
+    files = {p.name: p.read_text() for p in (SOLUTIONS / "mha").glob("*.py")}
+    files[mistake.file] = mistake.apply(files[mistake.file])
+    data = run_gradescope(tmp_path, files)
+    assert_gradescope_shape(data)
+    assert data["score"] == pytest.approx(85)
+    failing = [t for t in data["tests"] if t["status"] == "failed"]
+    assert failing and all(t["name"].startswith("attention: ") for t in failing)
+    assert any("sqrt(d_model)" in t["output"] for t in failing)
