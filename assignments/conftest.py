@@ -3,7 +3,8 @@ per-step score table at the end of `pytest assignments/` (add --cuda to check th
 simulated GPU when there is no real one)."""
 from pathlib import Path
 
-from autograder.pytest_plugin import PLUGIN_NAME, StudentPlugin, grading, mha, pytest_addoption  # noqa: F401
+from autograder.pytest_plugin import (PLUGIN_NAME, StudentPlugin, grading, mha, pytest_addoption,  # noqa: F401
+                                      pytest_collection_modifyitems)
 
 
 def pytest_configure(config):

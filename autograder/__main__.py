@@ -42,6 +42,8 @@ def main(argv=None):
 
     release = commands.add_parser("release", help="write what students get (no reference, no hidden checks)")
     release.add_argument("out", type=Path, help="a directory that does not exist yet")
+    release.add_argument("--classroom", choices=["command", "fractional"], default="command",
+                         help="GitHub Classroom workflow: all-or-nothing per step, or fractional scores")
     gradescope = commands.add_parser("gradescope", help="write a Gradescope autograder zip")
     gradescope.add_argument("out", type=Path, help="the zip file to write")
 
@@ -56,7 +58,7 @@ def main(argv=None):
         if args.command == "release" and args.out.exists():
             print(f"error: {args.out} already exists", file=sys.stderr)
             return 2
-        written = write_release(args.out) if args.command == "release" else gradescope_zip(args.out)
+        written = write_release(args.out, args.classroom) if args.command == "release" else gradescope_zip(args.out)
         print(f"wrote {written}")
         return 0
     return run_grade(args)

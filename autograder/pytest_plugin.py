@@ -28,6 +28,22 @@ def pytest_addoption(parser):
     parser.addoption("--cuda", action="store_true", default=False,
                      help="without a GPU, also run the cuda step on a simulated CUDA device "
                           "(a few seconds: it loads PyTorch's fake-tensor machinery)")
+    parser.addoption("--step", action="append", default=[], metavar="ID",
+                     help="run only this step's checks (may repeat); exact, unlike -k")
+
+
+def pytest_collection_modifyitems(config, items):
+    """--step ID: keep only that step's checks (a -k substring would also pick other steps)."""
+    wanted = set(config.getoption("step") or ())
+    if not wanted:
+        return
+    keep, drop = [], []
+    for item in items:
+        check = getattr(item, "callspec", None) and item.callspec.params.get("check")
+        (keep if check is not None and check.step in wanted else drop).append(item)
+    if drop:
+        config.hook.pytest_deselected(items=drop)
+        items[:] = keep
 
 
 def find_config(start):

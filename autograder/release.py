@@ -16,7 +16,7 @@ KIT = Path(__file__).resolve().parent.parent
 HIDDEN_MARKER = "# ### BEGIN HIDDEN CHECKS"
 PROBES_MARKER = "# ### PROBES"
 # What the public checks import (runner imports the worker only to grade in a sandbox).
-STUDENT_MODULES = ["__init__.py", "check.py", "config.py", "diagnosis.py", "fake_cuda.py", "forbidden.py",
+STUDENT_MODULES = ["__init__.py", "check.py", "classroom.py", "config.py", "diagnosis.py", "fake_cuda.py", "forbidden.py",
                    "messages.py", "pytest_plugin.py", "results.py", "runner.py", "submission.py"]
 REQUIREMENTS = ["torch>=2.3,<3", "numpy", "pytest>=8", "pytest-timeout>=2.2", "PyYAML>=6"]
 
@@ -30,10 +30,18 @@ def strip_hidden(source):
     return head.rstrip() + ("\n\n\n" + probes if probes else "\n")
 
 
-def release(out):
-    """Write the student release into directory `out` (which must not exist yet)."""
+def release(out, classroom="command"):
+    """Write the student release into directory `out` (which must not exist yet), with a GitHub
+    Classroom workflow in `classroom` mode ("command" or "fractional", see classroom.py)."""
+    from . import config as grading_config
+    from .checks import step_modules
+    from .classroom import workflow
+
     out = Path(out)
     out.mkdir(parents=True)
+    (out / ".github" / "workflows").mkdir(parents=True)
+    (out / ".github" / "workflows" / "classroom.yml").write_text(
+        workflow(grading_config.load(known_steps=step_modules()), classroom))
     shutil.copytree(KIT / "assignments", out / "assignments",
                     ignore=shutil.ignore_patterns("__pycache__", "*.pyc"))
     grader = out / "autograder"

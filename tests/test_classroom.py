@@ -1,0 +1,111 @@
+"""The GitHub Classroom workflow: generated from grading.yml, and its commands run for real."""
+import base64
+import json
+import os
+import shutil
+import subprocess
+import sys
+
+import pytest
+import yaml
+
+from autograder.classroom import runner_id
+from autograder.mistakes import mistakes_of
+from autograder.release import release
+from conftest import SOLUTIONS
+
+
+@pytest.fixture(scope="module", params=["command", "fractional"])
+def classroom_release(request, tmp_path_factory):
+    root = release(tmp_path_factory.mktemp(request.param) / "repo", classroom=request.param)
+    return request.param, root
+
+
+def workflow_steps(root):
+    document = yaml.safe_load((root / ".github" / "workflows" / "classroom.yml").read_text())
+    return document["jobs"]["autograding"]["steps"]
+
+
+def with_submission(root, tmp_path, mistake=None):
+    """A copy of the student repository with the reference (and maybe one mistake) filled in."""
+    repo = tmp_path / "student-repo"
+    shutil.copytree(root, repo)
+    shutil.rmtree(repo / "assignments" / "mha")
+    shutil.copytree(SOLUTIONS / "mha", repo / "assignments" / "mha")
+    if mistake:
+        target = repo / "assignments" / "mha" / mistake.file
+        target.write_text(mistake.apply(target.read_text()))
+    return repo
+
+
+def run_step(repo, step, tmp_path):
+    """Run one graded step as the workflow would; (points earned, max points)."""
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
+    if "uses" in step:  # the all-or-nothing command grader: points if the command exits 0
+        completed = subprocess.run(["bash", "-c", step["with"]["command"].replace("python ", f"{sys.executable} ", 1)],
+                                   cwd=repo, env=env, capture_output=True, text=True, timeout=300)
+        max_score = step["with"]["max-score"]
+        return (max_score if completed.returncode == 0 else 0), max_score
+    output = tmp_path / f"{step['id']}.out"
+    env["GITHUB_OUTPUT"] = str(output)
+    command = step["run"].replace("$GITHUB_OUTPUT", str(output)).replace("python ", f"{sys.executable} ", 1)
+    subprocess.run(["bash", "-c", command], cwd=repo, env=env, check=True, capture_output=True, timeout=300)
+    line = next(l for l in output.read_text().splitlines() if l.startswith("result="))
+    result = json.loads(base64.b64decode(line.removeprefix("result=")))
+    assert set(result) >= {"status", "max_score", "tests"}
+    return sum(t["score"] for t in result["tests"]), result["max_score"]
+
+
+def graded_steps(root):
+    return [s for s in workflow_steps(root) if s.get("id")]
+
+
+def test_workflow_wires_every_step_into_the_reporter(classroom_release):
+    mode, root = classroom_release
+    steps = workflow_steps(root)
+    graded = graded_steps(root)
+    assert [s["id"] for s in graded] == [runner_id(i) for i in ("padding", "embedding", "qkv_projection",
+                                        "split_heads", "attention", "masking", "output_projection",
+                                        "multi_head_attention", "cuda")]
+    reporter = steps[-1]
+    assert reporter["uses"] == "classroom-resources/autograding-grading-reporter@v1"
+    assert reporter["with"]["runners"].split(",") == [s["id"] for s in graded]
+    for step in graded:
+        assert reporter["env"][f"{step['id'].upper()}_RESULTS"] == f"${{{{ steps.{step['id']}.outputs.result }}}}"
+    assert "download.pytorch.org/whl/cpu" in steps[2]["run"]  # no CUDA packages on the runner
+    if mode == "command":
+        assert all(s["uses"] == "classroom-resources/autograding-command-grader@v1" for s in graded)
+        assert sum(s["with"]["max-score"] for s in graded) == 100
+        assert all("--cuda" in s["with"]["command"] for s in graded)
+
+
+@pytest.mark.parametrize("step_id", ["padding", "attention", "cuda"])
+def test_reference_earns_each_steps_points(classroom_release, tmp_path, step_id):
+    _, root = classroom_release
+    repo = with_submission(root, tmp_path)
+    step = next(s for s in graded_steps(root) if s["id"] == runner_id(step_id))
+    earned, max_score = run_step(repo, step, tmp_path)
+    assert earned == pytest.approx(max_score) and max_score > 0
+
+
+def test_a_mistake_costs_points_in_its_step(classroom_release, tmp_path):
+    mode, root = classroom_release
+    mistake = next(m for m in mistakes_of("attention") if m.id == "output_upcast")  # fails 1 of 5 checks
+    repo = with_submission(root, tmp_path, mistake)
+    attention = next(s for s in graded_steps(root) if s["id"] == "attention")
+    earned, max_score = run_step(repo, attention, tmp_path)
+    if mode == "command":
+        assert earned == 0  # all or nothing
+    else:
+        assert 0 < earned < max_score  # fractional: the other checks still count
+    padding = next(s for s in graded_steps(root) if s["id"] == "padding")
+    assert run_step(repo, padding, tmp_path)[0] == pytest.approx(10)
+
+
+def test_workflow_passes_actionlint_when_available(classroom_release):
+    if shutil.which("actionlint") is None:
+        pytest.skip("actionlint is not installed here (its PyPI package needs to download the binary)")
+    _, root = classroom_release
+    completed = subprocess.run(["actionlint", str(root / ".github" / "workflows" / "classroom.yml")],
+                               capture_output=True, text=True)
+    assert completed.returncode == 0, completed.stdout
