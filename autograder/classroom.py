@@ -16,7 +16,6 @@ import argparse
 import base64
 import json
 import math
-import os
 import sys
 from pathlib import Path
 

@@ -65,7 +65,7 @@ def test_mistakes_table(graded_mistakes, capsys):
         caught += mistake_id in [d["id"] for d in result.step(step).diagnoses]
         rows.append(f"{mistake_id:30s} {','.join(full_marks(result)):40s} {' '.join(diagnosed)}")
     with capsys.disabled():
-        print(f"\nplanted mistake                lost points in                           diagnoses")
+        print("\nplanted mistake                lost points in                           diagnoses")
         print("\n".join(rows))
         print(f"caught and diagnosed: {caught}/{len(rows)}")
     assert len(rows) == len(all_mistakes())
