@@ -16,7 +16,7 @@ from .checks import step_modules
 from .diagnosis import Record, diagnose
 from .forbidden import watching
 from .runner import (Observation, check_inputs, check_seed, clone, device_mode, forbidden_in_source, judge,
-                     mode_note, observe, raised, score_step, where)
+                     known_failure, mode_note, observe, raised, score_step)
 from .submission import Package, SubmissionError
 
 _verdicts = {}  # check -> the Fail that run_public_check reported for it
@@ -95,12 +95,8 @@ def run_public_check(check, mha, config):
             with watching(step.forbidden) as seen:
                 observation.values = check.observe(mha, **clone(inputs))
             observation.forbidden = tuple(seen)
-        except NotImplementedError as error:
-            fail = Fail("not_implemented", {"where": where(error, mha)})
-        except SubmissionError as error:
-            fail = Fail(error.message_id, error.params)
-        except ContractError as error:
-            fail = error.fail
+        except (NotImplementedError, SubmissionError, ContractError) as error:
+            fail = known_failure(error, mha)  # other exceptions propagate: pytest shows the traceback
         observation.error = fail
     if fail is None:
         expected = None if observation.forbidden else check.expected(**clone(inputs))
