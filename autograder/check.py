@@ -69,7 +69,18 @@ def randint(rng, low, high, *shape):
 
 
 def randsize(rng, low, high):
-    """A random int in [low, high), for the sizes of hidden checks."""
+    """A random size in [low, high) for a hidden check, at least 2.
+
+    A size of 1 makes mistakes invisible (one head: d_k == d_model; a length-1 axis: a missing
+    transpose is a no-op), so a random draw would pass a wrong answer on some seeds and not on
+    others. Edge cases of size 1 belong in a fixed check, never in a random draw."""
+    if low < 2:
+        raise ValueError(f"randsize(low={low}): random sizes start at 2; test size 1 in a fixed check")
+    return int(torch.randint(low, high, (), generator=rng))
+
+
+def randindex(rng, low, high):
+    """A random int in [low, high), for ids and positions (not sizes)."""
     return int(torch.randint(low, high, (), generator=rng))
 
 

@@ -4,14 +4,19 @@
   integration/cuda steps and the steps it declares it genuinely breaks;
 * every check of the autograder fails on at least one planted mistake (a check that cannot
   fail measures nothing);
-* the diagnosis of the mistake's own step names it.
+* the diagnosis of the mistake's own step names it;
+* the verdict does not depend on the seed of the hidden checks: a mistake fails the same checks
+  of its step whatever random sizes were drawn (a grade must not be a lottery).
 """
 import pytest
 
 from autograder.checks import step_modules
-from conftest import INTEGRATION_STEPS, all_mistakes, cuda_available, full_marks, grade_with_hidden
+from autograder.runner import grade
+from conftest import (INTEGRATION_STEPS, SOLUTIONS, all_mistakes, cuda_available, full_marks,
+                      grade_with_hidden)
 
 SEED = 20261121
+OTHER_SEEDS = (0, 1, 2)
 
 
 @pytest.fixture(scope="module")
@@ -45,6 +50,19 @@ def test_mistake_costs_points_in_its_own_step_only(graded_mistakes, step, mistak
     assert lost <= allowed, f"{mistake.id} also lowered {sorted(lost - allowed)}"
     diagnosed = [d["id"] for d in result.step(step).diagnoses]
     assert mistake.id in diagnosed, f"{mistake.id}: step {step} diagnosed {diagnosed}"
+
+
+def failing_checks(result, step):
+    return sorted(check.id for check in result.step(step).checks if check.passed is False)
+
+
+@pytest.mark.parametrize("step,mistake", all_mistakes(), ids=lambda v: getattr(v, "id", v))
+def test_verdict_does_not_depend_on_the_seed(graded_mistakes, config, submission, step, mistake):
+    _, _, result = graded_mistakes[(step, mistake.id)]
+    root = submission(mistake)
+    for seed in OTHER_SEEDS:
+        other = grade(root, config, reference=SOLUTIONS, seed=seed, steps=[step])
+        assert failing_checks(other, step) == failing_checks(result, step), f"seed {seed} vs {SEED}"
 
 
 def test_every_check_fails_on_some_planted_mistake(graded_mistakes):

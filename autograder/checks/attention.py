@@ -102,8 +102,9 @@ class RandomSizes(Check):
     weight = 3
 
     def inputs(self, rng):
-        return qkv(rng, (randsize(rng, 1, 4), randsize(rng, 1, 5)), lq=randsize(rng, 1, 9), lk=randsize(rng, 1, 9), d_k=randsize(rng, 1, 17),
-                   d_v=randsize(rng, 1, 9))
+        lead = (randsize(rng, 2, 4), randsize(rng, 2, 5))  # (B, H)
+        return qkv(rng, lead, lq=randsize(rng, 2, 9), lk=randsize(rng, 2, 9), d_k=randsize(rng, 2, 17),
+                   d_v=randsize(rng, 2, 9))
 
     def observe(self, mha, q, k, v):
         return attend(mha, q, k, v)

@@ -1,7 +1,7 @@
 """Checks for step `embedding`: mha/embedding.py, TokenEmbedding(vocab_size, d_model, pad_id=0)."""
 import torch
 
-from ..check import Check, ContractError, Fail, randint, randn, randsize
+from ..check import Check, ContractError, Fail, randindex, randint, randn, randsize
 
 FILES = ['embedding.py']  # what the step grades (scanned for forbidden calls)
 
@@ -103,11 +103,12 @@ class RandomLookup(Check):
 
     def inputs(self, rng):
         vocab, d_model = randsize(rng, 5, 40), randsize(rng, 2, 17)
-        pad_id = randsize(rng, 0, vocab)
+        pad_id = randindex(rng, 1, vocab)  # not 0: padding_idx=0 must not pass by chance
         table = randn(rng, vocab, d_model)
         table[pad_id] = 0.0
-        ids = randint(rng, 0, vocab, 3, randsize(rng, 1, 9))
-        ids[:, -1] = pad_id
+        ids = randint(rng, 0, vocab, 3, randsize(rng, 2, 9))
+        ids[:, 0] = (pad_id + 1) % vocab  # every row has a real token ...
+        ids[:, -1] = pad_id  # ... and a pad
         return {"vocab": vocab, "d_model": d_model, "pad_id": pad_id, "table": table, "ids": ids}
 
     def observe(self, mha, vocab, d_model, pad_id, table, ids):

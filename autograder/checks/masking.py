@@ -7,7 +7,7 @@ costing points here too: it is graded in step `attention`.
 """
 import torch
 
-from ..check import Check, Fail, check_form, compare_tensor, first_index, randsize
+from ..check import Check, Fail, check_form, compare_tensor, first_index, randindex, randsize
 from .attention import attend, qkv
 
 FILES = ['masking.py', 'attention.py']  # what the step grades (scanned for forbidden calls)
@@ -211,10 +211,10 @@ class RandomMasks(Check):
     weight = 2
 
     def inputs(self, rng):
-        pad_id = randsize(rng, 0, 3)
-        length = randsize(rng, 1, 10)
-        ids = torch.randint(3, 30, (randsize(rng, 1, 5), length), generator=rng)
-        ids[0, randsize(rng, 0, length):] = pad_id
+        pad_id = randindex(rng, 1, 3)  # not 0: comparing with 0 must not pass by chance
+        length = randsize(rng, 2, 10)
+        ids = torch.randint(3, 30, (randsize(rng, 2, 5), length), generator=rng)
+        ids[0, randindex(rng, 1, length):] = pad_id  # the first row ends in padding
         return {"ids": ids, "pad_id": pad_id, "length": length}
 
     def observe(self, mha, ids, pad_id, length):
@@ -231,9 +231,10 @@ class RandomMaskedAttention(MaskedAttention):
     weight = 2
 
     def inputs(self, rng):
-        B, lq, lk = randsize(rng, 1, 4), randsize(rng, 1, 7), randsize(rng, 1, 7)
-        mask = torch.rand(B, 1, 1, lk, generator=rng) < 0.4
-        if torch.rand((), generator=rng) < 0.5:
-            mask = mask | causal_by_hand(lq, lk)
-        return {**qkv(rng, (B, randsize(rng, 1, 4)), lq=lq, lk=lk, d_k=randsize(rng, 1, 9), d_v=randsize(rng, 1, 9)), "mask": mask}
+        B, lq, lk = randsize(rng, 2, 4), randsize(rng, 2, 7), randsize(rng, 2, 7)
+        padding = torch.rand(B, 1, 1, lk, generator=rng) < 0.4  # (B, 1, 1, Lk)
+        padding[..., 0] = False  # key 0 stays visible: no row is fully blocked (a fixed check's job)
+        padding[..., -1] = True  # and every row has a blocked key
+        mask = padding | causal_by_hand(lq, lk)  # (B, 1, Lq, Lk)
+        return {**qkv(rng, (B, randsize(rng, 2, 4)), lq=lq, lk=lk, d_k=randsize(rng, 2, 9), d_v=randsize(rng, 2, 9)), "mask": mask}
 

@@ -231,25 +231,29 @@ class Gradients(Check):
 
 
 class RandomConfigurations(Check):
-    """Random sizes, heads, bias, causal and padding, against the reference."""
+    """Random sizes and padding, against the reference: self-attention, padded cross-attention,
+    and causal cross-attention with Lq < Lk (bias=False and dropout are fixed checks)."""
 
     id = "random_configurations"
     visibility = "hidden"
     weight = 3
 
     def inputs(self, rng):
-        num_heads, d_k, B, lq, lk = randsize(rng, 1, 5), randsize(rng, 1, 6), randsize(rng, 1, 4), randsize(rng, 1, 8), randsize(rng, 1, 8)
-        bias = bool(torch.rand((), generator=rng) < 0.7)
-        pad_mask = torch.rand(B, lk, generator=rng) < 0.3
-        pad_mask[:, 0] = False
-        return {"states": weights(rng, num_heads * d_k, bias), "num_heads": num_heads, "bias": bias,
-                "causal": bool(torch.rand((), generator=rng) < 0.5),
+        num_heads, d_k, B = randsize(rng, 2, 5), randsize(rng, 2, 6), randsize(rng, 2, 4)
+        lq = randsize(rng, 2, 7)
+        lk = lq + randsize(rng, 2, 4)  # Lq != Lk: top-left and bottom-right causal masks differ
+        pad_mask = torch.rand(B, lk, generator=rng) < 0.3  # (B, Lk)
+        pad_mask[:, 0] = False  # no query loses all its keys (a fixed check's job)
+        pad_mask[:, -1] = True  # and every row has padding
+        return {"states": weights(rng, num_heads * d_k), "num_heads": num_heads,
                 "query": randn(rng, B, lq, num_heads * d_k), "key": randn(rng, B, lk, num_heads * d_k),
                 "pad_mask": pad_mask}
 
-    def observe(self, mha, states, num_heads, bias, causal, query, key, pad_mask):
-        module = build(mha, states, num_heads=num_heads, bias=bias, causal=causal)
-        return {"self": module(query), "cross": module(query, key, key, pad_mask=pad_mask)}
+    def observe(self, mha, states, num_heads, query, key, pad_mask):
+        full = build(mha, states, num_heads=num_heads)
+        causal = build(mha, states, num_heads=num_heads, causal=True)
+        return {"self": full(query), "cross": full(query, key, key, pad_mask=pad_mask),
+                "causal_cross": causal(query, key, key, pad_mask=pad_mask)}
 
 
 # ### PROBES (unscored: run when the step fails, to explain why)

@@ -76,10 +76,10 @@ class RandomSizes(Check):
     weight = 3
 
     def inputs(self, rng):
-        num_heads, d_k = randsize(rng, 1, 6), randsize(rng, 1, 7)
-        bias = bool(torch.rand((), generator=rng) < 0.7)
+        num_heads, d_k = randsize(rng, 2, 6), randsize(rng, 2, 7)
+        bias = True  # bias=False is a fixed check; a random coin would hide a missing bias
         return {"state": linear_state(rng, num_heads * d_k, num_heads * d_k, bias),
-                "heads": randn(rng, randsize(rng, 1, 4), num_heads, randsize(rng, 1, 8), d_k), "bias": bias}
+                "heads": randn(rng, randsize(rng, 2, 4), num_heads, randsize(rng, 2, 8), d_k), "bias": bias}
 
     def observe(self, mha, state, heads, bias):
         return project(mha, state, heads, bias)

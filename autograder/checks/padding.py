@@ -1,7 +1,7 @@
 """Checks for step `padding`: mha/padding.py, pad_batch(sequences, pad_id=0, max_len=None)."""
 import torch
 
-from ..check import Check, ContractError, Fail, compare, describe, randsize
+from ..check import Check, ContractError, Fail, compare, describe, randindex, randsize
 
 FILES = ['padding.py']  # what the step grades (scanned for forbidden calls)
 
@@ -161,14 +161,17 @@ class RandomBatches(Check):
 
     def inputs(self, rng):
         cases = []
-        for _ in range(4):
-            batch = randsize(rng, 1, 6)
+        # Every case pads (lengths differ) with a non-zero pad id; max_len is absent, shorter
+        # than the longest sequence, and longer, so no draw leaves a branch untested.
+        for limit in ("none", "shorter", "longer", "none"):
+            batch = randsize(rng, 2, 6)
             lengths = torch.randint(0, 9, (batch,), generator=rng).tolist()
-            lengths[0] = max(lengths[0], 1)
-            pad_id = randsize(rng, 0, 4)
+            lengths[0], lengths[1] = randindex(rng, 3, 9), 0  # one long, one empty
+            longest = max(lengths)
+            max_len = {"none": None, "shorter": randindex(rng, 1, longest),
+                       "longer": randindex(rng, longest + 1, longest + 4)}[limit]
             sequences = [torch.randint(5, 50, (n,), generator=rng).tolist() for n in lengths]
-            max_len = None if torch.rand((), generator=rng) < 0.5 else randsize(rng, 1, 10)
-            cases.append({"sequences": sequences, "pad_id": pad_id, "max_len": max_len})
+            cases.append({"sequences": sequences, "pad_id": randindex(rng, 1, 4), "max_len": max_len})
         return {"cases": cases}
 
     def observe(self, mha, cases):

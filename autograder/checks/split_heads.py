@@ -135,10 +135,9 @@ class RandomSplit(Check):
     weight = 3
 
     def inputs(self, rng):
-        num_heads = randsize(rng, 1, 6)
-        d_k = randsize(rng, 1, 7)
-        x = randn(rng, randsize(rng, 1, 4), randsize(rng, 1, 9),
-                  num_heads * d_k)
+        num_heads = randsize(rng, 2, 6)
+        d_k = randsize(rng, 2, 7)
+        x = randn(rng, randsize(rng, 2, 4), randsize(rng, 2, 9), num_heads * d_k)  # (B, L, d_model)
         return {"x": x, "num_heads": num_heads, "heads": randn(rng, 2, num_heads, 5, d_k)}
 
     def observe(self, mha, x, num_heads, heads):
