@@ -5,7 +5,8 @@
     grade P1 P2 --out DIR  grade a batch in parallel: DIR/<name>.json for each and DIR/grades.csv
 
 Student code runs in sandboxed worker processes (autograder/worker.py) unless --in-process.
-    skeleton [--check]     regenerate assignments/mha from solutions/mha (--check: only compare)
+    skeleton [--check]     regenerate assignments/mha and solutions/mha.ipynb from solutions/mha
+    nbgrader COURSE_DIR    write an nbgrader course: nbgrader_config.py, source/mha/mha.ipynb
 """
 import argparse
 import random
@@ -47,12 +48,17 @@ def main(argv=None):
     gradescope = commands.add_parser("gradescope", help="write a Gradescope autograder zip")
     gradescope.add_argument("out", type=Path, help="the zip file to write")
 
-    skeleton = commands.add_parser("skeleton", help="regenerate assignments/mha from solutions/mha")
-    skeleton.add_argument("--check", action="store_true", help="only report whether it is up to date")
+    nbgrader = commands.add_parser("nbgrader", help="write an nbgrader course (config and source notebook)")
+    nbgrader.add_argument("course_dir", type=Path, help="the course directory (created if needed)")
+
+    skeleton = commands.add_parser("skeleton", help="regenerate assignments/mha and solutions/mha.ipynb from solutions/mha")
+    skeleton.add_argument("--check", action="store_true", help="only report whether they are up to date")
 
     args = parser.parse_args(argv)
     if args.command == "skeleton":
         return run_skeleton(args)
+    if args.command == "nbgrader":
+        return run_nbgrader(args)
     if args.command in ("release", "gradescope"):
         from .release import gradescope_zip, release as write_release
         if args.command == "release" and args.out.exists():
@@ -104,29 +110,41 @@ def run_grade(args):
 def run_gradescope(upload, config, reference, seed, isolate, results_path):
     """Grade a Gradescope upload and write its results.json (and the table, for the log)."""
     import json
-    import shutil
     import time
 
-    from .release import gradescope_results, submission_root
+    from .release import gradescope_results
     from .runner import grade
 
     started = time.monotonic()
-    root, staged = submission_root(upload)
-    try:
-        result = grade(root, config, reference=reference, seed=seed, isolate=isolate)
-    finally:
-        if staged:
-            shutil.rmtree(staged, ignore_errors=True)
+    result = grade(upload, config, reference=reference, seed=seed, isolate=isolate)
     print(results.table(result))
     data = gradescope_results(result, time.monotonic() - started)
     Path(results_path).write_text(json.dumps(data, indent=2) + "\n", encoding="utf-8")
     return 0
 
 
+def run_nbgrader(args):
+    from .checks import step_modules
+    from .course import write_course
+
+    try:
+        written = write_course(args.course_dir, grading_config.load(known_steps=step_modules()))
+    except FileExistsError as error:
+        print(f"error: {error}", file=sys.stderr)
+        return 2
+    for path in written:
+        print(f"wrote {path}")
+    print(f"next: cd {args.course_dir} && nbgrader generate_assignment {written[1].parent.name} --create")
+    return 0
+
+
 def run_skeleton(args):
+    from .checks import step_modules
+    from .course import write_course_notebook
     from .skeleton import write_skeletons
 
     changed = write_skeletons(KIT / "solutions" / "mha", KIT / "assignments" / "mha", dry_run=args.check)
+    changed += write_course_notebook(grading_config.load(known_steps=step_modules()), dry_run=args.check)
     for path in changed:
         print(f"{'out of date' if args.check else 'wrote'}: {path.relative_to(KIT)}")
     if args.check and changed:

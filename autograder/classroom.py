@@ -68,11 +68,12 @@ def _public_checks(step_id):
     return [c for c in step_modules()[step_id].CHECKS if c.visibility == "public"]
 
 
-def step_result(step_id, submission, config):
-    """The command grader's result object for one step: a test per public check, fractional scores."""
+def step_result(step_id, submission, config, reference=None):
+    """The command grader's result object for one step: a test per check (the public ones, and
+    the hidden ones too given the `reference` directory), fractional scores."""
     from .runner import grade
 
-    step = grade(submission, config, steps=[step_id]).step(step_id)
+    step = grade(submission, config, reference=reference, steps=[step_id]).step(step_id)
     counted = [check for check in step.checks if check.passed is not None]
     scores = rounded_parts([check.points for check in counted], step.score)
     tests = [{"name": f"{step_id}: {check.id}", "status": "pass" if check.passed else "fail",
@@ -101,13 +102,16 @@ def main(argv=None):
                                      description="print `result=<base64>` for one step (GitHub Classroom)")
     parser.add_argument("step")
     parser.add_argument("--path", type=Path, default=Path("assignments"), help="the directory holding mha/")
+    parser.add_argument("--reference", type=Path,
+                        help="the directory holding the reference mha/: run the hidden checks too (a private kit)")
+    parser.add_argument("--config", type=Path, help="grading.yml (default: the nearest one above --path)")
     args = parser.parse_args(argv)
     from .checks import step_modules
     from .config import load
     from .pytest_plugin import find_config
 
-    config = load(find_config(args.path), known_steps=step_modules())
-    result = step_result(args.step, args.path, config)
+    config = load(args.config or find_config(args.path), known_steps=step_modules())
+    result = step_result(args.step, args.path, config, reference=args.reference)
     print("result=" + base64.b64encode(json.dumps(result).encode()).decode())
     return 0
 

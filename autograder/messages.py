@@ -12,6 +12,8 @@ CATALOG = {
         "raised": "your code raised {type}: {message} ({where})",
         "timeout": "stopped after {seconds:g} s: your code did not finish (an endless loop?) ({where})",
         "missing_package": "no `mha` package found in {path}",
+        "notebook_stderr": "What was written to stderr while grading (shown here: nbgrader would score stderr as zero):",
+        "no_reference": "hidden checks need the reference solutions in {path} (the instructor's kit)",
         "worker_crashed": "your code crashed the interpreter ({signal}) in step {step}",
         "worker_exited": "your code ended the Python process (exit code {code}) in step {step}",
         "bad_worker_message": "the process running your code sent back something unreadable in step {step} ({detail})",

@@ -16,8 +16,8 @@ KIT = Path(__file__).resolve().parent.parent
 HIDDEN_MARKER = "# ### BEGIN HIDDEN CHECKS"
 PROBES_MARKER = "# ### PROBES"
 # What the public checks import (runner imports the worker only to grade in a sandbox).
-STUDENT_MODULES = ["__init__.py", "check.py", "classroom.py", "config.py", "diagnosis.py", "fake_cuda.py", "forbidden.py",
-                   "messages.py", "pytest_plugin.py", "results.py", "runner.py", "submission.py"]
+STUDENT_MODULES = ["__init__.py", "check.py", "classroom.py", "config.py", "course.py", "diagnosis.py", "fake_cuda.py", "forbidden.py",
+                   "messages.py", "notebook.py", "pytest_plugin.py", "results.py", "runner.py", "submission.py"]
 REQUIREMENTS = ["torch>=2.3,<3", "numpy", "pytest>=8", "pytest-timeout>=2.2", "PyYAML>=6"]
 
 
@@ -150,16 +150,3 @@ def gradescope_results(result, execution_time, hidden_visibility="after_publishe
             "output": f"{result.assignment}: {result.score:.2f} / {result.max_score:g}"
                       + (f"\n\nWhat your code printed:\n{result.output}" if result.output else ""),
             "tests": tests}
-
-
-def submission_root(path):
-    """Gradescope uploads: either a directory holding mha/, or the step files themselves."""
-    path = Path(path)
-    if (path / "mha").is_dir():
-        return path, None
-    staged = Path(__import__("tempfile").mkdtemp(prefix="mha-lab-upload-"))
-    (staged / "mha").mkdir()
-    for file in path.rglob("*.py"):
-        if file.is_file() and not file.is_symlink():
-            shutil.copyfile(file, staged / "mha" / file.name)
-    return staged, staged

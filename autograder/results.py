@@ -2,6 +2,7 @@
 import csv
 import json
 from dataclasses import dataclass, field
+from pathlib import Path
 
 from . import messages
 
@@ -109,7 +110,8 @@ def table(result, title=None):
 
 
 def write_json(result, path):
-    path.write_text(json.dumps(result.to_json(), indent=2) + "\n", encoding="utf-8")
+    Path(path).parent.mkdir(parents=True, exist_ok=True)
+    Path(path).write_text(json.dumps(result.to_json(), indent=2) + "\n", encoding="utf-8")
 
 
 def write_csv(results, names, path):

@@ -23,7 +23,7 @@ from .check import ContractError, Fail
 from .checks import step_modules
 from .forbidden import scan_source, scan_tampering, watching
 from .results import CheckResult, GradeResult, StepResult
-from .submission import Package, SubmissionError
+from .submission import Package, SubmissionError, staged
 
 
 @dataclass
@@ -209,11 +209,20 @@ class InProcess:
 
 
 def grade(submission, config, reference=None, seed=None, steps=None, isolate=False, memory_bytes=2 << 30):
-    """Grade the `mha` package in directory `submission` with the checks of `config`'s steps.
+    """Grade the `mha` package of `submission` with the checks of `config`'s steps.
 
+    `submission`: a directory holding mha/, a course notebook, or what submission.staged accepts.
     With `reference` (a directory holding the reference `mha`), hidden checks run too, seeded
     with `seed` (random when None). With `isolate`, student code runs only in a sandboxed worker
     process (autograder/worker.py); otherwise in this one. Never raises for student faults."""
+    with staged(submission) as root:
+        result = grade_package(root, config, reference, seed, steps, isolate, memory_bytes)
+    result.submission = str(submission)
+    return result
+
+
+def grade_package(submission, config, reference, seed, steps, isolate, memory_bytes):
+    """grade() of a directory holding mha/."""
     modules = step_modules()
     hidden = reference is not None
     if hidden and seed is None:

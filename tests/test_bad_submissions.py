@@ -98,3 +98,45 @@ def test_valid_variants_of_the_mask_fill(config, submission, fill):
         assert full_marks(result) == ["masking"]
         failing = [c.id for c in result.step("masking").checks if c.passed is False]
         assert failing == ["all_blocked_row_finite"]
+
+
+def course_notebook_json():
+    import json
+    return json.loads((SOLUTIONS / "mha.ipynb").read_text())
+
+
+def write_notebook(path, notebook):
+    import json
+    path.write_text(json.dumps(notebook))
+    return path
+
+
+def test_a_course_notebook_is_graded_from_its_writefile_cells(config, tmp_path):
+    notebook = course_notebook_json()
+    for cell in notebook["cells"]:
+        source = "".join(cell["source"])
+        if source.startswith("%%writefile mha/heads.py"):
+            cell["source"] = source.replace("B, L, D = x.shape", "B, L, D = x.shape)")  # a syntax error
+        if source.startswith("%%writefile mha/embedding.py"):
+            cell["cell_type"], cell["outputs"] = "markdown", []  # no longer writes the file
+            del cell["execution_count"]
+    path = write_notebook(tmp_path / "alice.ipynb", notebook)
+    result = grade_with_hidden(path, config)
+    assert lost(result) == {"split_heads", "embedding"}
+    assert all("mha/heads.py has a syntax error on line" in m for m in messages(result, "split_heads"))
+    assert all(m == "mha/embedding.py is missing" for m in messages(result, "embedding"))
+    assert result.submission == str(path)
+
+
+def test_an_nbgrader_submission_directory_is_graded_from_its_notebook(config, tmp_path):
+    write_notebook((tmp_path / "bob" / "mha").mkdir(parents=True) or tmp_path / "bob" / "mha" / "mha.ipynb",
+                   course_notebook_json())
+    assert full_marks(grade_with_hidden(tmp_path / "bob", config)) == []
+
+
+def test_an_unreadable_notebook_scores_zero_with_missing_files(config, tmp_path):
+    path = tmp_path / "carol.ipynb"
+    path.write_text('{"cells": [ not json')
+    result = grade(path, config)
+    assert result.score == 0
+    assert all(m.endswith("is missing") for m in messages(result, "padding"))

@@ -1,0 +1,211 @@
+"""The nbgrader course, run for real and offline, and the same three submissions through every
+route: CLI (`python -m autograder grade`), nbgrader, GitHub Classroom commands, Gradescope.
+
+One course for the module: generate_assignment, three students (the reference, the untouched
+skeleton, the reference with a masking mistake), autograde, export, generate_feedback.
+"""
+import base64
+import contextlib
+import html
+import io
+import json
+import os
+import re
+import subprocess
+import sys
+
+import pytest
+
+from autograder import classroom
+from autograder.__main__ import main as cli
+from autograder.checks import step_modules
+from autograder.course import fill_notebook, notebook_files
+from autograder.mistakes import mistakes_of
+from autograder.release import HIDDEN_MARKER, PROBES_MARKER
+from autograder.skeleton import solution_regions
+from conftest import KIT, SOLUTIONS
+
+if os.environ.get("MHA_LAB_CI"):
+    import nbgrader  # noqa: F401 - CI installs the instructor extra: never skip there
+else:
+    pytest.importorskip("nbgrader", reason="pip install -e .[instructor]")
+import nbformat  # noqa: E402 - comes with nbgrader
+
+STEPS = [step_id for step_id in step_modules()]
+MISTAKE = next(m for m in mistakes_of("masking") if m.id == "mask_fill_zero")
+
+
+def reference_files():
+    return {p.name: p.read_text() for p in sorted((SOLUTIONS / "mha").glob("*.py"))}
+
+
+def student_files():
+    """student id -> {file: source} (empty: the skeleton as released). The masking student
+    also leaves debugging output on stderr, which must cost nothing."""
+    mistaken = reference_files()
+    mistaken[MISTAKE.file] = MISTAKE.apply(mistaken[MISTAKE.file])
+    mistaken["masking.py"] += ('\nimport sys, warnings\nprint("debugging masks", file=sys.stderr)\n'
+                               'warnings.warn("still debugging")\n')
+    return {"reference": reference_files(), "skeleton": {}, "masking": mistaken}
+
+
+def nbgrader(course, *args):
+    # nbgrader runs the `alembic` script of its environment: put that environment's bin first.
+    env = {**os.environ, "PYTHONPATH": str(KIT),
+           "PATH": os.pathsep.join([os.path.dirname(sys.executable), os.environ.get("PATH", "")])}
+    completed = subprocess.run([sys.executable, "-m", "nbgrader", *args], cwd=course, env=env,
+                               capture_output=True, text=True, timeout=900)
+    assert completed.returncode == 0, completed.stdout[-3000:] + completed.stderr[-3000:]
+    return completed
+
+
+@pytest.fixture(scope="module")
+def course(tmp_path_factory):
+    root = tmp_path_factory.mktemp("course")
+    assert cli(["nbgrader", str(root)]) == 0
+    nbgrader(root, "generate_assignment", "mha", "--create")
+    released = nbformat.read(str(root / "release" / "mha" / "mha.ipynb"), as_version=4)
+    for student, files in student_files().items():
+        target = root / "submitted" / student / "mha"
+        target.mkdir(parents=True)
+        nbformat.write(fill_notebook(released, files), str(target / "mha.ipynb"))
+    nbgrader(root, "autograde", "mha", "--create")
+    nbgrader(root, "export", "--to", str(root / "grades.csv"))
+    nbgrader(root, "generate_feedback", "mha")
+    return root
+
+
+def nbgrader_points(course):
+    """student -> {step: points} from nbgrader's gradebook."""
+    from nbgrader.api import Gradebook
+
+    with Gradebook(f"sqlite:///{course / 'gradebook.db'}") as gradebook:
+        points = {}
+        for student in student_files():
+            notebook = gradebook.find_submission_notebook("mha", "mha", student)
+            points[student] = {g.name.removeprefix("check_"): round(g.score, 4) for g in notebook.grades}
+    return points
+
+
+def cli_points(tmp_path, submission):
+    out = tmp_path / "result.json"
+    with contextlib.redirect_stdout(io.StringIO()):
+        assert cli(["grade", str(submission), "--json", str(out)]) == 0
+    return {s["id"]: round(s["score"], 4) for s in json.loads(out.read_text())["steps"]}
+
+
+def write_package(root, files):
+    """root/mha/ holding `files` (the skeleton's files where `files` is empty)."""
+    package = root / "mha"
+    package.mkdir(parents=True)
+    source = files or {p.name: p.read_text() for p in (KIT / "assignments" / "mha").glob("*.py")}
+    for name, text in source.items():
+        (package / name).write_text(text)
+    return root
+
+
+def hidden_check_lines():
+    """Distinctive source lines of every hidden check (what feedback must never show)."""
+    lines = set()
+    for path in (KIT / "autograder" / "checks").glob("*.py"):
+        text = path.read_text()
+        if HIDDEN_MARKER in text:
+            region = text.split(HIDDEN_MARKER, 1)[1].split(PROBES_MARKER, 1)[0]
+            lines |= {line.strip() for line in region.splitlines()
+                      if len(line.strip()) > 24 and not line.strip().startswith(("#", '"""'))}
+    return lines
+
+
+def test_the_released_notebook_has_no_solution_and_no_hidden_switch(course):
+    text = (course / "release" / "mha" / "mha.ipynb").read_text()
+    assert "HIDDEN TESTS" not in text and "hidden = True" not in text
+    released = json.loads(text)
+    sources = "\n".join("".join(c["source"]) if isinstance(c["source"], list) else c["source"]
+                        for c in released["cells"])
+    skeletons = {p.name: p.read_text() for p in (KIT / "assignments" / "mha").glob("*.py")}
+    shown = "\n".join(skeletons.values())
+    for name, source in reference_files().items():
+        for region in solution_regions(source):
+            for line in region.splitlines():
+                code = line.strip()  # a line the skeleton itself shows (in a TODO comment) is no leak
+                assert len(code) < 12 or code not in sources or code in shown, f"{name}: {code}"
+    # The released solution cells hold exactly the skeletons students get in assignments/mha.
+    for name, source in notebook_files(released).items():
+        assert source.strip() in skeletons[name], name
+
+
+def test_nbgrader_scores_each_step_as_the_cli_does(course, tmp_path):
+    points = nbgrader_points(course)
+    assert set(points["reference"]) == set(STEPS)
+    assert sum(points["reference"].values()) == pytest.approx(100)
+    assert sum(points["skeleton"].values()) == 0
+    assert 0 < points["masking"]["masking"] < 15
+    for student in student_files():
+        submitted = course / "submitted" / student  # the CLI reads the notebook itself
+        assert cli_points(tmp_path / student, submitted) == points[student], student
+
+
+def test_exported_csv_totals_match_the_gradebook(course):
+    import csv
+
+    rows = {row["student_id"]: row for row in csv.DictReader((course / "grades.csv").open())}
+    for student, steps in nbgrader_points(course).items():
+        assert float(rows[student]["score"]) == pytest.approx(sum(steps.values()), abs=1e-3)
+        assert float(rows[student]["max_score"]) == pytest.approx(100)
+
+
+def test_check_cells_write_nothing_to_stderr(course):
+    for student in student_files():
+        graded = nbformat.read(str(course / "autograded" / student / "mha" / "mha.ipynb"), as_version=4)
+        checks = [c for c in graded.cells if c.metadata.get("nbgrader", {}).get("grade")]
+        assert len(checks) == len(STEPS)
+        for cell in checks:
+            assert not [o for o in cell.outputs if o.output_type == "stream" and o.name == "stderr"], cell.source
+            assert [o for o in cell.outputs if o.output_type == "execute_result"], cell.source
+
+
+def test_feedback_shows_what_failed_but_no_hidden_check_source(course):
+    hidden = hidden_check_lines()
+    assert len(hidden) > 20
+    for student in student_files():
+        page = html.unescape(re.sub(r"<[^>]+>", "", (course / "feedback" / student / "mha" / "mha.html").read_text()))
+        assert "HIDDEN TESTS" not in page and "hidden = True" not in page
+        shown = [line for line in hidden if line in page]
+        assert shown == [], f"{student}: hidden check source in the feedback: {shown[:3]}"
+    masking = html.unescape((course / "feedback" / "masking" / "mha" / "mha.html").read_text())
+    assert "blocked key" in masking  # the failing check says what is wrong
+
+
+def classroom_points(submission):
+    """{step: points} from `python -m autograder.classroom STEP --reference solutions` per step."""
+    points = {}
+    for step in STEPS:
+        out = io.StringIO()
+        with contextlib.redirect_stdout(out):
+            classroom.main([step, "--path", str(submission), "--reference", str(SOLUTIONS),
+                            "--config", str(KIT / "grading.yml")])
+        line = next(l for l in out.getvalue().splitlines() if l.startswith("result="))
+        result = json.loads(base64.b64decode(line.removeprefix("result=")))
+        points[step] = round(sum(t["score"] for t in result["tests"]), 2)
+    return points
+
+
+def test_four_routes_give_the_same_step_scores(course, tmp_path):
+    from test_release import run_gradescope
+
+    nbgrader_scores = nbgrader_points(course)
+    for student, files in student_files().items():
+        package = write_package(tmp_path / student / "repo", files)
+        routes = {
+            "cli": cli_points(tmp_path / student, package),
+            "nbgrader": nbgrader_scores[student],
+            "classroom": classroom_points(package),
+        }
+        uploaded = {p.name: p.read_text() for p in (package / "mha").glob("*.py")}
+        (tmp_path / student / "gradescope").mkdir()
+        gradescope = run_gradescope(tmp_path / student / "gradescope", uploaded)
+        routes["gradescope"] = {step: round(sum(t["score"] for t in gradescope["tests"]
+                                                if t["name"].startswith(f"{step}: ")), 2) for step in STEPS}
+        for step in STEPS:
+            seen = {route: scores[step] for route, scores in routes.items()}
+            assert max(seen.values()) - min(seen.values()) <= 0.011, f"{student}, {step}: {seen}"
