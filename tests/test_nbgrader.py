@@ -200,8 +200,7 @@ def test_four_routes_give_the_same_step_scores(course, tmp_path):
             "classroom": classroom_points(package),
         }
         uploaded = {p.name: p.read_text() for p in (package / "mha").glob("*.py")}
-        (tmp_path / student / "gradescope").mkdir()
-        gradescope = run_gradescope(tmp_path / student / "gradescope", uploaded)
+        gradescope = run_gradescope(tmp_path / student, uploaded)
         routes["gradescope"] = {step: round(sum(t["score"] for t in gradescope["tests"]
                                                 if t["name"].startswith(f"{step}: ")), 2) for step in STEPS}
         for step in STEPS:

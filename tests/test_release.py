@@ -1,10 +1,13 @@
 """The student release and the Gradescope autograder, built and run for real."""
+import functools
 import json
 import os
 import shutil
 import subprocess
 import sys
+import tempfile
 import zipfile
+from pathlib import Path
 
 import pytest
 
@@ -80,13 +83,19 @@ def test_strip_hidden_keeps_the_probes():
     assert strip_hidden(source) == "A = 1\n\n\n# ### PROBES (x)\n\nclass P: pass\n"
 
 
+@functools.lru_cache(maxsize=None)
+def gradescope_zip():
+    """The autograder zip, built once by the real command for every test that uploads to it."""
+    zip_path = Path(tempfile.mkdtemp(prefix="mha-lab-gradescope-")) / "autograder.zip"
+    subprocess.run([sys.executable, "-m", "autograder", "gradescope", str(zip_path)], cwd=KIT, check=True,
+                   capture_output=True)
+    return zip_path
+
+
 def run_gradescope(tmp_path, files):
     """Unpack the zip as /autograder/source under a temporary root, upload `files`, run it."""
     root = tmp_path / "autograder"
-    zip_path = tmp_path / "autograder.zip"
-    subprocess.run([sys.executable, "-m", "autograder", "gradescope", str(zip_path)], cwd=KIT, check=True,
-                   capture_output=True)
-    with zipfile.ZipFile(zip_path) as archive:
+    with zipfile.ZipFile(gradescope_zip()) as archive:
         names = archive.namelist()
         archive.extractall(root / "source")
     assert {"setup.sh", "run_autograder"} <= set(names)
