@@ -114,6 +114,20 @@ def hidden_check_lines():
     return lines
 
 
+def test_the_course_notebook_in_solutions_is_up_to_date(config):
+    from autograder.course import write_course_notebook
+
+    assert write_course_notebook(config, dry_run=True) == [], "run `python -m autograder skeleton` and commit"
+
+
+def test_a_stale_course_notebook_is_reported(config, tmp_path):
+    from autograder.course import write_course_notebook
+
+    stale = tmp_path / "mha.ipynb"
+    stale.write_text((SOLUTIONS / "mha.ipynb").read_text().replace("raise NotImplementedError", "pass  # "))
+    assert write_course_notebook(config, target=stale, dry_run=True) == [stale]
+
+
 def test_the_released_notebook_has_no_solution_and_no_hidden_switch(course):
     text = (course / "release" / "mha" / "mha.ipynb").read_text()
     assert "HIDDEN TESTS" not in text and "hidden = True" not in text
