@@ -8,6 +8,7 @@
   as a second line for calls the run-time watch could miss.
 """
 import ast
+import functools
 from contextlib import contextmanager
 
 from torch.overrides import TorchFunctionMode
@@ -47,12 +48,21 @@ def watching(forbidden):
         yield watcher.seen
 
 
+@functools.lru_cache(maxsize=16)
+def parsed(source):
+    """The AST of `source` (None on a syntax error), parsed once: every step scans its files for
+    forbidden calls and tampering, and attention.py belongs to two steps. Read-only to callers."""
+    try:
+        return ast.parse(source)
+    except (SyntaxError, ValueError):
+        return None
+
+
 def scan_source(source, forbidden):
     """[(forbidden dotted name, line)] for each use of a forbidden name through a torch import."""
     names = {short_name(dotted): dotted for dotted in forbidden}
-    try:
-        tree = ast.parse(source)
-    except SyntaxError:
+    tree = parsed(source)
+    if tree is None:
         return []
     torch_aliases, direct, hits = set(), {}, []
     for node in ast.walk(tree):
@@ -91,9 +101,8 @@ def scan_tampering(source):
     grader (or ctypes, gc, builtins, importlib), touching sys.modules or __builtins__, assigning
     to an attribute of a torch module (`torch.allclose = ...`) or setattr on one. Such code gains
     nothing (judging runs in another process), but it is reported rather than ignored."""
-    try:
-        tree = ast.parse(source)
-    except SyntaxError:
+    tree = parsed(source)
+    if tree is None:
         return []
     torch_names = set()
     hits = []
