@@ -178,6 +178,8 @@ def compare_tensor(got, expected, tol, name="output", where=None):
     if fail:
         return fail
     got, expected = got.detach(), expected.detach()
+    if passes_everywhere(got, expected, tol):  # the common case, in a few ops; else find out why
+        return None
     care = torch.ones_like(expected, dtype=torch.bool) if where is None else where.expand_as(expected)
     if not expected.is_floating_point():
         differ = (got != expected) & care
@@ -199,6 +201,15 @@ def compare_tensor(got, expected, tol, name="output", where=None):
         return Fail("values", {"name": name, "diff": diff[index].item(), "index": index,
                                "expected": expected[index].item(), "got": got[index].item()})
     return None
+
+
+def passes_everywhere(got, expected, tol):
+    """True if `got` (of `expected`'s form) is within tolerance at every position, with no
+    inf or NaN on either side: then compare_tensor passes whatever its `where`."""
+    if not expected.is_floating_point():
+        return torch.equal(got, expected)
+    rtol, atol = tol[expected.dtype]
+    return bool(((got - expected).abs() <= atol + rtol * expected.abs()).all())  # NaN compares False
 
 
 def check_form(got, shape, dtype, device, name="output"):

@@ -49,11 +49,12 @@ def watching(forbidden):
 
 
 @functools.lru_cache(maxsize=16)
-def parsed(source):
-    """The AST of `source` (None on a syntax error), parsed once: every step scans its files for
-    forbidden calls and tampering, and attention.py belongs to two steps. Read-only to callers."""
+def nodes(source):
+    """Every node of the AST of `source` (None on a syntax error), parsed and walked once: every
+    step scans its files for forbidden calls and tampering, twice each, and attention.py belongs
+    to two steps. Read-only to callers."""
     try:
-        return ast.parse(source)
+        return tuple(ast.walk(ast.parse(source)))
     except (SyntaxError, ValueError):
         return None
 
@@ -61,11 +62,11 @@ def parsed(source):
 def scan_source(source, forbidden):
     """[(forbidden dotted name, line)] for each use of a forbidden name through a torch import."""
     names = {short_name(dotted): dotted for dotted in forbidden}
-    tree = parsed(source)
-    if tree is None:
+    every_node = nodes(source)
+    if every_node is None:
         return []
     torch_aliases, direct, hits = set(), {}, []
-    for node in ast.walk(tree):
+    for node in every_node:
         if isinstance(node, ast.Import):
             for alias in node.names:
                 if alias.name.split(".")[0] == "torch":
@@ -77,7 +78,7 @@ def scan_source(source, forbidden):
                     hits.append((names[alias.name], node.lineno))
                 else:  # a torch module or object, e.g. `from torch import nn`
                     torch_aliases.add(alias.asname or alias.name)
-    for node in ast.walk(tree):
+    for node in every_node:
         if isinstance(node, ast.Attribute) and node.attr in names and _root(node) in torch_aliases:
             hits.append((names[node.attr], node.lineno))
         elif isinstance(node, ast.Name) and node.id in direct and isinstance(node.ctx, ast.Load):
@@ -101,12 +102,12 @@ def scan_tampering(source):
     grader (or ctypes, gc, builtins, importlib), touching sys.modules or __builtins__, assigning
     to an attribute of a torch module (`torch.allclose = ...`) or setattr on one. Such code gains
     nothing (judging runs in another process), but it is reported rather than ignored."""
-    tree = parsed(source)
-    if tree is None:
+    every_node = nodes(source)
+    if every_node is None:
         return []
     torch_names = set()
     hits = []
-    for node in ast.walk(tree):
+    for node in every_node:
         if isinstance(node, ast.Import):
             for alias in node.names:
                 root = alias.name.split(".")[0]
@@ -120,7 +121,7 @@ def scan_tampering(source):
                 torch_names.update(alias.asname or alias.name for alias in node.names)
             if root in GRADER_REACH:
                 hits.append((f"from {node.module} import ...", node.lineno))
-    for node in ast.walk(tree):
+    for node in every_node:
         if isinstance(node, ast.Attribute) and node.attr == "modules" and _root(node) == "sys":
             hits.append(("sys.modules", node.lineno))
         elif isinstance(node, ast.Name) and node.id in ("__builtins__", "__import__"):

@@ -202,7 +202,8 @@ class InProcess:
         return False
 
     def observe(self, tasks):
-        return [observe(check, self.mha, inputs, timeout, forbidden) for check, inputs, timeout, forbidden in tasks]
+        """An iterator of one Observation per task, as Worker.observe."""
+        return (observe(check, self.mha, inputs, timeout, forbidden) for check, inputs, timeout, forbidden in tasks)
 
     def output(self):
         return ""
@@ -246,7 +247,7 @@ def grade_package(submission, config, reference, seed, steps, isolate, memory_by
             module = modules[step.id]
             checks = [c for c in module.CHECKS if hidden or c.visibility == "public"]
             in_source = None if package_error else forbidden_in_source(module, step, source)
-            plan = {"step": step, "module": module, "outcomes": {}, "tasks": [], "mode": None}
+            plan = {"step": step, "module": module, "outcomes": {}, "tasks": [], "seeds": [], "mode": None}
             for check in checks:
                 if check.requires == "cuda":
                     plan["mode"], reason = device_mode(step)
@@ -256,23 +257,24 @@ def grade_package(submission, config, reference, seed, steps, isolate, memory_by
                 if package_error is not None or in_source is not None:
                     plan["outcomes"][check] = (False, package_error or in_source)
                     continue
-                inputs = check_inputs(check, check_seed(check, seed))
-                if check.requires == "cuda":
-                    inputs["mode"] = plan["mode"]
+                inputs = cached_inputs(check, check_seed(check, seed), plan["mode"] if check.requires == "cuda" else None)
                 plan["tasks"].append((check, inputs, step.timeout, step.forbidden))
+                plan["seeds"].append(check_seed(check, seed))
             plans.append(plan)
         all_tasks = [task for plan in plans for task in plan["tasks"]]
-        observations = iter(executor.observe(all_tasks)) if all_tasks else iter(())
-        results = []
+        observations = executor.observe(all_tasks)  # judged one by one as the worker sends them
         for plan in plans:
-            step, records = plan["step"], []
-            for check, inputs, _, _ in plan["tasks"]:
+            step, plan["records"] = plan["step"], []
+            for (check, inputs, _, _), input_seed in zip(plan["tasks"], plan["seeds"]):
                 observation = next(observations)
                 expected = None if observation.error or observation.forbidden else \
                     cached_expectation(check, inputs, reference_package, seed)
                 fail = judge(check, inputs, observation, expected, step.tolerance)
                 plan["outcomes"][check] = (fail is None, fail)
-                records.append(diagnosis.Record(check, inputs, observation, fail))
+                plan["records"].append(diagnosis.Record(check, inputs, observation, fail, input_seed))
+        results = []
+        for plan in plans:  # every observation is in: the worker is free for the probes
+            step, records = plan["step"], plan["records"]
             ordered = [c for c in plan["module"].CHECKS if c in plan["outcomes"]]
             result = score_step(step, [(c, *plan["outcomes"][c]) for c in ordered])
             if plan["mode"] is not None:
@@ -281,7 +283,7 @@ def grade_package(submission, config, reference, seed, steps, isolate, memory_by
                 result.diagnoses = diagnosis.diagnose(
                     plan["module"], records,
                     lambda check, package, inputs, timeout=step.timeout: (
-                        executor.observe([(check, inputs, timeout, ())])[0] if package is None
+                        next(iter(executor.observe([(check, inputs, timeout, ())]))) if package is None
                         else observe(check, package, inputs, timeout)),
                     None, step.tolerance, reference=reference if hidden else None)
             results.append(result)
@@ -290,8 +292,24 @@ def grade_package(submission, config, reference, seed, steps, isolate, memory_by
                        seed=seed, output=output, sandbox=list(executor.layers))
 
 
+_inputs = {}
 _expectations = {}
 _expectations_lock = threading.Lock()
+
+
+def cached_inputs(check, seed, mode=None):
+    """check_inputs() (plus the device `mode` of a cuda check), made once per check and seed:
+    every submission of a batch shares them. Read-only: observe() copies them."""
+    key = (check.step, check.id, seed, mode)
+    with _expectations_lock:
+        if key not in _inputs:
+            if len(_inputs) > 5_000:  # many seeds in one process (the kit's tests)
+                _inputs.clear()
+            inputs = check_inputs(check, seed)
+            if mode is not None:
+                inputs["mode"] = mode
+            _inputs[key] = inputs
+        return _inputs[key]
 
 
 def cached_expectation(check, inputs, reference, seed):

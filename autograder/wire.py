@@ -78,6 +78,11 @@ def dumps(value):
     return pickle.dumps(encode(value), protocol=5)
 
 
+def dumps_encoded(value):
+    """dumps() of a value whose tensors are already encode()d."""
+    return pickle.dumps(value, protocol=5)
+
+
 def loads(data):
     if len(data) > MAX_MESSAGE:
         raise WireError("message too large")

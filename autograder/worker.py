@@ -2,8 +2,9 @@
 
 Judge side, one submission at a time per Worker:
 
-    with Worker(submission_dir, memory_bytes) as worker:
-        observations = worker.observe([(check, inputs, timeout, forbidden), ...])
+    with Worker(submission_dir, memory_bytes) as worker:   # the worker starts booting here
+        for observation in worker.observe([(check, inputs, timeout, forbidden), ...]):
+            ...                                              # each one as soon as it arrives
 
 Workers come from multiprocessing's forkserver, whose server process imports this module once
 (torch with one thread, every checks module, the fake CUDA device warmed up), so each worker is a
@@ -156,6 +157,19 @@ def context():
     return _context
 
 
+_encoded = {}  # id(inputs) -> (inputs, their wire form); holding inputs keeps the id theirs
+
+
+def encoded(inputs):
+    """wire.encode(inputs), once per inputs object (a batch sends the same inputs to every worker)."""
+    entry = _encoded.get(id(inputs))
+    if entry is None or entry[0] is not inputs:
+        if len(_encoded) > 5_000:
+            _encoded.clear()
+        entry = _encoded[id(inputs)] = (inputs, wire.encode(inputs))
+    return entry[1]
+
+
 def copy_submission(submission, scratch):
     """Copy the regular files of submission/mha (no links, nothing huge) into scratch/mha."""
     source = Path(submission) / "mha"
@@ -179,15 +193,23 @@ class Worker:
         self.conn = None
         self.layers = []
         self.exitcode = None
+        self.booting = False
 
     def __enter__(self):
+        if (self.submission / "mha").is_dir():
+            self.launch()  # it boots while the judge scans the files and makes the inputs
         return self
 
     def __exit__(self, *exc):
         self.close()
 
     def start(self):
-        """A fresh worker on a fresh copy of the submission."""
+        """A fresh worker on a fresh copy of the submission, ready for tasks."""
+        self.launch()
+        self.wait_ready()
+
+    def launch(self):
+        """Start a fresh worker on a fresh copy of the submission; wait_ready() before use."""
         self.stop()
         previous_output = self.output() if self.scratch else ""
         if self.scratch:
@@ -202,22 +224,31 @@ class Worker:
         self.process = ctx.Process(target=worker_main, args=(child, self.scratch, self.memory_bytes), daemon=True)
         self.process.start()
         child.close()
-        if not self.conn.poll(120):
-            raise RuntimeError("a grading worker did not start")
-        self.layers = wire.loads(self.conn.recv_bytes())["ready"]
+        self.booting = True
 
-    def stop(self):
-        """Kill the worker if it still runs; remember how it ended."""
+    def wait_ready(self):
+        if self.booting:
+            if not self.conn.poll(120):
+                raise RuntimeError("a grading worker did not start")
+            self.layers = wire.loads(self.conn.recv_bytes())["ready"]
+            self.booting = False
+
+    def stop(self, wait=True):
+        """Kill the worker if it still runs; with `wait`, wait for it and remember how it ended."""
         if self.process is not None:
             if self.process.is_alive():
                 self.process.kill()
-            self.process.join(5)
-            self.exitcode = self.process.exitcode
+            if wait:
+                self.process.join(5)
+                self.exitcode = self.process.exitcode
             self.conn.close()
             self.process = None
+            self.booting = False
 
     def close(self):
-        self.stop()
+        # Not waiting: the exit status of a worker killed after its last task tells nothing, and
+        # multiprocessing reaps it at the next start (or at exit).
+        self.stop(wait=False)
         if self.scratch:
             shutil.rmtree(self.scratch, ignore_errors=True)
 
@@ -232,19 +263,23 @@ class Worker:
         return text[:SHOWN_OUTPUT] + ("\n[... output cut ...]" if len(text) > SHOWN_OUTPUT else "")
 
     def observe(self, tasks):
-        """Run (check, inputs, timeout, forbidden) tasks in order; one Observation per task."""
-        observations = []
-        while len(observations) < len(tasks):
+        """Run (check, inputs, timeout, forbidden) tasks in order: an iterator of one Observation
+        per task, each yielded as soon as the worker sends it (consume it to the end before
+        calling observe again)."""
+        done = 0
+        while done < len(tasks):
             if self.process is None or not self.process.is_alive():
-                self.start()
-            pending = tasks[len(observations):]
-            self.conn.send_bytes(wire.dumps([(c.step, c.id or c.diagnosis, i, t, list(f)) for c, i, t, f in pending]))
+                self.launch()
+            self.wait_ready()
+            pending = tasks[done:]
+            self.conn.send_bytes(wire.dumps_encoded(
+                [(c.step, c.id or c.diagnosis, encoded(i), t, list(f)) for c, i, t, f in pending]))
             for check, _, timeout, _ in pending:
                 observation = self._receive(check, timeout)
-                observations.append(observation)
+                done += 1
+                yield observation
                 if self.process is None:  # it died or was killed: restart for the rest
                     break
-        return observations
 
     def _receive(self, check, timeout):
         """The next observation; or, if the worker overran or died, the Fail that says so."""

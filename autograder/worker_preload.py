@@ -7,3 +7,6 @@ The server never imports the reference or the known mistakes, so no worker can f
 from .worker import warm_up
 
 warm_up()
+import gc
+gc.collect()
+gc.freeze()

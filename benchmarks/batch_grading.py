@@ -22,24 +22,27 @@ from pathlib import Path
 
 KIT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(KIT))
-
-from autograder import config as grading_config  # noqa: E402
-from autograder.batch import grade_batch  # noqa: E402
-from autograder.checks import step_modules  # noqa: E402
-from autograder.mistakes import mistakes_of  # noqa: E402
-from autograder.runner import grade  # noqa: E402
+# The grader is imported inside the functions, not here: multiprocessing re-runs a script's
+# top level in every worker it starts (the "safe importing of main module" rule), and the real
+# entry point, `python -m autograder`, is exempt from that. Heavy imports here would bill each
+# worker for them and make the figures worse than a TA's run.
 
 
 def make_submissions(root, count):
+    from autograder.checks import step_modules
+    from autograder.mistakes import mistakes_of
+
     mistakes = [m for step in step_modules() for m in mistakes_of(step)]
     paths = []
     for i in range(count):
         path = root / f"student{i:03d}"
         shutil.copytree(KIT / "solutions" / "mha", path / "mha")
-        if i % 2:  # every other one carries a planted mistake
-            mistake = mistakes[(i // 2) % len(mistakes)]
+        if i % 2:  # every other one carries a planted mistake, taken across all steps
+            mistake = mistakes[(i // 2 * 7) % len(mistakes)]
             target = path / "mha" / mistake.file
             target.write_text(mistake.apply(target.read_text()))
+        for file in (path / "mha").glob("*.py"):  # no two students' files are the same text
+            file.write_text(file.read_text() + f"# {path.name}\n")
         paths.append(path)
     return paths
 
@@ -51,6 +54,8 @@ def summary(times):
 
 
 def timed_grades(paths, config, isolate):
+    from autograder.runner import grade
+
     times = []
     for path in paths:
         start = time.perf_counter()
@@ -90,6 +95,11 @@ def nbgrader_times(paths, count, config):
 
 
 def main():
+    from autograder import config as grading_config
+    from autograder.batch import grade_batch
+    from autograder.checks import step_modules
+    from autograder.runner import grade
+
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--submissions", type=int, default=20)
     parser.add_argument("--workers", type=int, default=os.cpu_count() or 1)
