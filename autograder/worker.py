@@ -19,6 +19,7 @@ import shutil
 import signal
 import sys
 import tempfile
+import threading
 from pathlib import Path
 
 import torch
@@ -113,11 +114,17 @@ def _checks_by_key():
     return table
 
 
-def worker_main(conn, scratch, memory_bytes):
-    """Entry point of a worker process: confine, then run the checks the judge sends."""
+def worker_main(conn):
+    """Entry point of a worker process: wait for its submission's scratch directory (a worker may
+    be forked before it is needed), confine, then run the checks the judge sends."""
     from .sandbox import confine
     from .submission import Package
 
+    try:
+        setup = wire.loads(conn.recv_bytes())
+    except EOFError:
+        return
+    scratch, memory_bytes = setup["scratch"], setup["memory_bytes"]
     os.chdir(scratch)
     output = os.open(os.path.join(scratch, ".output"), os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
     os.dup2(output, 1)
@@ -170,6 +177,52 @@ def encoded(inputs):
     return entry[1]
 
 
+_spares = []  # [(process, connection)]: workers forked ahead of need, not yet given a submission
+_spares_forking = [0]  # spares being forked in the background
+_open_workers = [0]  # Workers open now (how many spares a batch can use at once)
+_spares_lock = threading.Lock()
+
+
+def fork_worker():
+    """A fresh worker process from the fork server, waiting for its setup message."""
+    ctx = context()
+    conn, child = ctx.Pipe()
+    process = ctx.Process(target=worker_main, args=(child,), daemon=True)
+    process.start()
+    child.close()
+    return process, conn
+
+
+def take_worker():
+    """A spare worker if one is waiting, else a freshly forked one; either way, a spare is forked
+    in the background for the next submission, so its fork is off the judge's critical path.
+    A spare has run nothing but the fork server's warm-up: no submission ever shares a worker."""
+    with _spares_lock:
+        taken = None
+        while _spares and taken is None:
+            process, conn = _spares.pop()
+            if process.is_alive():
+                taken = process, conn
+            else:
+                conn.close()
+        wanted = _open_workers[0] - len(_spares) - _spares_forking[0]
+        if wanted > 0:
+            _spares_forking[0] += 1
+            threading.Thread(target=_fork_spare, daemon=True).start()
+    return taken or fork_worker()
+
+
+def _fork_spare():
+    try:
+        spare = fork_worker()
+    except Exception:  # noqa: BLE001 - shutting down, say: the next submission forks its own
+        spare = None
+    with _spares_lock:
+        _spares_forking[0] -= 1
+        if spare is not None:
+            _spares.append(spare)
+
+
 def copy_submission(submission, scratch):
     """Copy the regular files of submission/mha (no links, nothing huge) into scratch/mha."""
     source = Path(submission) / "mha"
@@ -194,8 +247,13 @@ class Worker:
         self.layers = []
         self.exitcode = None
         self.booting = False
+        self.counted = False  # in _open_workers
 
     def __enter__(self):
+        if not self.counted:
+            self.counted = True
+            with _spares_lock:
+                _open_workers[0] += 1
         if (self.submission / "mha").is_dir():
             self.launch()  # it boots while the judge scans the files and makes the inputs
         return self
@@ -219,19 +277,31 @@ class Worker:
         copy_submission(self.submission, self.scratch)
         if previous_output:
             Path(self.scratch, ".output").write_text(previous_output)
-        ctx = context()
-        self.conn, child = ctx.Pipe()
-        self.process = ctx.Process(target=worker_main, args=(child, self.scratch, self.memory_bytes), daemon=True)
-        self.process.start()
-        child.close()
+        setup = wire.dumps({"scratch": self.scratch, "memory_bytes": self.memory_bytes})
+        self.process, self.conn = take_worker()
+        try:
+            self.conn.send_bytes(setup)
+        except OSError:  # a spare that died while it waited: fork a fresh one
+            self.conn.close()
+            self.process, self.conn = fork_worker()
+            self.conn.send_bytes(setup)
         self.booting = True
 
     def wait_ready(self):
-        if self.booting:
+        """Wait until the worker is confined and ready; one that dies before it has run any
+        student code (killed from outside, say) is replaced."""
+        for attempt in range(3):
+            if not self.booting:
+                return
             if not self.conn.poll(120):
-                raise RuntimeError("a grading worker did not start")
-            self.layers = wire.loads(self.conn.recv_bytes())["ready"]
-            self.booting = False
+                break
+            try:
+                self.layers = wire.loads(self.conn.recv_bytes())["ready"]
+                self.booting = False
+            except (EOFError, OSError):
+                self.launch()
+        if self.booting:
+            raise RuntimeError("a grading worker did not start")
 
     def stop(self, wait=True):
         """Kill the worker if it still runs; with `wait`, wait for it and remember how it ended."""
@@ -251,6 +321,11 @@ class Worker:
         self.stop(wait=False)
         if self.scratch:
             shutil.rmtree(self.scratch, ignore_errors=True)
+            self.scratch = None
+        if self.counted:
+            self.counted = False
+            with _spares_lock:
+                _open_workers[0] -= 1
 
     def output(self):
         """What the student's code printed (cut to SHOWN_OUTPUT characters)."""

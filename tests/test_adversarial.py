@@ -141,3 +141,40 @@ def test_sandbox_layers_in_force_are_reported(quick_config):
     assert result.score == result.max_score
     assert "rlimits" in result.sandbox
     assert result.to_json()["sandbox"] == result.sandbox
+
+
+def test_every_submission_gets_a_worker_of_its_own(submission, tmp_path, quick_config):
+    """Workers are forked ahead of need (spares), but none ever grades two submissions: what one
+    submission leaves behind in its process never reaches the next."""
+    source = (SOLUTIONS / "mha" / "padding.py").read_text()
+    leave = "import os\nprint('pid', os.getpid(), 'saw', os.environ.get('MHA_LAB_LEFTOVER'))\n" \
+            "os.environ['MHA_LAB_LEFTOVER'] = 'from the previous submission'\n"
+    outputs = []
+    for _ in range(3):
+        path = submission(files={"padding.py": source.replace("import torch\n", "import torch\n" + leave, 1)})
+        result = grade(path, quick_config, reference=SOLUTIONS, seed=1, isolate=True)
+        assert result.step("padding").score == result.step("padding").max_score
+        outputs.append(result.output.split())
+    assert all(words[3] == "None" for words in outputs), outputs
+    assert len({words[1] for words in outputs}) == 3, outputs
+
+
+def test_a_worker_that_dies_before_it_gets_its_submission_is_replaced(monkeypatch, quick_config):
+    """A spare worker killed while it waits (from outside, or by a hostile neighbour) costs the
+    submission that takes it nothing."""
+    from autograder import worker
+
+    real_take = worker.take_worker
+    killed = []
+
+    def take_a_dying_worker():
+        process, conn = real_take()
+        if len(killed) < 2:  # the first worker of the submission, and its replacement, die
+            process.kill()
+            killed.append(process)
+        return process, conn
+
+    monkeypatch.setattr(worker, "take_worker", take_a_dying_worker)
+    result = grade(SOLUTIONS, quick_config, reference=SOLUTIONS, seed=1, isolate=True)
+    assert len(killed) == 2
+    assert result.score == result.max_score
