@@ -30,6 +30,8 @@ from . import wire  # noqa: E402
 from .check import Fail  # noqa: E402
 from .checks import step_modules  # noqa: E402
 from .runner import Observation, observe  # noqa: E402
+from .sandbox import confine  # noqa: E402 - here, so that the fork server has it loaded
+from .submission import Package  # noqa: E402
 
 GRACE = 1.0  # seconds the judge waits past a check's limit before killing (the worker's own alarm comes first)
 OUTPUT_LIMIT = 8 * 1024 * 1024  # bytes a worker may write (its printing included)
@@ -117,9 +119,6 @@ def _checks_by_key():
 def worker_main(conn):
     """Entry point of a worker process: wait for its submission's scratch directory (a worker may
     be forked before it is needed), confine, then run the checks the judge sends."""
-    from .sandbox import confine
-    from .submission import Package
-
     try:
         setup = wire.loads(conn.recv_bytes())
     except EOFError:
