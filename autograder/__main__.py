@@ -14,7 +14,6 @@ import sys
 import warnings
 from pathlib import Path
 
-from . import config as grading_config
 from . import results
 
 KIT = Path(__file__).resolve().parent.parent
@@ -71,6 +70,10 @@ def main(argv=None):
 
 
 def run_grade(args):
+    if not args.in_process:
+        from . import fork_server
+        fork_server.start()  # it imports torch while this process does: seconds saved
+    from . import config as grading_config
     from .batch import grade_batch
     from .checks import step_modules
     from .runner import grade
@@ -124,6 +127,7 @@ def run_gradescope(upload, config, reference, seed, isolate, results_path):
 
 
 def run_nbgrader(args):
+    from . import config as grading_config
     from .checks import step_modules
     from .course import write_course
 
@@ -139,6 +143,7 @@ def run_nbgrader(args):
 
 
 def run_skeleton(args):
+    from . import config as grading_config
     from .checks import step_modules
     from .course import write_course_notebook
     from .skeleton import write_skeletons

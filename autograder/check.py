@@ -44,8 +44,8 @@ class Check:
 
     def expected(self, **inputs):
         """The observations a correct solution gives, or None for a check that judges
-        properties of `got` alone. Hidden checks do not use this: their expectation is the
-        reference solution's observation on the same inputs."""
+        properties of `got` alone. Hidden checks usually leave it out: their expectation is
+        then the reference solution's observation on the same inputs."""
         return None
 
     def judge(self, inputs, got, expected, tol):

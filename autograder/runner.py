@@ -19,7 +19,7 @@ from pathlib import Path
 import torch
 
 from . import diagnosis, messages
-from .check import ContractError, Fail
+from .check import Check, ContractError, Fail
 from .checks import step_modules
 from .forbidden import scan_source, scan_tampering, watching
 from .results import CheckResult, GradeResult, StepResult
@@ -124,8 +124,9 @@ def where(error, mha):
 
 
 def expectation(check, inputs, reference):
-    """What a correct solution observes: the check's oracle, or for hidden checks the reference."""
-    if check.visibility == "hidden":
+    """What a correct solution observes: the check's oracle, or for a hidden check without one,
+    the reference's observation."""
+    if check.visibility == "hidden" and type(check).expected is Check.expected:
         return check.observe(reference, **clone(inputs))
     return check.expected(**clone(inputs))
 

@@ -29,6 +29,7 @@ torch.set_num_threads(1)  # before any parallel op: forked children of a multi-t
 from . import wire  # noqa: E402
 from .check import Fail  # noqa: E402
 from .checks import step_modules  # noqa: E402
+from .fork_server import context  # noqa: E402
 from .runner import Observation, observe  # noqa: E402
 from .sandbox import confine  # noqa: E402 - here, so that the fork server has it loaded
 from .submission import Package  # noqa: E402
@@ -150,18 +151,6 @@ def worker_main(conn):
 
 
 # ---------------------------------------------------------------------------- in the judge
-
-_context = None
-
-
-def context():
-    """The forkserver context; its server preloads torch, the checks and a warm fake device."""
-    global _context
-    if _context is None:
-        _context = multiprocessing.get_context("forkserver")
-        _context.set_forkserver_preload(["autograder.worker_preload"])
-    return _context
-
 
 _encoded = {}  # id(inputs) -> (inputs, their wire form); holding inputs keeps the id theirs
 

@@ -2,12 +2,16 @@
 
     python benchmarks/batch_grading.py [--submissions 20] [--workers N]
 
-Makes N submissions (the reference and planted mistakes, mixed), then prints in one run:
-`import torch` time; per-submission grading time (median, p95) and throughput in-process, and
-sandboxed at 1 and N workers (all checks: public, hidden, simulated cuda, diagnosis); the
-isolation overhead; and, on the same machine, `nbgrader autograde` time per notebook on the kit's
-own course (autograder/course.py) filled with the same submissions (needs the instructor extra:
-nbgrader; skipped without it).
+Makes N submissions (the reference and planted mistakes across all steps, mixed; every file
+distinct, as a class's are), then prints in one run: `import torch` time; per-submission grading
+time (median, p95) and throughput in-process and sandboxed with 1 worker (timed alternately,
+submission by submission, so that a noisy machine slows both alike), and sandboxed at N workers
+(all checks: public, hidden, simulated cuda, diagnosis) with the CPU it used; the same batch as
+a TA runs it (`python -m autograder grade`, start-up and cold caches included); the isolation
+overhead; and, on the same machine, `nbgrader autograde` time per notebook on the kit's own
+course (autograder/course.py) filled with the same submissions (needs the instructor extra:
+nbgrader; skipped without it). The rows before the CLI row run with warm caches, as the bulk of
+a class-sized batch does (one seed: shared inputs, expectations and known-mistake runs).
 Prints figures; asserts nothing.
 """
 import argparse
@@ -47,21 +51,50 @@ def make_submissions(root, count):
     return paths
 
 
+def busy_cpu_seconds():
+    """CPU time the whole machine has spent busy (Linux /proc/stat; NaN elsewhere)."""
+    try:
+        with open("/proc/stat") as f:
+            user, nice, system, idle, iowait, irq, softirq = map(int, f.readline().split()[1:8])
+    except (OSError, ValueError):
+        return float("nan")
+    return (user + nice + system + irq + softirq) / os.sysconf("SC_CLK_TCK")
+
+
 def summary(times):
     ordered = sorted(times)
     p95 = ordered[min(len(ordered) - 1, int(round(0.95 * (len(ordered) - 1))))]
     return statistics.median(ordered), p95
 
 
-def timed_grades(paths, config, isolate):
+def timed_grades(paths, config, rounds):
+    """Seconds per submission in-process and sandboxed, taken alternately (submission by
+    submission, `rounds` times over), so that a noisy machine slows both alike."""
     from autograder.runner import grade
 
-    times = []
-    for path in paths:
-        start = time.perf_counter()
-        grade(path, config, reference=KIT / "solutions", seed=7, isolate=isolate)
-        times.append(time.perf_counter() - start)
-    return times
+    times = {False: [], True: []}
+    for _ in range(rounds):
+        for path in paths:
+            for isolate in (False, True):
+                start = time.perf_counter()
+                grade(path, config, reference=KIT / "solutions", seed=7, isolate=isolate)
+                times[isolate].append(time.perf_counter() - start)
+    return times[False], times[True]
+
+
+def cli_batch_seconds(paths, out, workers, cuda_mode):
+    """Wall time of the whole `python -m autograder grade ... --out` command: start-up (torch,
+    the fork server) and cold caches included, as a TA runs it."""
+    config = None
+    if cuda_mode:
+        config = out.parent / "grading-cli.yml"
+        text = (KIT / "grading.yml").read_text()
+        config.write_text(text.replace("mode: auto", f"mode: {cuda_mode}"))
+    command = [sys.executable, "-m", "autograder", "grade", *map(str, paths), "--out", str(out),
+               "--workers", str(workers), "--seed", "7", *(["--config", str(config)] if config else [])]
+    start = time.perf_counter()
+    subprocess.run(command, check=True, capture_output=True, cwd=KIT)
+    return time.perf_counter() - start
 
 
 def nbgrader_times(paths, count, config):
@@ -103,6 +136,7 @@ def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--submissions", type=int, default=20)
     parser.add_argument("--workers", type=int, default=os.cpu_count() or 1)
+    parser.add_argument("--rounds", type=int, default=2, help="passes over the submissions, one at a time")
     parser.add_argument("--notebooks", type=int, default=4, help="notebooks nbgrader autogrades for the comparison")
     parser.add_argument("--cuda-mode", default=None, choices=["auto", "simulated", "off"],
                         help="override the cuda step's mode (off: leave the simulated device out)")
@@ -116,19 +150,26 @@ def main():
     torch_time = time.perf_counter() - start
     with tempfile.TemporaryDirectory() as tmp:
         paths = make_submissions(Path(tmp), args.submissions)
-        grade(paths[0], config, reference=KIT / "solutions", seed=7)  # warm caches
-        grade(paths[0], config, reference=KIT / "solutions", seed=7, isolate=True)  # start the fork server
-        in_process = timed_grades(paths, config, isolate=False)
-        isolated = timed_grades(paths, config, isolate=True)
+        # A class-sized batch runs with warm caches (one seed: the inputs, the reference's
+        # expectations and the known mistakes' runs are shared by every submission): warm them,
+        # and start the fork server, before timing. The CLI row below is the cold case.
+        for path in paths:
+            grade(path, config, reference=KIT / "solutions", seed=7)
+        grade(paths[0], config, reference=KIT / "solutions", seed=7, isolate=True)
+        in_process, isolated = timed_grades(paths, config, args.rounds)
         for name, times in (("in-process, 1 at a time", in_process), ("sandboxed, 1 worker", isolated)):
             median, p95 = summary(times)
             rows.append((name, median, p95, len(times) / sum(times)))
         out = Path(tmp) / "out"
+        busy, judge = busy_cpu_seconds(), time.process_time()
         start = time.perf_counter()
         grade_batch(paths, config, out, workers=args.workers, reference=KIT / "solutions", seed=7, force=True,
                     log=open(os.devnull, "w"))
         wall = time.perf_counter() - start
+        busy, judge = busy_cpu_seconds() - busy, time.process_time() - judge
         rows.append((f"sandboxed batch, {args.workers} workers", wall / len(paths), float("nan"), len(paths) / wall))
+        cold = cli_batch_seconds(paths, Path(tmp) / "cli", args.workers, args.cuda_mode)
+        rows.append((f"  same, cold: python -m autograder grade", cold / len(paths), float("nan"), len(paths) / cold))
         notebook = nbgrader_times(paths, args.notebooks, config) if args.notebooks else None
     print(f"machine: {os.cpu_count()} cores; {args.submissions} submissions (half with a planted mistake); "
           f"cuda step mode: {config.step('cuda').options['mode']}")
@@ -137,6 +178,9 @@ def main():
     print(f"{'grading':42s} {'median s':>9s} {'p95 s':>7s} {'subs/s':>8s}")
     for name, median, p95, rate in rows:
         print(f"{name:42s} {median:9.3f} {p95:7.3f} {rate:8.2f}")
+    count = len(paths)
+    print(f"{'  batch CPU per submission':42s} {busy / count * 1000:6.0f} ms: judge {judge / count * 1000:.0f} ms, "
+          f"workers and the rest {(busy - judge) / count * 1000:.0f} ms ({busy / wall * 100:.0f} % of one core busy)")
     overhead = statistics.median(isolated) / statistics.median(in_process) - 1
     print(f"{'isolation overhead (median, 1 worker)':42s} {overhead * 100:8.1f} %   (target <= 25 %)")
     if notebook:
