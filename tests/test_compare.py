@@ -1,0 +1,71 @@
+"""compare_tensor's verdicts, pinned: its quick path for the common case (everything within
+tolerance) must accept exactly what its full comparison accepts, and no more."""
+import math
+
+import pytest
+import torch
+
+from autograder.check import compare_tensor
+
+TOL = {torch.float64: (1e-7, 1e-9), torch.float32: (1e-5, 1e-6)}
+
+
+def verdict(got, expected, where=None):
+    fail = compare_tensor(got, expected, TOL, name="out", where=where)
+    return None if fail is None else fail.message_id
+
+
+def test_equal_and_within_tolerance_pass():
+    expected = torch.randn(3, 4, dtype=torch.float64)
+    assert verdict(expected.clone(), expected) is None
+    assert verdict(expected + 1e-10, expected) is None
+
+
+def test_just_outside_tolerance_fails_at_the_worst_position():
+    expected = torch.zeros(2, 3, dtype=torch.float64)
+    got = expected.clone()
+    got[0, 1], got[1, 2] = 1e-6, 5e-6
+    fail = compare_tensor(got, expected, TOL)
+    assert fail.message_id == "values"
+    assert fail.params["index"] == (1, 2) and math.isclose(fail.params["diff"], 5e-6)
+
+
+@pytest.mark.parametrize("bad", [math.inf, -math.inf, math.nan])
+def test_a_non_finite_value_where_a_finite_one_is_expected_fails(bad):
+    expected = torch.ones(4, dtype=torch.float64)
+    got = expected.clone()
+    got[2] = bad
+    assert verdict(got, expected) == "not_finite"
+
+
+def test_matching_infinities_and_an_expected_nan_pass():
+    expected = torch.tensor([math.inf, -math.inf, math.nan, 1.0], dtype=torch.float64)
+    assert verdict(expected.clone(), expected) is None
+    assert verdict(torch.tensor([math.inf, -math.inf, 7.0, 1.0], dtype=torch.float64), expected) is None
+
+
+def test_an_infinity_of_the_wrong_sign_or_a_finite_value_for_an_infinity_fails():
+    expected = torch.tensor([math.inf, 1.0], dtype=torch.float64)
+    assert verdict(torch.tensor([-math.inf, 1.0], dtype=torch.float64), expected) == "values"
+    assert verdict(torch.tensor([1e300, 1.0], dtype=torch.float64), expected) == "values"
+
+
+def test_where_limits_the_comparison_to_the_positions_that_matter():
+    expected = torch.zeros(2, 3, dtype=torch.float64)
+    got = expected.clone()
+    got[1, 0] = 1.0
+    assert verdict(got, expected, where=torch.tensor([[True], [False]])) is None
+    assert verdict(got, expected, where=torch.tensor([[False], [True]])) == "values"
+
+
+def test_integers_and_booleans_compare_exactly():
+    assert verdict(torch.tensor([1, 2, 3]), torch.tensor([1, 2, 3])) is None
+    assert verdict(torch.tensor([1, 2, 4]), torch.tensor([1, 2, 3])) == "exact_values"
+    assert verdict(torch.tensor([True, False]), torch.tensor([True, True])) == "exact_values"
+
+
+def test_form_comes_first():
+    expected = torch.zeros(2, 3, dtype=torch.float64)
+    assert verdict(torch.zeros(3, 2, dtype=torch.float64), expected) == "shape"
+    assert verdict(torch.zeros(2, 3, dtype=torch.float32), expected) == "dtype"
+    assert verdict([[0.0] * 3] * 2, expected) == "not_tensor"
