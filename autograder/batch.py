@@ -11,6 +11,7 @@ per submission.
 import json
 import os
 import sys
+import threading
 from concurrent.futures import ThreadPoolExecutor, as_completed
 from pathlib import Path
 
@@ -56,6 +57,8 @@ def grade_batch(paths, config, out, workers=None, reference=None, seed=None, for
             except (ValueError, KeyError, OSError):
                 pass  # unreadable: grade it again
         todo.append((name, path))
+    if reference is not None and todo:
+        _warm_judge_simulation(config)
     progress = _progress(len(todo), log)
     with ThreadPoolExecutor(max_workers=workers) as pool:
         futures = {pool.submit(grade, path, config, reference=reference, seed=seed, isolate=isolate,
@@ -69,6 +72,27 @@ def grade_batch(paths, config, out, workers=None, reference=None, seed=None, for
     ordered = {name: done[name] for name in names}
     results_io.write_csv(list(ordered.values()), list(ordered), out / "grades.csv")
     return ordered
+
+
+def _warm_judge_simulation(config):
+    """Diagnosing a failing step checked on the simulated CUDA device runs the known mistakes on
+    that device here, in the judge. Setting it up takes seconds: start it now, in the background
+    (while the fork server starts), not when the first such submission comes."""
+    from .checks import step_modules
+    from .runner import device_mode
+
+    modules = step_modules()
+    if not any(device_mode(step)[0] == "simulated" and any(c.requires == "cuda" for c in modules[step.id].CHECKS)
+               for step in config.steps):
+        return
+
+    def warm():
+        try:
+            from .fake_cuda import Simulation
+            Simulation.shared()
+        except Exception:  # noqa: BLE001 - the diagnosis sets it up itself (and reports) when needed
+            pass
+    threading.Thread(target=warm, daemon=True).start()
 
 
 def _progress(total, log):

@@ -17,6 +17,7 @@ import os
 import shutil
 import subprocess
 import tempfile
+import threading
 from pathlib import Path
 
 import torch
@@ -37,7 +38,8 @@ struct RegisterFakeCudaGuard {
 extern "C" int mha_lab_fake_cuda_guard() { return 1; }
 """
 
-_state = {}  # "device" -> "cuda" | "meta", once per process
+_state = {}  # "device" -> "cuda" | "meta", "simulation" -> the shared Simulation; once per process
+_state_lock = threading.RLock()  # a batch's judge threads may ask at once
 
 
 def cache_dir():
@@ -77,22 +79,27 @@ def build_guard(target):
 
 def simulated_device():
     """'cuda' if the fake CUDA guard is (or can be) loaded, else 'meta'. Decided once per process."""
-    if "device" not in _state:
-        device = "meta"
-        if os.environ.get("MHA_LAB_FAKE_CUDA", "cuda") != "meta":
-            library = cache_dir() / "fake_cuda_guard.so"
-            # The autograd engine starts a thread per device of every registered device type on
-            # its first backward (once per process, inherited by forks). Start it now, while no
-            # CUDA guard exists: a thread for the fake device would abort or hang the process.
-            torch.ones(1, requires_grad=True).sum().backward()
-            try:
-                if library.exists() or build_guard(library):
-                    ctypes.CDLL(str(library), mode=ctypes.RTLD_GLOBAL)
-                    device = "cuda"
-            except OSError:
-                device = "meta"
-        _state["device"] = device
+    with _state_lock:
+        if "device" not in _state:
+            _state["device"] = _find_device()
     return _state["device"]
+
+
+def _find_device():
+    if os.environ.get("MHA_LAB_FAKE_CUDA", "cuda") == "meta":
+        return "meta"
+    library = cache_dir() / "fake_cuda_guard.so"
+    # The autograd engine starts a thread per device of every registered device type on its
+    # first backward (once per process, inherited by forks). Start it now, while no CUDA guard
+    # exists: a thread for the fake device would abort or hang the process.
+    torch.ones(1, requires_grad=True).sum().backward()
+    try:
+        if library.exists() or build_guard(library):
+            ctypes.CDLL(str(library), mode=ctypes.RTLD_GLOBAL)
+            return "cuda"
+    except OSError:
+        pass
+    return "meta"
 
 
 class Simulation:
@@ -108,8 +115,9 @@ class Simulation:
     @classmethod
     def shared(cls):
         """One simulation per process: its fake-tensor caches stay warm across scenarios."""
-        if "simulation" not in _state:
-            _state["simulation"] = cls()
+        with _state_lock:
+            if "simulation" not in _state:
+                _state["simulation"] = cls()
         return _state["simulation"]
 
     def __enter__(self):
