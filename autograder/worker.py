@@ -15,7 +15,7 @@ submission. A worker copies nothing back but plain data (autograder/wire.py). Th
 each check's time limit by killing the worker, and a worker that dies (a crash, os._exit, a kill
 for time or memory) costs only the check it was running: a fresh worker takes the next one.
 """
-import multiprocessing
+import math
 import os
 import shutil
 import signal
@@ -106,6 +106,13 @@ def _warm_fake_shapes(simulation):
         mask = (ids == 0)[:, None, None, :] | torch.ones(4, 4, dtype=torch.bool, device=ids.device).triu(1)
         scores = (q4 @ q4.transpose(-2, -1) / 2.0).masked_fill(mask, -1e9).softmax(-1) @ v4
         table(simulation.tensor(torch.tensor([[1, 2, 3, 4, 5, 6], [7, 8, 9, 10, 1, 2]])))
+        # Scalar arguments are part of the cache key: the usual fill values and 1/sqrt(d_k) scales.
+        causal = torch.ones(4, 4, dtype=torch.bool, device=simulation.device).triu(1)  # device as a student passes it
+        for scores, masks, d_k in ((h @ h.transpose(-2, -1), (blocked,), 4), (q4 @ q4.transpose(-2, -1), (mask, causal), 8)):
+            for fill in (float("-inf"), -1e9, torch.finfo(torch.float64).min):
+                for blocked_keys in masks:
+                    scores.masked_fill(blocked_keys, fill)
+            scores / math.sqrt(d_k), scores * (1 / math.sqrt(d_k)), scores * d_k ** -0.5
 
 
 step_modules()
