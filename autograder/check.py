@@ -131,6 +131,16 @@ class ContractError(Exception):
 # ---------------------------------------------------------------------------- judging
 
 
+def judged(check, inputs, values, expected, tol):
+    """check.judge(), which must not take the grader down on values it cannot read: they come
+    from student code, or from a worker that student code has taken over."""
+    try:
+        return check.judge(inputs, values, expected, tol)
+    except Exception as error:  # noqa: BLE001 - malformed observations
+        detail = f"{type(error).__name__}: {error}".splitlines()[0][:160]
+        return Fail("unreadable_observation", {"step": check.step, "detail": detail})
+
+
 def describe(value):
     """Short human description of an observed value, for messages."""
     if isinstance(value, torch.Tensor):

@@ -20,14 +20,14 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from . import messages
-from .check import Fail, compare
+from .check import Fail, compare, judged
 from .mistakes import mistakes_of
 from .submission import Package
 
 # Failures that say nothing about the computation: nothing to diagnose.
 NOT_EVIDENCE = {"not_implemented", "not_checked", "missing_package", "missing_file", "syntax_error",
                 "import_error", "forbidden_call", "forbidden_source", "tampering", "timeout",
-                "worker_crashed", "worker_exited", "bad_worker_message"}
+                "worker_crashed", "worker_exited", "bad_worker_message", "unreadable_observation"}
 
 
 @dataclass
@@ -55,8 +55,8 @@ def diagnose(module, records, observe, student, tol, reference=None):
         inputs = probe.inputs(_generator(probe))
         observation = observe(probe, student, inputs)
         if observation.error is None:
-            fail = probe.judge(inputs, observation.values, None, tol)
-            if fail is not None:
+            fail = judged(probe, inputs, observation.values, None, tol)
+            if fail is not None and fail.message_id != "unreadable_observation":
                 found.append(entry(probe.diagnosis, **fail.params))
     if reference is not None:
         probed = {probe.diagnosis for probe in getattr(module, "PROBES", [])}
@@ -100,7 +100,10 @@ def entry(diagnosis_id, **params):
 def same_observation(student, mistake, tol):
     """True if a mistake's observation reproduces the student's: equal values, or the same error."""
     if student.error is None and mistake.error is None:
-        return compare(student.values, mistake.values, tol) is None
+        try:
+            return compare(student.values, mistake.values, tol) is None
+        except Exception:  # noqa: BLE001 - values the student's code made: unreadable is no match
+            return False
     if student.error is not None and mistake.error is not None:
         return (student.error.message_id == mistake.error.message_id
                 and student.error.message_id not in NOT_EVIDENCE

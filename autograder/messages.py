@@ -17,6 +17,7 @@ CATALOG = {
         "worker_crashed": "your code crashed the interpreter ({signal}) in step {step}",
         "worker_exited": "your code ended the Python process (exit code {code}) in step {step}",
         "bad_worker_message": "the process running your code sent back something unreadable in step {step} ({detail})",
+        "unreadable_observation": "what your code gave back in step {step} could not be judged ({detail})",
         "missing_file": "{file} is missing",
         "syntax_error": "{file} has a syntax error on line {line}: {message}",
         "import_error": "importing {file} raised {type}: {message}",

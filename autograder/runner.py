@@ -19,7 +19,7 @@ from pathlib import Path
 import torch
 
 from . import diagnosis, messages
-from .check import Check, ContractError, Fail
+from .check import Check, ContractError, Fail, judged
 from .checks import step_modules
 from .forbidden import scan_source, scan_tampering, watching
 from .results import CheckResult, GradeResult, StepResult
@@ -137,7 +137,7 @@ def judge(check, inputs, observation, expected, tol):
         return Fail("forbidden_call", {"call": observation.forbidden[0], "step": check.step})
     if observation.error is not None:
         return observation.error
-    return check.judge(inputs, observation.values, expected, tol)
+    return judged(check, inputs, observation.values, expected, tol)
 
 
 def forbidden_in_source(module, step, mha):

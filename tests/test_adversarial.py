@@ -178,3 +178,28 @@ def test_a_worker_that_dies_before_it_gets_its_submission_is_replaced(monkeypatc
     result = grade(SOLUTIONS, quick_config, reference=SOLUTIONS, seed=1, isolate=True)
     assert len(killed) == 2
     assert result.score == result.max_score
+
+
+MALFORMED = [None, "junk", 7, [], {}, {"out": "junk", "weights": None, "rows": [None, "x"], "outputs": {"x": {}}}]
+
+
+def test_judging_never_raises_on_malformed_observations():
+    """Observations come from student code, or from a worker that student code has taken over
+    (it can write anything to its pipe): judging them gives a verdict, never an exception that
+    would stop a batch. None, the least a forged message can send, fails every scored check."""
+    from autograder.check import Fail
+    from autograder.runner import Observation, cached_inputs, check_seed, expectation, judge, load_reference
+
+    config = grading_config.load(known_steps=step_modules())
+    reference = load_reference(SOLUTIONS)
+    for step in config.steps:
+        module = step_modules()[step.id]
+        for check in [*module.CHECKS, *module.PROBES]:
+            mode = "simulated" if check.requires == "cuda" else None
+            inputs = cached_inputs(check, check_seed(check, 1), mode)
+            expected = None if check.diagnosis else expectation(check, inputs, reference)
+            for values in MALFORMED:
+                verdict = judge(check, inputs, Observation(values=values), expected, step.tolerance)
+                assert verdict is None or isinstance(verdict, Fail), (check, values)
+                if values is None and not check.diagnosis:
+                    assert isinstance(verdict, Fail), check
