@@ -28,7 +28,7 @@ import torch
 
 torch.set_num_threads(1)  # before any parallel op: forked children of a multi-threaded parent can hang
 
-from . import wire  # noqa: E402
+from . import messages, wire  # noqa: E402
 from .check import Fail  # noqa: E402
 from .checks import step_modules  # noqa: E402
 from .fork_server import context  # noqa: E402
@@ -232,6 +232,17 @@ def copy_submission(submission, scratch):
             shutil.copyfile(path, target / path.name)
 
 
+def reported_failure(error):
+    """The Fail a worker reports, if the grader can word it (student code that has taken over
+    its worker can send anything; what cannot be worded is a malformed message)."""
+    fail = Fail(str(error["message_id"]), dict(error["params"]))
+    try:
+        messages.render(fail.message_id, **fail.params)
+    except Exception:  # noqa: BLE001 - an unknown id, missing or mistyped parameters
+        raise wire.WireError(f"a failure report the grader cannot word ({fail.message_id[:40]!r})") from None
+    return fail
+
+
 class Worker:
     """The judge's handle on the sandboxed worker process(es) of one submission."""
 
@@ -362,10 +373,10 @@ class Worker:
             message = wire.loads(self.conn.recv_bytes(wire.MAX_MESSAGE))
             error = message["error"]
             return Observation(values=message["values"], forbidden=tuple(message["forbidden"]),
-                               error=None if error is None else Fail(error["message_id"], error["params"]))
+                               error=None if error is None else reported_failure(error))
         except (EOFError, OSError):
             self.process.join(5)  # it is dying: wait for its exit status
-        except (wire.WireError, KeyError, TypeError) as error:
+        except (wire.WireError, KeyError, TypeError, ValueError) as error:
             self.stop()
             return Observation(error=Fail("bad_worker_message", {"step": check.step, "detail": str(error)}))
         self.stop()

@@ -55,6 +55,11 @@ HOSTILE = {
     "fork_bomb": (in_pad_batch("import os\nwhile True:\n    os.fork()"), "Operation not permitted"),
     "kill_the_grader": (in_pad_batch("import os, signal\nos.kill(os.getppid(), signal.SIGKILL)"),
                         "Operation not permitted"),
+    "forge_a_worker_message": (in_pad_batch(
+        "import os, pickle, sys\nframe = sys._getframe()\nwhile 'conn' not in frame.f_locals:\n"
+        "    frame = frame.f_back\nframe.f_locals['conn'].send_bytes(pickle.dumps({'values': None, 'forbidden': [],"
+        " 'error': {'message_id': 'full_marks', 'params': {}}}))\nos._exit(0)"),
+        ("sent back something unreadable", "ended the Python process (exit code 0)")),
     "sdpa_for_attention": ({"attention.py": (
         "    scores = q @ k.transpose(-2, -1) / math.sqrt(d_k)  # (..., Lq, Lk)\n",
         "    scores = q @ k.transpose(-2, -1) / math.sqrt(d_k)  # (..., Lq, Lk)\n"
