@@ -15,6 +15,7 @@ DTYPES = {name: getattr(torch, name) for name in (
     "float64", "float32", "float16", "bfloat16", "int64", "int32", "int16", "int8", "uint8", "bool",
     "complex64", "complex128")}
 MAX_MESSAGE = 64 * 1024 * 1024  # bytes; a bigger message is refused
+MAX_VALUES = 1_000_000  # values in one decoded message (an observation has hundreds)
 
 
 class WireError(Exception):
@@ -42,8 +43,13 @@ def encode(value):
     return repr(value)[:200]
 
 
-def decode(value):
-    """The inverse of encode, validating every tensor."""
+def decode(value, budget=None):
+    """The inverse of encode, validating every tensor. At most MAX_VALUES values are decoded:
+    a pickle can share one list many times over, and a few bytes would expand beyond memory."""
+    budget = budget or [MAX_VALUES]
+    budget[0] -= 1
+    if budget[0] < 0:
+        raise WireError("message too large once decoded")
     if isinstance(value, tuple) and len(value) == 4 and value[0] == TENSOR:
         _, dtype, shape, raw = value
         if dtype not in DTYPES or not isinstance(raw, bytes) or not all(isinstance(n, int) and n >= 0 for n in shape):
@@ -61,11 +67,11 @@ def decode(value):
         tensor = torch.frombuffer(bytearray(raw), dtype=storage_dtype).reshape(tuple(shape))
         return tensor.view(torch.bfloat16) if torch_dtype == torch.bfloat16 else tensor
     if isinstance(value, dict):
-        return {k: decode(v) for k, v in value.items()}
+        return {k: decode(v, budget) for k, v in value.items()}
     if isinstance(value, list):
-        return [decode(v) for v in value]
+        return [decode(v, budget) for v in value]
     if isinstance(value, tuple):
-        return tuple(decode(v) for v in value)
+        return tuple(decode(v, budget) for v in value)
     return value
 
 

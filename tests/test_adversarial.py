@@ -208,3 +208,20 @@ def test_judging_never_raises_on_malformed_observations():
                 assert verdict is None or isinstance(verdict, Fail), (check, values)
                 if values is None and not check.diagnosis:
                     assert isinstance(verdict, Fail), check
+
+
+def test_a_message_that_would_expand_beyond_memory_is_refused():
+    """A pickle can share one list many times over: a few hundred bytes that decode into millions
+    of values (2**60 with 60 levels; 2**21 here, enough to pass the budget) are refused, not
+    expanded until the judge runs out of time or memory."""
+    import pickle
+
+    from autograder import wire
+
+    value = [0]
+    for _ in range(21):
+        value = [value, value]
+    data = pickle.dumps({"values": value, "error": None, "forbidden": []})
+    assert len(data) < 1000
+    with pytest.raises(wire.WireError, match="too large"):
+        wire.loads(data)
