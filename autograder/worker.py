@@ -17,11 +17,14 @@ for time or memory) costs only the check it was running: a fresh worker takes th
 """
 import math
 import os
+import select
 import shutil
 import signal
+import struct
 import sys
 import tempfile
 import threading
+import time
 from pathlib import Path
 
 import torch
@@ -232,6 +235,33 @@ def copy_submission(submission, scratch):
             shutil.copyfile(path, target / path.name)
 
 
+def read_message(conn, seconds):
+    """The next message a worker sends on `conn`, whole within `seconds`, or TimeoutError.
+
+    multiprocessing's recv_bytes waits for ever once a message has begun, and a worker that
+    student code has taken over could begin one and stop; this reads the same framing (a 4-byte
+    big-endian length, then the bytes) with a deadline."""
+    deadline = time.monotonic() + seconds
+    size, = struct.unpack("!i", _read_exactly(conn.fileno(), 4, deadline))
+    if not 0 <= size <= wire.MAX_MESSAGE:
+        raise wire.WireError("message too large")
+    return _read_exactly(conn.fileno(), size, deadline)
+
+
+def _read_exactly(fd, count, deadline):
+    chunks = []
+    while count:
+        remaining = deadline - time.monotonic()
+        if remaining <= 0 or not select.select([fd], [], [], remaining)[0]:
+            raise TimeoutError
+        chunk = os.read(fd, min(count, 1 << 20))
+        if not chunk:
+            raise EOFError
+        chunks.append(chunk)
+        count -= len(chunk)
+    return b"".join(chunks)
+
+
 def reported_failure(error):
     """The Fail a worker reports, if the grader can word it (student code that has taken over
     its worker can send anything; what cannot be worded is a malformed message)."""
@@ -366,14 +396,16 @@ class Worker:
 
     def _receive(self, check, timeout):
         """The next observation; or, if the worker overran or died, the Fail that says so."""
-        if not self.conn.poll(timeout + GRACE):
-            self.stop()  # overran: its own alarm did not stop it (a long native call, say)
-            return Observation(error=Fail("timeout", {"seconds": timeout, "where": f"step {check.step}"}))
         try:
-            message = wire.loads(self.conn.recv_bytes(wire.MAX_MESSAGE))
+            message = wire.loads(read_message(self.conn, timeout + GRACE))
             error = message["error"]
             return Observation(values=message["values"], forbidden=tuple(message["forbidden"]),
                                error=None if error is None else reported_failure(error))
+        except TimeoutError:
+            # Overran: its own alarm did not stop it (a long native call, say), or a message
+            # stalled half-way (student code that took over the worker's pipe).
+            self.stop()
+            return Observation(error=Fail("timeout", {"seconds": timeout, "where": f"step {check.step}"}))
         except (EOFError, OSError):
             self.process.join(5)  # it is dying: wait for its exit status
         except (wire.WireError, KeyError, TypeError, ValueError) as error:

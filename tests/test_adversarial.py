@@ -60,6 +60,11 @@ HOSTILE = {
         "    frame = frame.f_back\nframe.f_locals['conn'].send_bytes(pickle.dumps({'values': None, 'forbidden': [],"
         " 'error': {'message_id': 'full_marks', 'params': {}}}))\nos._exit(0)"),
         ("sent back something unreadable", "ended the Python process (exit code 0)")),
+    "stall_a_worker_message": (in_pad_batch(
+        "import os, signal, struct, sys, time\nsignal.signal(signal.SIGALRM, signal.SIG_IGN)\n"
+        "frame = sys._getframe()\nwhile 'conn' not in frame.f_locals:\n    frame = frame.f_back\n"
+        "os.write(frame.f_locals['conn'].fileno(), struct.pack('!i', 1000) + b'{')\ntime.sleep(10**6)"),
+        "stopped after"),
     "sdpa_for_attention": ({"attention.py": (
         "    scores = q @ k.transpose(-2, -1) / math.sqrt(d_k)  # (..., Lq, Lk)\n",
         "    scores = q @ k.transpose(-2, -1) / math.sqrt(d_k)  # (..., Lq, Lk)\n"
