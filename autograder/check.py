@@ -214,8 +214,9 @@ def compare_tensor(got, expected, tol, name="output", where=None):
 
 
 def passes_everywhere(got, expected, tol):
-    """True if `got` (of `expected`'s form) is within tolerance at every position, with no
-    inf or NaN on either side: then compare_tensor passes whatever its `where`."""
+    """True if `got` (of `expected`'s form) is within tolerance at every position, every
+    difference finite: then compare_tensor passes whatever its `where`. False: let the full
+    comparison decide (it also accepts, e.g., matching infinities)."""
     if not expected.is_floating_point():
         return torch.equal(got, expected)
     rtol, atol = tol[expected.dtype]

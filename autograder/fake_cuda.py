@@ -39,7 +39,9 @@ extern "C" int mha_lab_fake_cuda_guard() { return 1; }
 """
 
 _state = {}  # "device" -> "cuda" | "meta", "simulation" -> the shared Simulation; once per process
-_state_lock = threading.RLock()  # a batch's judge threads may ask at once
+# A batch's judge threads may ask at once; two locks, so that asking for the device never waits
+# for a simulation being set up (seconds).
+_device_lock, _simulation_lock = threading.Lock(), threading.Lock()
 
 
 def cache_dir():
@@ -79,7 +81,7 @@ def build_guard(target):
 
 def simulated_device():
     """'cuda' if the fake CUDA guard is (or can be) loaded, else 'meta'. Decided once per process."""
-    with _state_lock:
+    with _device_lock:
         if "device" not in _state:
             _state["device"] = _find_device()
     return _state["device"]
@@ -115,7 +117,7 @@ class Simulation:
     @classmethod
     def shared(cls):
         """One simulation per process: its fake-tensor caches stay warm across scenarios."""
-        with _state_lock:
+        with _simulation_lock:
             if "simulation" not in _state:
                 _state["simulation"] = cls()
         return _state["simulation"]

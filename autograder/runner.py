@@ -248,7 +248,7 @@ def grade_package(submission, config, reference, seed, steps, isolate, memory_by
             module = modules[step.id]
             checks = [c for c in module.CHECKS if hidden or c.visibility == "public"]
             in_source = None if package_error else forbidden_in_source(module, step, source)
-            plan = {"step": step, "module": module, "outcomes": {}, "tasks": [], "seeds": [], "mode": None}
+            plan = {"step": step, "module": module, "outcomes": {}, "tasks": [], "mode": None}
             for check in checks:
                 if check.requires == "cuda":
                     plan["mode"], reason = device_mode(step)
@@ -260,19 +260,18 @@ def grade_package(submission, config, reference, seed, steps, isolate, memory_by
                     continue
                 inputs = cached_inputs(check, check_seed(check, seed), plan["mode"] if check.requires == "cuda" else None)
                 plan["tasks"].append((check, inputs, step.timeout, step.forbidden))
-                plan["seeds"].append(check_seed(check, seed))
             plans.append(plan)
         all_tasks = [task for plan in plans for task in plan["tasks"]]
         observations = executor.observe(all_tasks)  # judged one by one as the worker sends them
         for plan in plans:
             step, plan["records"] = plan["step"], []
-            for (check, inputs, _, _), input_seed in zip(plan["tasks"], plan["seeds"]):
+            for check, inputs, _, _ in plan["tasks"]:
                 observation = next(observations)
                 expected = None if observation.error or observation.forbidden else \
                     cached_expectation(check, inputs, reference_package, seed)
                 fail = judge(check, inputs, observation, expected, step.tolerance)
                 plan["outcomes"][check] = (fail is None, fail)
-                plan["records"].append(diagnosis.Record(check, inputs, observation, fail, input_seed))
+                plan["records"].append(diagnosis.Record(check, inputs, observation, fail, check_seed(check, seed)))
         results = []
         for plan in plans:  # every observation is in: the worker is free for the probes
             step, records = plan["step"], plan["records"]
@@ -284,7 +283,7 @@ def grade_package(submission, config, reference, seed, steps, isolate, memory_by
                 result.diagnoses = diagnosis.diagnose(
                     plan["module"], records,
                     lambda check, package, inputs, timeout=step.timeout: (
-                        next(iter(executor.observe([(check, inputs, timeout, ())]))) if package is None
+                        next(executor.observe([(check, inputs, timeout, ())])) if package is None
                         else observe(check, package, inputs, timeout)),
                     None, step.tolerance, reference=reference if hidden else None)
             results.append(result)
@@ -295,14 +294,14 @@ def grade_package(submission, config, reference, seed, steps, isolate, memory_by
 
 _inputs = {}
 _expectations = {}
-_expectations_lock = threading.Lock()
+_cache_lock = threading.Lock()
 
 
 def cached_inputs(check, seed, mode=None):
     """check_inputs() (plus the device `mode` of a cuda check), made once per check and seed:
     every submission of a batch shares them. Read-only: observe() copies them."""
     key = (check.step, check.id, seed, mode)
-    with _expectations_lock:
+    with _cache_lock:
         if key not in _inputs:
             if len(_inputs) > 5_000:  # many seeds in one process (the kit's tests)
                 _inputs.clear()
@@ -316,7 +315,7 @@ def cached_inputs(check, seed, mode=None):
 def cached_expectation(check, inputs, reference, seed):
     """expectation(), computed once per check and seed: every submission of a batch shares it."""
     key = (check.step, check.id, check_seed(check, seed), id(reference), inputs.get("mode"))
-    with _expectations_lock:
+    with _cache_lock:
         if key not in _expectations:
             _expectations[key] = expectation(check, inputs, reference)
         return _expectations[key]

@@ -299,11 +299,6 @@ class Worker:
     def __exit__(self, *exc):
         self.close()
 
-    def start(self):
-        """A fresh worker on a fresh copy of the submission, ready for tasks."""
-        self.launch()
-        self.wait_ready()
-
     def launch(self):
         """Start a fresh worker on a fresh copy of the submission; wait_ready() before use."""
         self.stop()

@@ -86,19 +86,20 @@ def rows_agree(rows, weights, out, blocked, tol):
     agrees with it within tolerance: what the row-by-row loop of judge_masked accepts, in one
     comparison. False means "let the loop find the first row that differs, and say how"."""
     B, Lq = blocked.shape[:2]
-    free, masked = [], []
+    pairs = {"weights": ([], []), "out": ([], [])}  # name -> (unmasked rows, masked rows), flat
     for (b, i), row in zip(((b, i) for b in range(B) for i in range(Lq)), rows):
         if row is None:
             continue
         if not isinstance(row, dict):
             return False
-        for free_row, masked_row in ((row.get("weights"), weights[b, :, i, ~blocked[b, i]]), (row.get("out"), out[b, :, i])):
+        for name, masked_row in (("weights", weights[b, :, i, ~blocked[b, i]]), ("out", out[b, :, i])):
+            free_row = row.get(name)
             if not isinstance(free_row, torch.Tensor) or free_row.dtype != masked_row.dtype \
                     or free_row.device != masked_row.device or free_row.numel() != masked_row.numel():
                 return False
-            free.append(free_row.reshape(-1))
-            masked.append(masked_row.reshape(-1))
-    return not free or passes_everywhere(torch.cat(free), torch.cat(masked), tol)
+            pairs[name][0].append(free_row.reshape(-1))
+            pairs[name][1].append(masked_row.reshape(-1))
+    return all(not free or passes_everywhere(torch.cat(free), torch.cat(masked), tol) for free, masked in pairs.values())
 
 
 class MaskedAttention(Check):
