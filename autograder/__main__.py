@@ -97,7 +97,12 @@ def run_grade(args):
     if args.out:
         graded = grade_batch(paths, config, args.out, workers=args.workers, reference=reference, seed=seed,
                              force=args.force, isolate=isolate)
-        print(f"graded {len(graded)} submissions into {args.out}/ (grades.csv, one JSON each)")
+        failed = [name for name, result in graded.items() if result is None]
+        print(f"graded {len(graded) - len(failed)} submissions into {args.out}/ (grades.csv, one JSON each)")
+        if failed:
+            print(f"error: the grader failed on {len(failed)} submission(s): {', '.join(failed)}; "
+                  "run the same command again to grade them", file=sys.stderr)
+            return 1
         return 0
     if args.gradescope:
         return run_gradescope(paths[0], config, reference, seed, isolate, args.gradescope)

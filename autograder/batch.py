@@ -42,11 +42,15 @@ def load_result(path):
 
 def grade_batch(paths, config, out, workers=None, reference=None, seed=None, force=False, isolate=True,
                 memory_bytes=2 << 30, log=None):
-    """Grade `paths` into `out`; returns {name: GradeResult} in the order of `paths`."""
+    """Grade `paths` into `out`; returns {name: GradeResult} in the order of `paths`, with None
+    for a submission the grader itself failed on (a worker that would not start, say): it gets
+    no JSON, so the next run grades it again, and an empty row in grades.csv."""
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
     names = submission_names(paths)
-    workers = workers or os.cpu_count() or 1
+    # In-process grading loads each submission as the package `mha` of this one interpreter:
+    # two at once would mix their modules (and their scores). Only sandboxed grading runs in parallel.
+    workers = (workers or os.cpu_count() or 1) if isolate else 1
     done, todo = {}, []
     for name, path in zip(names, paths):
         target = out / f"{name}.json"
@@ -65,11 +69,15 @@ def grade_batch(paths, config, out, workers=None, reference=None, seed=None, for
                                memory_bytes=memory_bytes): name for name, path in todo}
         for future in as_completed(futures):
             name = futures[future]
-            result = future.result()
+            try:
+                result = future.result()
+            except Exception as error:  # noqa: BLE001 - the grader's failure, not the student's: no score
+                progress(name, None, f"{type(error).__name__}: {error}")
+                continue
             results_io.write_json(result, out / f"{name}.json")
             done[name] = result
             progress(name, result)
-    ordered = {name: done[name] for name in names}
+    ordered = {name: done.get(name) for name in names}
     results_io.write_csv(list(ordered.values()), list(ordered), out / "grades.csv")
     return ordered
 
@@ -104,8 +112,11 @@ def _progress(total, log):
 
             bar = tqdm(total=total, unit="submission", file=stream)
 
-            def update(name, result):
-                bar.set_postfix_str(f"{name}: {result.score:.1f}/{result.max_score:g}")
+            def update(name, result, error=None):
+                if error:
+                    bar.write(not_graded(name, error))
+                else:
+                    bar.set_postfix_str(f"{name}: {result.score:.1f}/{result.max_score:g}")
                 bar.update(1)
                 if bar.n == total:
                     bar.close()
@@ -114,7 +125,12 @@ def _progress(total, log):
             pass
     count = [0]
 
-    def line(name, result):
+    def line(name, result, error=None):
         count[0] += 1
-        print(f"[{count[0]}/{total}] {name}: {result.score:.2f}/{result.max_score:g}", file=stream, flush=True)
+        text = not_graded(name, error) if error else f"{name}: {result.score:.2f}/{result.max_score:g}"
+        print(f"[{count[0]}/{total}] {text}", file=stream, flush=True)
     return line
+
+
+def not_graded(name, error):
+    return f"{name}: NOT GRADED, the grader failed ({error[:200]}); run the batch again to retry it"

@@ -115,11 +115,16 @@ def write_json(result, path):
 
 
 def write_csv(results, names, path):
-    """grades.csv: one row per submission, one column per step, then the total."""
-    step_ids = [step.id for step in results[0].steps] if results else []
+    """grades.csv: one row per submission, one column per step, then the total (empty cells
+    for a result that is None: a submission that could not be graded)."""
+    graded = [result for result in results if result is not None]
+    step_ids = [step.id for step in graded[0].steps] if graded else []
     with open(path, "w", newline="", encoding="utf-8") as f:
         writer = csv.writer(f)
         writer.writerow(["submission", *step_ids, "total", "max_score"])
         for name, result in zip(names, results):
+            if result is None:
+                writer.writerow([name, *([""] * (len(step_ids) + 2))])
+                continue
             writer.writerow([name, *(_round(result.step(s).score) for s in step_ids),
                              _round(result.score), _round(result.max_score)])

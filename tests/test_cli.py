@@ -80,3 +80,42 @@ def test_malformed_config_exits_with_a_clear_error(tmp_path):
 def test_skeleton_check_passes_on_the_repository():
     completed = run("skeleton", "--check")
     assert completed.returncode == 0, completed.stdout + completed.stderr
+
+
+def test_a_submission_the_grader_fails_on_is_not_scored_and_is_retried(tmp_path, monkeypatch):
+    """The grader's own failure (a worker that would not start, say) is not the student's: that
+    submission gets no score, an empty row and no JSON, the batch goes on, and the next run
+    grades it (and only it) again. In-process, a batch grades one submission at a time whatever
+    `workers` says (two at once in one interpreter mixed their modules: ann or cy lost points)."""
+    import io
+    import shutil
+
+    from autograder import batch
+    from autograder import config as grading_config
+    from autograder.checks import step_modules
+
+    config = grading_config.load(known_steps=step_modules())
+    paths = [tmp_path / name for name in ("ann", "bob", "cy")]
+    for path in paths:
+        shutil.copytree(SOLUTIONS / "mha", path / "mha")
+    real_grade, graded = batch.grade, []
+
+    def grade_but_fail_on_bob(path, *args, **kwargs):
+        graded.append(path.name)
+        if path.name == "bob":
+            raise RuntimeError("a grading worker did not start")
+        return real_grade(path, *args, **kwargs)
+
+    monkeypatch.setattr(batch, "grade", grade_but_fail_on_bob)
+    out, log = tmp_path / "out", io.StringIO()
+    results = batch.grade_batch(paths, config, out, workers=2, isolate=False, log=log)
+    assert results["bob"] is None and results["ann"].score == results["cy"].score == results["ann"].max_score
+    assert "bob: NOT GRADED" in log.getvalue() and "did not start" in log.getvalue()
+    assert not (out / "bob.json").exists() and (out / "ann.json").exists()
+    rows = {row["submission"]: row for row in csv.DictReader((out / "grades.csv").open())}
+    assert rows["bob"]["total"] == "" and float(rows["cy"]["total"]) == float(rows["cy"]["max_score"])
+
+    graded.clear()
+    monkeypatch.setattr(batch, "grade", lambda path, *a, **k: graded.append(path.name) or real_grade(path, *a, **k))
+    results = batch.grade_batch(paths, config, out, workers=2, isolate=False, log=io.StringIO())
+    assert graded == ["bob"] and results["bob"].score == results["bob"].max_score
