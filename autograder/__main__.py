@@ -32,7 +32,7 @@ def main(argv=None):
                        help="directory holding the reference mha/ (default: solutions/)")
     grade.add_argument("--public-only", action="store_true", help="skip the hidden checks")
     grade.add_argument("--seed", type=int, help="seed for the hidden checks (default: random)")
-    grade.add_argument("--workers", type=int, help="batch: submissions graded at once (default: cores)")
+    grade.add_argument("--workers", type=int, help="batch: submissions graded at once (default: cores; --in-process: 1)")
     grade.add_argument("--force", action="store_true", help="batch: grade again what --out already has")
     grade.add_argument("--in-process", action="store_true",
                        help="run student code in this process (no sandbox: only for code you trust)")
