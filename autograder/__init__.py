@@ -10,3 +10,12 @@ Modules, in the order data flows through them:
     messages    every student-facing sentence, keyed by id
 """
 __version__ = "0.1.0"
+
+
+def cache_base():
+    """Where the kit keeps what it builds once per machine (the simulated CUDA device's helper);
+    torch-free, so that the worker server's start can name it before anything heavy loads."""
+    import os
+    from pathlib import Path
+
+    return Path(os.environ.get("MHA_LAB_CACHE") or Path.home() / ".cache" / "mha-lab")

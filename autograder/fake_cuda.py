@@ -23,6 +23,8 @@ from pathlib import Path
 import torch
 import torch.nn as nn
 
+from . import cache_base
+
 GUARD_SOURCE = r"""
 // Registers c10's fake device guard for CUDA in a CPU-only PyTorch (see autograder/fake_cuda.py).
 #include <c10/core/impl/FakeGuardImpl.h>
@@ -45,8 +47,7 @@ _device_lock, _simulation_lock = threading.Lock(), threading.Lock()
 
 
 def cache_dir():
-    base = os.environ.get("MHA_LAB_CACHE") or Path.home() / ".cache" / "mha-lab"
-    return Path(base) / f"torch-{torch.__version__}"
+    return cache_base() / f"torch-{torch.__version__}"
 
 
 def compiler():
@@ -90,17 +91,20 @@ def simulated_device():
 def _find_device():
     if os.environ.get("MHA_LAB_FAKE_CUDA", "cuda") == "meta":
         return "meta"
-    library = cache_dir() / "fake_cuda_guard.so"
     # The autograd engine starts a thread per device of every registered device type on its
     # first backward (once per process, inherited by forks). Start it now, while no CUDA guard
     # exists: a thread for the fake device would abort or hang the process.
     torch.ones(1, requires_grad=True).sum().backward()
-    try:
-        if library.exists() or build_guard(library):
-            ctypes.CDLL(str(library), mode=ctypes.RTLD_GLOBAL)
-            return "cuda"
-    except OSError:
-        pass
+    # A read-only cache (the sandboxed worker server sees the judge's that way) without the
+    # library: build it in the temporary directory instead.
+    for directory in (cache_dir(), Path(tempfile.gettempdir()) / "mha-lab" / cache_dir().name):
+        library = directory / "fake_cuda_guard.so"
+        try:
+            if library.exists() or build_guard(library):
+                ctypes.CDLL(str(library), mode=ctypes.RTLD_GLOBAL)
+                return "cuda"
+        except OSError:
+            continue
     return "meta"
 
 

@@ -1,18 +1,35 @@
 """Confine a worker process before it imports student code (Linux; each layer optional).
 
-* resource limits: address space (what the process already maps + a budget), file size (so a
-  flood of output stops), no core dumps;
-* Landlock (kernel 5.13+, unprivileged, also binds root): the worker may read only the Python
-  installation and a few system paths, read and write only its scratch directory, open no TCP
-  connection, and signal no process outside itself;
-* seccomp: no new processes (fork, vfork, clone without CLONE_THREAD; clone3 answers ENOSYS so
-  threads fall back to clone), no ptrace.
+Threat model: the code being confined is hostile. It may try to read the reference or other
+students' work, change anything outside its scratch directory, reach another process (the judge,
+the worker server, a neighbouring worker), open a network connection, start processes, or exhaust
+the machine. The layers below, applied in this order in a freshly forked, single-threaded worker,
+are each meant to stop all of that on their own where the kernel offers them:
 
-`confine()` applies what the kernel supports and returns the names of the layers in force.
+* descriptors: every one is closed but the channel to the judge and the output file the judge
+  made (`close_range`), so nothing inherited is left to misuse;
+* namespaces (kernel user namespaces): a private mount namespace with a size-capped tmpfs as
+  scratch, which no other process can see and which vanishes with the worker; the worker server
+  itself runs under bubblewrap in its own pid, network, ipc and uts namespaces (fork_server.py);
+* no privilege: started as root, the worker server runs as an unprivileged uid with no
+  capabilities and no supplementary groups; a worker keeps no capability and cannot gain one;
+* resource limits: address space (what the process already maps + a budget), file size (so a
+  flood of output stops), threads (RLIMIT_NPROC, counted per worker in its user namespace), no
+  core dumps, and one CPU core (so a busy worker slows only itself);
+* Landlock (kernel 5.13+): the worker may read only the Python installation and a few system
+  paths, read and write only its scratch directory, open no TCP connection, and signal no
+  process outside itself;
+* seccomp, an allow-list built with libseccomp: the system calls Python and torch make while
+  computing, nothing else. Any call from a foreign ABI (i386 `int 0x80`, x32) kills the
+  process; process creation, sockets, memfd_create, mknod, bpf, ptrace, mount, namespaces,
+  priority changes, keyrings and the rest fail with EPERM; signals may only go to the worker
+  itself.
+
+`confine()` applies what the system supports and returns the names of the layers in force.
 """
 import ctypes
+import errno
 import os
-import platform
 import resource
 import signal
 import struct
@@ -22,8 +39,82 @@ from pathlib import Path
 libc = ctypes.CDLL(None, use_errno=True)
 libc.syscall.restype = ctypes.c_long
 PR_SET_NO_NEW_PRIVS = 38
-PR_SET_SECCOMP = 22
-SECCOMP_MODE_FILTER = 2
+PR_SET_DUMPABLE = 4
+PR_CAPBSET_DROP = 24
+PR_SET_PDEATHSIG = 1
+
+# ---------------------------------------------------------------------------- descriptors
+
+
+def close_other_fds(keep):
+    """Close every descriptor but `keep` (and 0-2, which the caller sets up)."""
+    keep = sorted(set(keep))
+    low = 3
+    for fd in keep:
+        if fd >= low:
+            os.closerange(low, fd)  # close_range(2) underneath on Linux
+            low = fd + 1
+    os.closerange(low, 1 << 20)
+
+
+# ---------------------------------------------------------------------------- privilege
+
+SANDBOX_UID = SANDBOX_GID = 65534  # nobody: what the worker server runs as when started as root
+
+
+def drop_to_unprivileged_user(uid=SANDBOX_UID, gid=SANDBOX_GID):
+    """From root: no supplementary groups, the unprivileged uid/gid (all three of each), which
+    also clears every capability. Does nothing when not root."""
+    if os.geteuid() != 0:
+        return False
+    os.setgroups([])
+    os.setresgid(gid, gid, gid)
+    os.setresuid(uid, uid, uid)
+    return True
+
+
+def drop_capabilities():
+    """No capability now or ever: bounding set emptied, capability sets zeroed, no new privileges."""
+    for cap in range(64):
+        libc.prctl(PR_CAPBSET_DROP, cap, 0, 0, 0)  # EINVAL past the last capability: harmless
+
+    class Header(ctypes.Structure):
+        _fields_ = [("version", ctypes.c_uint32), ("pid", ctypes.c_int)]
+
+    header = Header(0x20080522, 0)  # _LINUX_CAPABILITY_VERSION_3
+    data = (ctypes.c_uint32 * 6)()  # effective, permitted, inheritable x 2 words, all zero
+    libc.capset(ctypes.byref(header), data)
+    libc.prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0)
+
+
+# ---------------------------------------------------------------------------- namespaces
+
+CLONE_NEWNS, CLONE_NEWUSER, CLONE_NEWIPC, CLONE_NEWNET = 0x00020000, 0x10000000, 0x08000000, 0x40000000
+MS_NOSUID, MS_NODEV, MS_NOEXEC = 2, 4, 8
+INNER_ID = 1000  # the worker's uid/gid inside its user namespace
+
+
+def private_scratch(mount_point, size_bytes, isolate_network=False):
+    """Enter new user and mount namespaces and mount a tmpfs of `size_bytes` on `mount_point`,
+    seen by this process alone. Must run single-threaded. False if the kernel refuses."""
+    uid, gid = os.getuid(), os.getgid()
+    flags = CLONE_NEWUSER | CLONE_NEWNS | (CLONE_NEWNET | CLONE_NEWIPC if isolate_network else 0)
+    libc.prctl(PR_SET_DUMPABLE, 1, 0, 0, 0)  # /proc/self/*_map are writable only while dumpable
+    try:
+        if libc.unshare(flags) != 0:
+            return False
+        for name, text in (("setgroups", "deny"), ("uid_map", f"{INNER_ID} {uid} 1"),
+                           ("gid_map", f"{INNER_ID} {gid} 1")):
+            with open(f"/proc/self/{name}", "w") as f:
+                f.write(text)
+        options = f"size={size_bytes},mode=0700,uid={INNER_ID},gid={INNER_ID}".encode()
+        if libc.mount(b"mha-lab-scratch", str(mount_point).encode(), b"tmpfs",
+                      MS_NOSUID | MS_NODEV, options) != 0:
+            raise OSError(ctypes.get_errno(), "mount of the scratch tmpfs failed")
+        return True
+    finally:
+        libc.prctl(PR_SET_DUMPABLE, 0, 0, 0, 0)  # no process of the same uid may read this one
+
 
 # ---------------------------------------------------------------------------- resource limits
 
@@ -36,12 +127,25 @@ def mapped_bytes():
     return 0
 
 
-def limit_resources(memory_bytes, output_bytes):
+def limit_resources(memory_bytes, output_bytes, threads):
     extra = mapped_bytes() + memory_bytes
     resource.setrlimit(resource.RLIMIT_AS, (extra, extra))
     resource.setrlimit(resource.RLIMIT_FSIZE, (output_bytes, output_bytes))
     resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
+    resource.setrlimit(resource.RLIMIT_MEMLOCK, (0, 0))
+    resource.setrlimit(resource.RLIMIT_NPROC, (threads, threads))
     signal.signal(signal.SIGXFSZ, signal.SIG_IGN)  # a write past the limit fails instead of killing
+
+
+def pin_to_cpu(cpu):
+    """Run on one core only, so that busy threads slow this worker and no neighbour."""
+    if cpu is not None and hasattr(os, "sched_setaffinity"):
+        try:
+            os.sched_setaffinity(0, {cpu})
+            return True
+        except OSError:
+            pass
+    return False
 
 
 # ---------------------------------------------------------------------------- Landlock
@@ -102,51 +206,76 @@ def landlock(read_only, read_write, files_read_write=()):
 
 # ---------------------------------------------------------------------------- seccomp
 
-AUDIT_ARCH = {"x86_64": 0xC000003E, "aarch64": 0xC00000B7}
-SYSCALLS = {  # name -> number, per architecture
-    "x86_64": {"clone": 56, "fork": 57, "vfork": 58, "ptrace": 101, "clone3": 435},
-    "aarch64": {"clone": 220, "ptrace": 117, "clone3": 435},
-}
+# What Python and torch call while importing and computing (CPU, one thread plus the few the
+# runtime starts). Anything else fails with EPERM; see seccomp_allow_list() for the conditional ones.
+ALLOWED_SYSCALLS = """
+    read write readv writev pread64 pwrite64 preadv pwritev preadv2 pwritev2 lseek close
+    open openat openat2 stat fstat lstat newfstatat statx access faccessat faccessat2 readlink readlinkat
+    getdents64 getcwd chdir fchdir mkdir mkdirat unlink unlinkat rename renameat renameat2 rmdir
+    ftruncate truncate fallocate fsync fdatasync flock fadvise64 readahead statfs fstatfs umask
+    sendfile copy_file_range splice tee
+    fcntl dup dup2 dup3 pipe pipe2 poll ppoll select pselect6 epoll_create epoll_create1 epoll_ctl
+    epoll_wait epoll_pwait epoll_pwait2 eventfd eventfd2 timerfd_create timerfd_settime timerfd_gettime
+    mmap munmap mprotect mremap madvise brk msync mincore get_mempolicy
+    futex futex_waitv set_robust_list get_robust_list rseq set_tid_address arch_prctl membarrier
+    rt_sigaction rt_sigprocmask rt_sigreturn rt_sigpending rt_sigsuspend rt_sigtimedwait sigaltstack
+    setitimer getitimer alarm timer_create timer_settime timer_gettime timer_getoverrun timer_delete
+    clock_gettime clock_getres clock_nanosleep nanosleep gettimeofday time
+    getpid gettid getppid getuid geteuid getgid getegid getgroups getresuid getresgid getpgrp getpgid getsid
+    getrusage times sysinfo getrandom uname getcpu capget
+    sched_getaffinity sched_yield sched_getparam sched_getscheduler sched_getattr
+    sched_get_priority_max sched_get_priority_min getpriority getrlimit
+    exit exit_group
+""".split()
+IOCTLS = (0x5401, 0x541B, 0x5421, 0x5450, 0x5451)  # TCGETS FIONREAD FIONBIO FIONCLEX FIOCLEX
+PRCTLS = (3, 15, 16, 23, 0x53564D41)  # GET_DUMPABLE SET_NAME GET_NAME CAPBSET_READ SET_VMA
 CLONE_THREAD = 0x00010000
-RET_ALLOW, RET_ERRNO = 0x7FFF0000, 0x00050000
-EPERM, ENOSYS = 1, 38
 
 
-def _bpf(code, jt, jf, k):
-    return struct.pack("HBBI", code, jt, jf, k)
+def _seccomp_library():
+    """libseccomp's Python bindings, loaded where this module is (in the worker server)."""
+    try:
+        import pyseccomp as seccomp  # PyPI: ctypes over libseccomp
+    except (ImportError, RuntimeError):  # RuntimeError: libseccomp itself is missing
+        try:
+            import seccomp  # Debian's python3-seccomp, libseccomp's own bindings
+        except ImportError:
+            return None
+    return seccomp
 
 
-def seccomp_no_new_processes():
-    """Install the filter described in the module docstring; False if unsupported here."""
-    machine = platform.machine()
-    if machine not in AUDIT_ARCH:
+SECCOMP = _seccomp_library()
+
+
+def seccomp_allow_list():
+    """Install the allow-list described in the module docstring; False if libseccomp is missing."""
+    seccomp = SECCOMP
+    if seccomp is None:
         return False
-    numbers = SYSCALLS[machine]
-    LD, JEQ, JSET, RET = 0x20, 0x15, 0x45, 0x06
-    denied = [numbers[name] for name in ("fork", "vfork", "ptrace") if name in numbers]
-    program = [_bpf(LD, 0, 0, 4), _bpf(JEQ, 1, 0, AUDIT_ARCH[machine]), _bpf(RET, 0, 0, RET_ALLOW),
-               _bpf(LD, 0, 0, 0)]
-    # After the load of the syscall number: clone3 -> ENOSYS, denied -> EPERM, clone -> inspect flags.
-    tail = len(denied) + 5  # instructions after the clone3 test, up to the EPERM/ENOSYS returns
-    program.append(_bpf(JEQ, tail + 1, 0, numbers["clone3"]))            # -> RET ENOSYS
-    for i, number in enumerate(denied):
-        program.append(_bpf(JEQ, tail - 1 - i, 0, number))                # -> RET EPERM
-    program += [_bpf(JEQ, 1, 0, numbers["clone"]),                        # clone: check flags
-                _bpf(RET, 0, 0, RET_ALLOW),
-                _bpf(LD, 0, 0, 16),                                       # args[0], low half
-                _bpf(JSET, 0, 1, CLONE_THREAD),                           # a thread: allow
-                _bpf(RET, 0, 0, RET_ALLOW),
-                _bpf(RET, 0, 0, RET_ERRNO | EPERM),
-                _bpf(RET, 0, 0, RET_ERRNO | ENOSYS)]
-    filters = b"".join(program)
-    buffer = ctypes.create_string_buffer(filters, len(filters))
-
-    class SockFprog(ctypes.Structure):
-        _fields_ = [("len", ctypes.c_ushort), ("filter", ctypes.c_void_p)]
-
-    prog = SockFprog(len(program), ctypes.cast(buffer, ctypes.c_void_p))
-    libc.prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0)
-    return libc.prctl(PR_SET_SECCOMP, SECCOMP_MODE_FILTER, ctypes.byref(prog), 0, 0) == 0
+    try:
+        deny = seccomp.ERRNO(errno.EPERM)
+        rules = seccomp.SyscallFilter(deny)
+        rules.set_attr(seccomp.Attr.ACT_BADARCH, seccomp.KILL_PROCESS)  # i386 and x32 calls
+        for name in ALLOWED_SYSCALLS:
+            try:
+                rules.add_rule(seccomp.ALLOW, name)
+            except (RuntimeError, ValueError, OSError):  # not a system call on this architecture
+                pass
+        mask = seccomp.Arg
+        rules.add_rule(seccomp.ALLOW, "clone", mask(0, seccomp.MASKED_EQ, CLONE_THREAD, CLONE_THREAD))
+        rules.add_rule(seccomp.ERRNO(errno.ENOSYS), "clone3")  # glibc then creates threads with clone
+        me = os.getpid()
+        rules.add_rule(seccomp.ALLOW, "kill", mask(0, seccomp.EQ, me))
+        rules.add_rule(seccomp.ALLOW, "tgkill", mask(0, seccomp.EQ, me))
+        rules.add_rule(seccomp.ALLOW, "prlimit64", mask(2, seccomp.EQ, 0))  # read a limit, never set one
+        for request in IOCTLS:
+            rules.add_rule(seccomp.ALLOW, "ioctl", mask(1, seccomp.EQ, request))
+        for option in PRCTLS:
+            rules.add_rule(seccomp.ALLOW, "prctl", mask(0, seccomp.EQ, option))
+        rules.load()
+    except (RuntimeError, ValueError, OSError):
+        return False
+    return True
 
 
 # ---------------------------------------------------------------------------- all together
@@ -161,15 +290,19 @@ def python_paths():
     return sorted(p for p in paths if p and os.path.exists(p))
 
 
-def confine(scratch, memory_bytes, output_bytes, extra_read=()):
-    """Apply every available layer; return the names of those in force."""
+def confine(scratch, memory_bytes, output_bytes, threads, cpu=None, extra_read=()):
+    """Apply the layers that come after the scratch set-up; return the names of those in force."""
     layers = []
-    limit_resources(memory_bytes, output_bytes)
+    drop_capabilities()
+    layers.append("no-capabilities")
+    limit_resources(memory_bytes, output_bytes, threads)
     layers.append("rlimits")
+    if pin_to_cpu(cpu):
+        layers.append("one-cpu")
     read_only = [*python_paths(), "/usr", "/lib", "/lib64", "/etc/ld.so.cache", "/etc/localtime",
                  "/dev/urandom", *extra_read]
     if landlock(read_only, [str(scratch)], files_read_write=["/dev/null"]):
         layers.append("landlock")
-    if seccomp_no_new_processes():
+    if seccomp_allow_list():
         layers.append("seccomp")
     return layers

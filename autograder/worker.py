@@ -17,14 +17,15 @@ for time or memory) costs only the check it was running: a fresh worker takes th
 """
 import math
 import os
+import socket
+import stat
 import select
-import shutil
 import signal
 import struct
 import sys
-import tempfile
 import threading
 import time
+from multiprocessing.connection import Connection
 from pathlib import Path
 
 import torch
@@ -34,15 +35,17 @@ torch.set_num_threads(1)  # before any parallel op: forked children of a multi-t
 from . import messages, wire  # noqa: E402
 from .check import Fail  # noqa: E402
 from .checks import step_modules  # noqa: E402
-from .fork_server import context  # noqa: E402
+from .fork_server import ServerError, WorkerServer  # noqa: E402
 from .runner import Observation, observe  # noqa: E402
-from .sandbox import confine  # noqa: E402 - here, so that the fork server has it loaded
+from .sandbox import close_other_fds, confine, private_scratch  # noqa: E402 - loaded in the server
 from .submission import Package  # noqa: E402
 
 GRACE = 1.0  # seconds the judge waits past a check's limit before killing (the worker's own alarm comes first)
 OUTPUT_LIMIT = 8 * 1024 * 1024  # bytes a worker may write (its printing included)
 SHOWN_OUTPUT = 4000  # characters of a student's printing kept in the result
 MAX_FILE = 1024 * 1024  # bytes: bigger files of a submission are not copied
+SCRATCH_BYTES = 64 << 20  # bytes: the size of a worker's private scratch file system
+THREADS = 16  # tasks (threads) a worker may run at once: torch with one thread needs a few
 CLEAN_ENV = {"PATH": "/usr/bin:/bin", "LANG": "C.UTF-8", "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"}
 
 
@@ -129,22 +132,35 @@ def _checks_by_key():
     return table
 
 
-def worker_main(conn):
-    """Entry point of a worker process: wait for its submission's scratch directory (a worker may
-    be forked before it is needed), confine, then run the checks the judge sends."""
+def worker_main(channel_fd, output_fd, server_layers, fallback_scratch):
+    """Entry point of a worker process, forked by the worker server (fork_server.py) with two
+    descriptors from the judge: its channel and its output file. Sets up a private scratch, waits
+    for its submission (a worker may be forked before it is needed), confines itself, then runs
+    the checks the judge sends."""
+    os.dup2(output_fd, 1)
+    os.dup2(output_fd, 2)
+    os.lseek(1, 0, os.SEEK_END)
+    null = os.open("/dev/null", os.O_RDONLY)
+    os.dup2(null, 0)
+    close_other_fds([channel_fd])
+    conn = Connection(channel_fd)
+    private = private_scratch("/tmp", SCRATCH_BYTES)
+    scratch = "/tmp" if private else fallback_scratch
     try:
         setup = wire.loads(conn.recv_bytes())
     except EOFError:
         return
-    scratch, memory_bytes = setup["scratch"], setup["memory_bytes"]
     os.chdir(scratch)
-    output = os.open(os.path.join(scratch, ".output"), os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
-    os.dup2(output, 1)
-    os.dup2(output, 2)
+    os.mkdir("mha", 0o700)
+    for name, data in setup["files"].items():
+        fd = os.open(os.path.join("mha", name), os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600)
+        with os.fdopen(fd, "wb") as f:
+            f.write(data)
     os.environ.clear()
     os.environ.update(CLEAN_ENV, HOME=scratch)
     checks = _checks_by_key()
-    layers = confine(scratch, memory_bytes, OUTPUT_LIMIT)
+    layers = [*server_layers, *(["private-scratch"] if private else []),
+              *confine(scratch, setup["memory_bytes"], OUTPUT_LIMIT, THREADS, setup.get("cpu"))]
     conn.send_bytes(wire.dumps({"ready": layers}))
     mha = Package.load(scratch)
     while True:
@@ -177,20 +193,27 @@ def encoded(inputs):
     return entry[1]
 
 
-_spares = []  # [(process, connection)]: workers forked ahead of need, not yet given a submission
+_spares = []  # [(process, connection, output fd)]: workers forked ahead of need, not yet given a submission
 _spares_forking = [0]  # spares being forked in the background
 _open_workers = [0]  # Workers open now (how many spares a batch can use at once)
 _spares_lock = threading.Lock()
+_cpu_load = {}  # cpu -> open Workers pinned to it
 
 
 def fork_worker():
-    """A fresh worker process from the fork server, waiting for its setup message."""
-    ctx = context()
-    conn, child = ctx.Pipe()
-    process = ctx.Process(target=worker_main, args=(child,), daemon=True)
-    process.start()
-    child.close()
-    return process, conn
+    """A fresh worker process from the worker server, waiting for its setup message: (its
+    handle, the judge's end of its channel, the output file it writes to)."""
+    judge_end, worker_end = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
+    output = os.memfd_create("mha-lab-output", os.MFD_CLOEXEC)
+    try:
+        process = WorkerServer.shared().fork(worker_end.fileno(), output)
+    except BaseException:
+        judge_end.close()
+        os.close(output)
+        raise
+    finally:
+        worker_end.close()
+    return process, Connection(judge_end.detach()), output
 
 
 def take_worker():
@@ -200,11 +223,12 @@ def take_worker():
     with _spares_lock:
         taken = None
         while _spares and taken is None:
-            process, conn = _spares.pop()
+            process, conn, output = _spares.pop()
             if process.is_alive():
-                taken = process, conn
+                taken = process, conn, output
             else:
                 conn.close()
+                os.close(output)
         wanted = _open_workers[0] - len(_spares) - _spares_forking[0]
         if wanted > 0:
             _spares_forking[0] += 1
@@ -223,16 +247,47 @@ def _fork_spare():
             _spares.append(spare)
 
 
-def copy_submission(submission, scratch):
-    """Copy the regular files of submission/mha (no links, nothing huge) into scratch/mha."""
-    source = Path(submission) / "mha"
-    if not source.is_dir() or source.is_symlink():
-        return
-    target = Path(scratch) / "mha"
-    target.mkdir()
-    for path in sorted(source.iterdir()):
-        if path.is_file() and not path.is_symlink() and path.suffix == ".py" and path.stat().st_size <= MAX_FILE:
-            shutil.copyfile(path, target / path.name)
+def _take_cpu():
+    """The core with the fewest open Workers on it (this process's cores), or None."""
+    try:
+        cpus = sorted(os.sched_getaffinity(0))
+    except (AttributeError, OSError):
+        return None
+    with _spares_lock:
+        cpu = min(cpus, key=lambda c: _cpu_load.get(c, 0))
+        _cpu_load[cpu] = _cpu_load.get(cpu, 0) + 1
+    return cpu
+
+
+def _release_cpu(cpu):
+    if cpu is not None:
+        with _spares_lock:
+            _cpu_load[cpu] -= 1
+
+
+def submission_files(submission):
+    """{file name: bytes} of the regular .py files in submission/mha (no links, nothing huge),
+    read through descriptors that refuse to follow a link."""
+    files = {}
+    try:
+        directory = os.open(Path(submission) / "mha", os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW)
+    except OSError:
+        return files
+    try:
+        for name in sorted(os.listdir(directory)):
+            if not name.endswith(".py") or "/" in name:
+                continue
+            try:
+                fd = os.open(name, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK, dir_fd=directory)
+            except OSError:
+                continue
+            with os.fdopen(fd, "rb") as f:
+                info = os.fstat(f.fileno())
+                if stat.S_ISREG(info.st_mode) and info.st_size <= MAX_FILE:
+                    files[name] = f.read(MAX_FILE + 1)[:MAX_FILE]
+    finally:
+        os.close(directory)
+    return files
 
 
 def read_message(conn, seconds):
@@ -279,19 +334,22 @@ class Worker:
     def __init__(self, submission, memory_bytes=2 << 30):
         self.submission = Path(submission)
         self.memory_bytes = memory_bytes
-        self.scratch = None
+        self.files = None
         self.process = None
         self.conn = None
+        self.outputs = []  # the output file of every worker this submission had, in order
         self.layers = []
         self.exitcode = None
         self.booting = False
         self.counted = False  # in _open_workers
+        self.cpu = None
 
     def __enter__(self):
         if not self.counted:
             self.counted = True
             with _spares_lock:
                 _open_workers[0] += 1
+            self.cpu = _take_cpu()
         if (self.submission / "mha").is_dir():
             self.launch()  # it boots while the judge scans the files and makes the inputs
         return self
@@ -302,21 +360,17 @@ class Worker:
     def launch(self):
         """Start a fresh worker on a fresh copy of the submission; wait_ready() before use."""
         self.stop()
-        previous_output = self.output() if self.scratch else ""
-        if self.scratch:
-            shutil.rmtree(self.scratch, ignore_errors=True)
-        self.scratch = tempfile.mkdtemp(prefix="mha-lab-worker-")
-        os.chmod(self.scratch, 0o700)
-        copy_submission(self.submission, self.scratch)
-        if previous_output:
-            Path(self.scratch, ".output").write_text(previous_output)
-        setup = wire.dumps({"scratch": self.scratch, "memory_bytes": self.memory_bytes})
-        self.process, self.conn = take_worker()
+        if self.files is None:
+            self.files = submission_files(self.submission)
+        setup = wire.dumps({"files": self.files, "memory_bytes": self.memory_bytes, "cpu": self.cpu})
+        self.process, self.conn, output = take_worker()
+        self.outputs.append(output)
         try:
             self.conn.send_bytes(setup)
         except OSError:  # a spare that died while it waited: fork a fresh one
             self.conn.close()
-            self.process, self.conn = fork_worker()
+            self.process, self.conn, output = take_worker()
+            self.outputs.append(output)
             self.conn.send_bytes(setup)
         self.booting = True
 
@@ -329,9 +383,9 @@ class Worker:
             if not self.conn.poll(120):
                 break
             try:
-                self.layers = wire.loads(self.conn.recv_bytes())["ready"]
+                self.layers = wire.loads(read_message(self.conn, 10))["ready"]
                 self.booting = False
-            except (EOFError, OSError):
+            except (EOFError, OSError, TimeoutError, wire.WireError, KeyError, TypeError):
                 self.launch()
         if self.booting:
             raise RuntimeError("a grading worker did not start")
@@ -349,24 +403,21 @@ class Worker:
             self.booting = False
 
     def close(self):
-        # Not waiting: the exit status of a worker killed after its last task tells nothing, and
-        # multiprocessing reaps it at the next start (or at exit).
+        # Not waiting: the exit status of a worker killed after its last task tells nothing.
         self.stop(wait=False)
-        if self.scratch:
-            shutil.rmtree(self.scratch, ignore_errors=True)
-            self.scratch = None
+        for output in self.outputs:
+            os.close(output)
+        self.outputs = []
         if self.counted:
             self.counted = False
             with _spares_lock:
                 _open_workers[0] -= 1
+            _release_cpu(self.cpu)
 
     def output(self):
-        """What the student's code printed (cut to SHOWN_OUTPUT characters)."""
-        path = Path(self.scratch or "/nonexistent", ".output")
-        if not path.exists():
-            return ""
-        with open(path, "rb") as f:
-            data = f.read(SHOWN_OUTPUT + 1)
+        """What the student's code printed (cut to SHOWN_OUTPUT characters), read from the
+        files the judge made: never from a path the worker could have made."""
+        data = b"".join(os.pread(fd, 4 * SHOWN_OUTPUT + 4, 0) for fd in self.outputs)
         text = data.decode("utf-8", errors="replace")
         return text[:SHOWN_OUTPUT] + ("\n[... output cut ...]" if len(text) > SHOWN_OUTPUT else "")
 

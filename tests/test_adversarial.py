@@ -44,11 +44,11 @@ HOSTILE = {
     "patch_grader_modules": (at_import("import sys\nsys.modules['autograder.check'].compare = lambda *a, **k: None"),
                              "reaches into the grader"),
     "read_the_reference": (at_import(f"exec(open({str(SOLUTIONS / 'mha' / 'padding.py')!r}).read())"),
-                           "PermissionError"),
+                           ("PermissionError", "FileNotFoundError")),  # outside the sandbox's view
     "read_the_hidden_checks": (at_import(f"SECRET = open({str(KIT / 'autograder' / 'checks' / 'padding.py')!r}).read()"),
-                               "PermissionError"),
+                               ("PermissionError", "FileNotFoundError")),
     "write_a_fake_result": (at_import(f"open({OUT + '/fake.json'!r}, 'w').write('{{\"score\": 100}}')"),
-                            "PermissionError"),
+                            ("PermissionError", "FileNotFoundError")),
     "print_a_fake_score_table": (in_pad_batch("print('padding 10.00 / 10\\n  total 100.00 / 100')\nreturn None"),
                                  ("expected a pair (ids, pad_mask)", "nothing was raised")),
     "flood_of_output": (in_pad_batch("for _ in range(200):\n    print('x' * 1_000_000)"), "raised OSError"),
@@ -178,11 +178,12 @@ def test_a_worker_that_dies_before_it_gets_its_submission_is_replaced(monkeypatc
     killed = []
 
     def take_a_dying_worker():
-        process, conn = real_take()
+        process, conn, output = real_take()
         if len(killed) < 2:  # the first worker of the submission, and its replacement, die
             process.kill()
+            process.join(5)
             killed.append(process)
-        return process, conn
+        return process, conn, output
 
     monkeypatch.setattr(worker, "take_worker", take_a_dying_worker)
     result = grade(SOLUTIONS, quick_config, reference=SOLUTIONS, seed=1, isolate=True)
