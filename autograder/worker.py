@@ -363,15 +363,16 @@ class Worker:
         if self.files is None:
             self.files = submission_files(self.submission)
         setup = wire.dumps({"files": self.files, "memory_bytes": self.memory_bytes, "cpu": self.cpu})
-        self.process, self.conn, output = take_worker()
-        self.outputs.append(output)
-        try:
-            self.conn.send_bytes(setup)
-        except OSError:  # a spare that died while it waited: fork a fresh one
-            self.conn.close()
+        for attempt in range(3):  # a spare that died while it waited: take the next one
             self.process, self.conn, output = take_worker()
             self.outputs.append(output)
-            self.conn.send_bytes(setup)
+            try:
+                self.conn.send_bytes(setup)
+                break
+            except OSError:
+                self.conn.close()
+                if attempt == 2:
+                    raise RuntimeError("a grading worker did not start") from None
         self.booting = True
 
     def wait_ready(self):
