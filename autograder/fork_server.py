@@ -42,9 +42,10 @@ SHARED_TMP = 256 << 20  # bytes: the server's own /tmp under bubblewrap
 
 def fork_server_main(control_fd):
     """Entry point of the server process: drop privilege, load the worker, serve fork requests."""
-    from .sandbox import PR_SET_PDEATHSIG, close_other_fds, drop_to_unprivileged_user, libc
+    from .sandbox import close_other_fds, drop_to_unprivileged_user
 
-    libc.prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)  # the judge's end closes: so do we
+    # No parent-death signal: it fires when the *thread* that started us ends. The judge's end
+    # of the control socket closes when the judge goes, however it goes, and then so do we.
     namespaced = bool(os.environ.get("MHA_LAB_BWRAP"))
     # Under bubblewrap the server sees the Python installation through fresh, readable mount
     # points, so it can drop its uid at once. Without, the installation may sit where only root
@@ -137,7 +138,7 @@ def bubblewrap_command(python):
             binds.append(top)
     binds = sorted({str(Path(p)) for p in binds if os.path.exists(p)})
     command = [bwrap, "--unshare-pid", "--unshare-net", "--unshare-ipc", "--unshare-uts", "--unshare-cgroup-try",
-               "--die-with-parent", "--new-session", "--hostname", "mha-lab"]
+               "--new-session", "--hostname", "mha-lab"]
     if os.geteuid() != 0:
         command.append("--unshare-user")  # root needs no user namespace to make the others; it drops its uid itself
     parents = sorted({str(a) for p in binds for a in Path(p).parents if str(a) != "/"}, key=len)
@@ -250,7 +251,7 @@ class WorkerServer:
             worker = self.workers[token] = ForkedWorker(self, token)
         self.send(FORK + token, [channel_fd, output_fd])
         if not worker.started.wait(60) or worker.pid is None:
-            raise ServerError("the worker server did not fork a worker")
+            raise ServerError("the worker server did not fork a worker: " + self.error)
         return worker
 
     def _read_replies(self):

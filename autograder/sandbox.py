@@ -41,7 +41,6 @@ libc.syscall.restype = ctypes.c_long
 PR_SET_NO_NEW_PRIVS = 38
 PR_SET_DUMPABLE = 4
 PR_CAPBSET_DROP = 24
-PR_SET_PDEATHSIG = 1
 
 # ---------------------------------------------------------------------------- descriptors
 
