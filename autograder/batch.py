@@ -3,11 +3,13 @@
     results = grade_batch(paths, config, out=Path("grades"), workers=2, reference=..., seed=...)
 
 Each submission gets its own worker process (autograder/worker.py); `workers` of them run at
-once. Every result is written to out/<name>.json as soon as it is ready, grades.csv at the end.
+once. Every result is written to out/<id>.json as soon as it is ready (the id: submission_ids,
+unique per path), grades.csv at the end, one row per submission given.
 A submission whose JSON is already in `out` is skipped (unless force=True), so an interrupted
 batch picks up where it stopped. On a terminal a progress bar shows, otherwise one quiet line
 per submission.
 """
+import hashlib
 import json
 import os
 import sys
@@ -20,14 +22,41 @@ from .results import GradeResult, StepResult
 from .runner import grade
 
 
-def submission_names(paths):
-    """A file-name-safe name per submission: its directory name, numbered where names repeat."""
-    names, seen = [], {}
-    for path in paths:
-        name = "".join(c if c.isalnum() or c in "-_." else "_" for c in Path(path).resolve().name) or "submission"
-        seen[name] = seen.get(name, 0) + 1
-        names.append(name if seen[name] == 1 else f"{name}-{seen[name]}")
-    return names
+def _safe(part):
+    return "".join(c if c.isalnum() or c in "-_." else "_" for c in part).strip(".") or "_"
+
+
+def submission_ids(paths) -> list:
+    """A unique, file-name-safe id per submission, derived from its path: its directory name,
+    or, where names repeat, as many of its last path components as tell it apart (`x/alice` ->
+    `x__alice`, `y/alice` -> `y__alice`); a short hash of the path where even that is not
+    enough. The same path given twice is one submission with one id."""
+    resolved = [Path(path).resolve() for path in paths]
+    distinct = list(dict.fromkeys(resolved))
+    parts = {path: [_safe(p) for p in path.parts[1:]] or ["submission"] for path in distinct}
+    depth = dict.fromkeys(distinct, 1)
+
+    def name(path):
+        return "__".join(parts[path][-depth[path]:])
+
+    while True:
+        groups = {}
+        for path in distinct:
+            groups.setdefault(name(path), []).append(path)
+        clashing = [path for group in groups.values() if len(group) > 1 for path in group
+                    if depth[path] < len(parts[path])]
+        if not clashing:
+            break
+        for path in clashing:
+            depth[path] += 1
+    ids, taken = {}, set()
+    for path in distinct:
+        candidate = name(path)
+        if candidate in taken or sum(name(other) == candidate for other in distinct) > 1:
+            candidate += "-" + hashlib.sha1(str(path).encode()).hexdigest()[:8]
+        taken.add(candidate)
+        ids[path] = candidate
+    return [ids[path] for path in resolved]
 
 
 def load_result(path):
@@ -42,17 +71,18 @@ def load_result(path):
 
 def grade_batch(paths, config, out, workers=None, reference=None, seed=None, force=False, isolate=True,
                 memory_bytes=2 << 30, log=None):
-    """Grade `paths` into `out`; returns {name: GradeResult} in the order of `paths`, with None
+    """Grade `paths` into `out`; returns {id: GradeResult} (submission_ids) in the order of `paths`, with None
     for a submission the grader itself failed on (a worker that would not start, say): it gets
     no JSON, so the next run grades it again, and an empty row in grades.csv."""
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
-    names = submission_names(paths)
+    names = submission_ids(paths)
+    given = dict(zip(names, paths))  # one submission per id (a path given twice is graded once)
     # In-process grading loads each submission as the package `mha` of this one interpreter:
     # two at once would mix their modules (and their scores). Only sandboxed grading runs in parallel.
     workers = (workers or os.cpu_count() or 1) if isolate else 1
     done, todo = {}, []
-    for name, path in zip(names, paths):
+    for name, path in given.items():
         target = out / f"{name}.json"
         if target.exists() and not force:
             try:
@@ -77,8 +107,9 @@ def grade_batch(paths, config, out, workers=None, reference=None, seed=None, for
             results_io.write_json(result, out / f"{name}.json")
             done[name] = result
             progress(name, result)
-    ordered = {name: done.get(name) for name in names}
-    results_io.write_csv(list(ordered.values()), list(ordered), out / "grades.csv")
+    ordered = {name: done.get(name) for name in given}
+    results_io.write_csv(list(ordered.values()), list(ordered), out / "grades.csv",
+                         paths=[str(path) for path in given.values()])
     return ordered
 
 

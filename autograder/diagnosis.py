@@ -26,7 +26,7 @@ from .submission import Package
 
 # Failures that say nothing about the computation: nothing to diagnose.
 NOT_EVIDENCE = {"not_implemented", "not_checked", "missing_package", "missing_file", "syntax_error",
-                "import_error", "forbidden_call", "forbidden_source", "tampering", "timeout",
+                "import_error", "forbidden_call", "forbidden_call_at", "forbidden_source", "tampering", "timeout",
                 "worker_crashed", "worker_exited", "bad_worker_message", "unreadable_observation"}
 
 

@@ -67,8 +67,9 @@ CATALOG = {
         "dropout_inactive": "in train() with dropout={p} the output never changed; dropout should act on the attention weights",
         "grad_missing": "{name} received no gradient (is it used in forward?)",
         "forbidden_call": "your code called {call}, which step {step} asks you to write yourself (0 points for this check)",
+        "forbidden_call_at": "your code called {call} ({file}, line {line}), which step {step} asks you to write yourself (0 points for this check)",
         "forbidden_source": "{file}, line {line} uses {call}, which step {step} asks you to write yourself",
-        "tampering": "{file}, line {line}: {what} reaches into the grader or rewrites torch, which is not allowed",
+        "tampering": "{file}, line {line}: {what} reaches into the grader, the interpreter's internals or torch's dispatcher, or rewrites torch, which graded code may not do (code under `if __name__ == \"__main__\":` and test functions is not graded)",
         # Diagnoses: what probably went wrong, shown under a failing step. Keyed "diagnosis.<id>".
         "diagnosis.no_known_mistake": "no known mistake reproduces your output; the closest evidence: {evidence}",
         "diagnosis.pad_mutates_input": "pad_batch extends the caller's lists in place; build new lists or tensors instead",

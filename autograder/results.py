@@ -114,17 +114,19 @@ def write_json(result, path):
     Path(path).write_text(json.dumps(result.to_json(), indent=2) + "\n", encoding="utf-8")
 
 
-def write_csv(results, names, path):
-    """grades.csv: one row per submission, one column per step, then the total (empty cells
-    for a result that is None: a submission that could not be graded)."""
+def write_csv(results, names, path, paths=None):
+    """grades.csv: one row per submission (its id, then its path if `paths` is given), one column
+    per step, then the total (empty cells for a result that is None: a submission that could not
+    be graded)."""
     graded = [result for result in results if result is not None]
     step_ids = [step.id for step in graded[0].steps] if graded else []
     with open(path, "w", newline="", encoding="utf-8") as f:
         writer = csv.writer(f)
-        writer.writerow(["submission", *step_ids, "total", "max_score"])
-        for name, result in zip(names, results):
+        writer.writerow(["submission", *(["path"] if paths is not None else []), *step_ids, "total", "max_score"])
+        for index, (name, result) in enumerate(zip(names, results)):
+            head = [name, paths[index]] if paths is not None else [name]
             if result is None:
-                writer.writerow([name, *([""] * (len(step_ids) + 2))])
+                writer.writerow([*head, *([""] * (len(step_ids) + 2))])
                 continue
-            writer.writerow([name, *(_round(result.step(s).score) for s in step_ids),
+            writer.writerow([*head, *(_round(result.step(s).score) for s in step_ids),
                              _round(result.score), _round(result.max_score)])

@@ -21,7 +21,7 @@ import torch
 from . import diagnosis, messages
 from .check import Check, ContractError, Fail, judged
 from .checks import step_modules
-from .forbidden import scan_source, scan_tampering, watching
+from .forbidden import package_files, reached_files, scan_source, scan_tampering, watching
 from .results import CheckResult, GradeResult, StepResult
 from .submission import Package, SubmissionError, staged
 
@@ -131,34 +131,48 @@ def expectation(check, inputs, reference):
     return check.expected(**clone(inputs))
 
 
-def judge(check, inputs, observation, expected, tol):
-    """None if the observation passes, else the Fail to report. Runs no student code."""
+def judge(check, inputs, observation, expected, tol, evidence=None):
+    """None if the observation passes, else the Fail to report. Runs no student code.
+    `evidence`: source_evidence(), to name the line of a forbidden call."""
     if observation.forbidden:
-        return Fail("forbidden_call", {"call": observation.forbidden[0], "step": check.step})
+        call = observation.forbidden[0]
+        if evidence and call in evidence:
+            file, line = evidence[call]
+            return Fail("forbidden_call_at", {"call": call, "step": check.step, "file": file, "line": line})
+        return Fail("forbidden_call", {"call": call, "step": check.step})
     if observation.error is not None:
         return observation.error
     return judged(check, inputs, observation.values, expected, tol)
 
 
 def forbidden_in_source(module, step, mha):
-    """The first forbidden call or tampering in the step's files, as a Fail (or None)."""
+    """The first tampering in the files the step's code runs (its FILES and every file of the
+    submission they import, subfolders included), as a Fail (or None). Forbidden calls are not
+    decided here but at run time (see judge); source_evidence finds their lines."""
     directory = getattr(mha, "_directory", None)
     if directory is None:
         return None
-    for name in module.FILES:
-        path = Path(directory) / name
-        if not path.is_file():
-            continue
-        source = path.read_text(encoding="utf-8", errors="replace")
-        tampering = scan_tampering(source)
+    files = package_files(directory)
+    for file in reached_files(files, [f"mha/{name}" for name in module.FILES]):
+        tampering = scan_tampering(files[file])
         if tampering:
             what, line = tampering[0]
-            return Fail("tampering", {"what": what, "file": f"mha/{name}", "line": line})
-        hits = scan_source(source, step.forbidden) if step.forbidden else []
-        if hits:
-            call, line = hits[0]
-            return Fail("forbidden_source", {"call": call, "file": f"mha/{name}", "line": line, "step": step.id})
+            return Fail("tampering", {"what": what, "file": file, "line": line})
     return None
+
+
+def source_evidence(module, step, mha):
+    """{forbidden dotted name: (file, line)}: where the files the step runs name each forbidden
+    call (the first place), to point the run-time report at a line."""
+    directory = getattr(mha, "_directory", None)
+    if directory is None or not step.forbidden:
+        return {}
+    files = package_files(directory)
+    evidence = {}
+    for file in reached_files(files, [f"mha/{name}" for name in module.FILES]):
+        for call, line in scan_source(files[file], step.forbidden):
+            evidence.setdefault(call, (file, line))
+    return evidence
 
 
 def cuda_available():
@@ -248,7 +262,8 @@ def grade_package(submission, config, reference, seed, steps, isolate, memory_by
             module = modules[step.id]
             checks = [c for c in module.CHECKS if hidden or c.visibility == "public"]
             in_source = None if package_error else forbidden_in_source(module, step, source)
-            plan = {"step": step, "module": module, "outcomes": {}, "tasks": [], "mode": None}
+            plan = {"step": step, "module": module, "outcomes": {}, "tasks": [], "mode": None,
+                    "evidence": {} if package_error or in_source else source_evidence(module, step, source)}
             for check in checks:
                 if check.requires == "cuda":
                     plan["mode"], reason = device_mode(step)
@@ -269,7 +284,7 @@ def grade_package(submission, config, reference, seed, steps, isolate, memory_by
                 observation = next(observations)
                 expected = None if observation.error or observation.forbidden else \
                     cached_expectation(check, inputs, reference_package, seed)
-                fail = judge(check, inputs, observation, expected, step.tolerance)
+                fail = judge(check, inputs, observation, expected, step.tolerance, plan["evidence"])
                 plan["outcomes"][check] = (fail is None, fail)
                 plan["records"].append(diagnosis.Record(check, inputs, observation, fail, check_seed(check, seed)))
         results = []

@@ -118,15 +118,22 @@ def staged(path):
         shutil.rmtree(root, ignore_errors=True)
 
 
+def _regular(path):
+    """A regular file, not a link to one (a link could point at a solved notebook elsewhere)."""
+    return path.is_file() and not path.is_symlink()
+
+
 def find_notebook(path):
     """The course notebook in `path` (the file itself, or mha.ipynb / the only .ipynb inside
-    it or inside its mha/), or None."""
+    it or inside its mha/), or None. Symbolic links are never followed."""
     if path.is_file():
-        return path if path.suffix == ".ipynb" else None
+        return path if path.suffix == ".ipynb" and not path.is_symlink() else None
     for folder in (path, path / "mha"):
-        if (folder / "mha.ipynb").is_file():
+        if folder.is_symlink():
+            continue
+        if _regular(folder / "mha.ipynb"):
             return folder / "mha.ipynb"
-        found = sorted(p for p in folder.glob("*.ipynb") if p.is_file()) if folder.is_dir() else []
+        found = sorted(p for p in folder.glob("*.ipynb") if _regular(p)) if folder.is_dir() else []
         if len(found) == 1:
             return found[0]
     return None

@@ -20,6 +20,12 @@ def in_pad_batch(code):
     return {"padding.py": (PAD_START, '    """\n' + body + "    # TODO: build `ids` and `pad_mask`")}
 
 
+def hidden(name):
+    """An expression for the string `name` that the source scan cannot read, so that the hostile
+    code below tests the sandbox, not the scan (which flags frames and exec written plainly)."""
+    return f"bytes({list(name.encode())}).decode()"
+
+
 def at_import(code, file="padding.py"):
     return {file: ("import torch\n", "import torch\n" + code + "\n")}
 
@@ -43,7 +49,7 @@ HOSTILE = {
     "patch_assert_close": (at_import("torch.testing.assert_close = lambda *a, **k: None"), "rewrites torch"),
     "patch_grader_modules": (at_import("import sys\nsys.modules['autograder.check'].compare = lambda *a, **k: None"),
                              "reaches into the grader"),
-    "read_the_reference": (at_import(f"exec(open({str(SOLUTIONS / 'mha' / 'padding.py')!r}).read())"),
+    "read_the_reference": (at_import(f"REFERENCE = open({str(SOLUTIONS / 'mha' / 'padding.py')!r}).read()"),
                            ("PermissionError", "FileNotFoundError")),  # outside the sandbox's view
     "read_the_hidden_checks": (at_import(f"SECRET = open({str(KIT / 'autograder' / 'checks' / 'padding.py')!r}).read()"),
                                ("PermissionError", "FileNotFoundError")),
@@ -56,14 +62,18 @@ HOSTILE = {
     "kill_the_grader": (in_pad_batch("import os, signal\nos.kill(os.getppid(), signal.SIGKILL)"),
                         "Operation not permitted"),
     "forge_a_worker_message": (in_pad_batch(
-        "import os, pickle, sys\nframe = sys._getframe()\nwhile 'conn' not in frame.f_locals:\n"
-        "    frame = frame.f_back\nframe.f_locals['conn'].send_bytes(pickle.dumps({'values': None, 'forbidden': [],"
+        f"import os, pickle, sys\nframe = getattr(sys, {hidden('_getframe')})()\n"
+        f"while 'conn' not in getattr(frame, {hidden('f_locals')}):\n"
+        f"    frame = getattr(frame, {hidden('f_back')})\ngetattr(frame, {hidden('f_locals')})['conn'].send_bytes("
+        "pickle.dumps({'values': None, 'forbidden': [],"
         " 'error': {'message_id': 'full_marks', 'params': {}}}))\nos._exit(0)"),
         ("sent back something unreadable", "ended the Python process (exit code 0)")),
     "stall_a_worker_message": (in_pad_batch(
         "import os, signal, struct, sys, time\nsignal.signal(signal.SIGALRM, signal.SIG_IGN)\n"
-        "frame = sys._getframe()\nwhile 'conn' not in frame.f_locals:\n    frame = frame.f_back\n"
-        "os.write(frame.f_locals['conn'].fileno(), struct.pack('!i', 1000) + b'{')\ntime.sleep(10**6)"),
+        f"frame = getattr(sys, {hidden('_getframe')})()\nwhile 'conn' not in getattr(frame, {hidden('f_locals')}):\n"
+        f"    frame = getattr(frame, {hidden('f_back')})\n"
+        f"os.write(getattr(frame, {hidden('f_locals')})['conn'].fileno(), struct.pack('!i', 1000) + b'{{')\n"
+        "time.sleep(10**6)"),
         "stopped after"),
     "sdpa_for_attention": ({"attention.py": (
         "    scores = q @ k.transpose(-2, -1) / math.sqrt(d_k)  # (..., Lq, Lk)\n",
@@ -72,6 +82,9 @@ HOSTILE = {
         "torch.nn.functional.scaled_dot_product_attention"),
 }
 STEP_OF_FILE = {"padding.py": {"padding"}, "attention.py": {"attention", "masking"}}
+# A forbidden call costs the checks that made it: masking's checks of padding_mask and
+# causal_mask alone do not run attention.py.
+PARTLY = {"sdpa_for_attention": {"masking"}}
 
 
 @pytest.fixture(scope="module")
@@ -121,7 +134,10 @@ def test_hostile_submission(name, submission, quick_config):
     assert set(full_marks(result)) - INTEGRATION_STEPS == hostile
     for step_id in hostile:
         step = result.step(step_id)
-        assert step.score == 0, (step_id, [c.message for c in step.checks])
+        if step_id in PARTLY.get(name, ()):
+            assert 0 < step.score < step.max_score, (step_id, [c.message for c in step.checks])
+        else:
+            assert step.score == 0, (step_id, [c.message for c in step.checks])
         failing = [c.message for c in step.checks if c.passed is False]
         reasons = reason if isinstance(reason, tuple) else (reason,)
         assert failing and all(any(r in m for r in reasons) for m in failing), failing

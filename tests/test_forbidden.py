@@ -1,6 +1,8 @@
 """Forbidden shortcuts: calling the PyTorch built-in that a step asks you to write scores zero in
 the affected checks, with a message naming the call; the other steps are untouched."""
-from autograder.forbidden import scan_source
+import pytest
+
+from autograder.forbidden import scan_source, scan_tampering
 from conftest import SOLUTIONS, full_marks, grade_with_hidden
 
 SDPA = "torch.nn.functional.scaled_dot_product_attention"
@@ -43,14 +45,112 @@ def test_nn_multihead_attention_in_the_module_is_caught(config, submission):
 
 def test_pad_sequence_in_padding_is_caught(config, submission):
     padding = (SOLUTIONS / "mha" / "padding.py").read_text().replace(
-        "import torch\n", "import torch\nfrom torch.nn.utils.rnn import pad_sequence\n", 1)
+        "import torch\n", "import torch\nfrom torch.nn.utils.rnn import pad_sequence\n", 1).replace(
+        '    """\n    # TODO: build `ids` and `pad_mask`',
+        '    """\n    pad_sequence([torch.tensor([1])])\n    # TODO: build `ids` and `pad_mask`')
     result = grade_with_hidden(submission(files={"padding.py": padding}), config)
     assert full_marks(result) == ["padding"]
-    assert all("mha/padding.py, line 14 uses torch.nn.utils.rnn.pad_sequence" in c.message
+    assert all("your code called torch.nn.utils.rnn.pad_sequence (mha/padding.py, line 14)" in c.message
                for c in result.step("padding").checks)
+
+
+def test_a_forbidden_name_the_graded_code_never_calls_costs_nothing(config, submission):
+    """Forbidden means used by graded code: an import alone, a __main__ self-test and a test
+    function are not (issue 12: a self-test comparing with SDPA cost 30 points)."""
+    attention = (SOLUTIONS / "mha" / "attention.py").read_text() + (
+        "\n\nimport torch.nn.functional as F\n\n\n"
+        "def test_against_torch():\n"
+        "    q = torch.randn(2, 3, 4)\n"
+        "    assert torch.allclose(scaled_dot_product_attention(q, q, q)[0], F.scaled_dot_product_attention(q, q, q))\n"
+        "\n\nif __name__ == \"__main__\":\n"
+        "    import inspect  # a self-test may use anything\n"
+        "    test_against_torch()\n"
+        "    print(F.scaled_dot_product_attention(torch.ones(1, 2, 2), torch.ones(1, 2, 2), torch.ones(1, 2, 2)))\n")
+    result = grade_with_hidden(submission(files={"attention.py": attention}), config)
+    assert full_marks(result) == []
+
+
+def test_a_call_from_a_helper_module_in_a_subfolder_is_caught_and_located(config, submission):
+    helper = ("import torch.nn.functional as F\n\n\n"
+              "def attend(q, k, v):\n"
+              "    return F.scaled_dot_product_attention(q, k, v)\n")
+    mha = (SOLUTIONS / "mha" / "mha.py").read_text().replace(
+        "from .heads import merge_heads, split_heads\n",
+        "from .heads import merge_heads, split_heads\nfrom .tools.helpers import attend\n").replace(
+        "        self.dropout = nn.Dropout(dropout)\n",
+        "        self.dropout = nn.Dropout(dropout)\n        self.attend = attend\n")
+    mha = mha.replace("    def forward(", "    def _unused(self, q):\n        return self.attend(q, q, q)\n\n    def forward(", 1)
+    root = submission(files={"mha.py": mha})
+    (root / "mha" / "tools").mkdir()
+    (root / "mha" / "tools" / "helpers.py").write_text(helper)
+    assert full_marks(grade_with_hidden(root, config)) == []  # imported but never called: fine
+    called = mha.replace("    def forward(self", "    def forward(self", 1)
+    called = called.replace("        return self.attend(q, q, q)", "        return self.attend(q, q, q)\n")
+    source = called.split("    def forward(", 1)
+    body = source[1].split(":\n", 1)
+    called = source[0] + "    def forward(" + body[0] + ":\n        self._unused(torch.ones(1, 1, 2, 2, dtype=torch.float64))\n" + body[1]
+    (root / "mha" / "mha.py").write_text(called)
+    result = grade_with_hidden(root, config)
+    assert full_marks(result) == ["multi_head_attention"]
+    assert all(SDPA + " (mha/tools/helpers.py, line 5)" in c.message for c in result.step("multi_head_attention").checks)
+
+
+def test_tampering_in_a_helper_module_costs_the_steps_that_import_it(config, submission):
+    attention = (SOLUTIONS / "mha" / "attention.py").read_text().replace(
+        "import torch\n", "import torch\n\nfrom .util import unused  # noqa: F401\n", 1)
+    root = submission(files={"attention.py": attention})
+    (root / "mha" / "util.py").write_text("import torch\n\nunused = torch._C.DisableTorchFunction\n")
+    (root / "mha" / "scratch.py").write_text("import gc\n")  # imported by nothing: never runs
+    result = grade_with_hidden(root, config)
+    assert set(full_marks(result)) == {"attention", "masking"}
+    for step in ("attention", "masking"):
+        assert result.step(step).score == 0
+        assert all("mha/util.py, line 3: torch._C" in c.message for c in result.step(step).checks)
+    assert result.step("padding").score == result.step("padding").max_score
 
 
 def test_source_scan_ignores_the_students_own_function_of_the_same_name():
     source = ("from .attention import scaled_dot_product_attention\n"
               "def f(q):\n    return scaled_dot_product_attention(q, q, q)\n")
     assert scan_source(source, [SDPA]) == []
+
+
+def test_source_scan_sees_names_built_from_strings():
+    source = ("import torch.nn.functional as F\n"
+              "attend = getattr(F, 'scaled_dot_' + 'product_attention')\n"
+              "other = getattr(F, ''.join(['scaled_dot', '_product_attention']))\n")
+    assert scan_source(source, [SDPA]) == [(SDPA, 2), (SDPA, 3)]
+
+
+@pytest.mark.parametrize("code", [
+    "import torch\nwith torch._C.DisableTorchFunction():\n    pass\n",
+    "import torch\nC = getattr(torch, '_' + 'C')\n",
+    "from torch.utils._python_dispatch import _disable_current_modes\n",
+    "from torch.overrides import TorchFunctionMode\n",
+    "import sys\nframe = sys._getframe(1)\n",
+    "def f():\n    try:\n        1 / 0\n    except ZeroDivisionError as e:\n        return e.__traceback__.tb_frame.f_back\n",
+    "x = ().__class__.__base__.__subclasses__()\n",
+    "__import__('autograder')\n",
+    "exec('import ' + 'gc')\n",
+    "import importlib\n",
+    "import torch\nop = torch.ops.aten.softmax.int.decompose\n",
+    "import mha.attention as me\nme.__name__ = '__main__'\n",
+    "__name__ = '__main__'\nif __name__ == '__main__':\n    pass\n",
+])
+def test_tampering_scan_flags_ways_to_silence_the_watch(code):
+    assert scan_tampering(code)
+
+
+@pytest.mark.parametrize("code", [
+    "import math\nimport torch\nimport torch.nn as nn\nimport torch.nn.functional as F\n",
+    "class M:\n    def w(self, name):\n        return getattr(self, f'w_{name}')\n",
+    "def f(self):\n    return self.__class__.__name__, type(self).__name__\n",
+    "import torch\nx = torch.ops.aten.bmm\nwith torch.no_grad():\n    pass\n",
+    '"""Never import gc or call torch._C."""\n# exec(...) would be bad\n',
+    "if __name__ == '__main__':\n    import inspect\n    exec('print(1)')\n",
+    "def test_me():\n    import gc\n",
+    "class TestThing:\n    def test_a(self):\n        import inspect\n",
+    "import torch\ncompiled = torch.compile\nimport re\nre.compile('x')\n",
+])
+def test_tampering_scan_leaves_ordinary_code_alone(code):
+    assert scan_tampering(code) == []
