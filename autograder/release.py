@@ -97,10 +97,10 @@ not code fitted to the public checks. Calling the PyTorch function a step asks y
 SETUP_SH = """#!/usr/bin/env bash
 # Gradescope: install the grader's dependencies (a CPU build of torch: no CUDA packages).
 set -euo pipefail
-apt-get update -qq && apt-get install -y -qq python3 python3-pip python3-venv g++ > /dev/null
+apt-get update -qq && apt-get install -y -qq python3 python3-pip python3-venv g++ bubblewrap libseccomp2 > /dev/null
 python3 -m venv /autograder/venv
 /autograder/venv/bin/pip install -q torch==2.13.0 --index-url https://download.pytorch.org/whl/cpu
-/autograder/venv/bin/pip install -q numpy pytest pytest-timeout PyYAML tqdm
+/autograder/venv/bin/pip install -q numpy pytest pytest-timeout PyYAML tqdm pyseccomp
 """
 
 RUN_AUTOGRADER = """#!/usr/bin/env bash
