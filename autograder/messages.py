@@ -83,7 +83,7 @@ CATALOG = {
         "diagnosis.pad_ids_not_long": "ids is not an int64 tensor; nn.Embedding needs dtype=torch.long",
         "diagnosis.embedding_no_padding_idx": "nn.Embedding was created without padding_idx=pad_id, so the pad vector is not zero and gets trained",
         "diagnosis.embedding_padding_idx_zero": "padding_idx is 0 instead of pad_id",
-        "diagnosis.embedding_pad_row_trained": "the pad row is zeroed by hand but nn.Embedding has no padding_idx, so training changes it; pass padding_idx=pad_id",
+        "diagnosis.embedding_pad_row_trained": "nn.Embedding has no padding_idx, so the pad row is trained (zeroing it by hand at creation does not stop that); pass padding_idx=pad_id",
         "diagnosis.embedding_scaled": "the vectors are scaled (by sqrt(d_model)?); this step returns the table rows as they are",
         "diagnosis.qkv_shared_weight": "two of q, k, v come from the same Linear (k = self.w_q(x), or self.w_k = self.w_q, which makes two names one layer); each of q, k, v needs its own projection",
         "diagnosis.qkv_roles_swapped": "q, k and v each have their own projection, but not the one of their name (e.g. q = self.w_k(x))",

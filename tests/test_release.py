@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from autograder.checks import step_modules
-from autograder.mistakes import mistakes_of
+from planted import planted_of
 from autograder.release import release, strip_hidden
 from autograder.skeleton import solution_regions
 from conftest import KIT, SOLUTIONS, all_mistakes
@@ -127,7 +127,7 @@ def test_gradescope_grades_the_reference_full(tmp_path):
 
 
 def test_gradescope_grades_a_mistake_lower_with_its_diagnosis(tmp_path):
-    mistake = next(m for m in mistakes_of("attention") if m.id == "scale_by_d_model")
+    mistake = next(m for m in planted_of("attention") if m.id == "scale_by_d_model")
     files = {p.name: p.read_text() for p in (SOLUTIONS / "mha").glob("*.py")}
     files[mistake.file] = mistake.apply(files[mistake.file])
     data = run_gradescope(tmp_path, files)
