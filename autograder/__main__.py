@@ -6,6 +6,7 @@
 
 Student code runs in sandboxed worker processes (autograder/worker.py) unless --in-process.
     skeleton [--check]     regenerate assignments/mha and solutions/mha.ipynb from solutions/mha
+    fingerprints [--check] regenerate autograder/fingerprints.json (the release's diagnosis)
     nbgrader COURSE_DIR    write an nbgrader course: nbgrader_config.py, source/mha/mha.ipynb
 """
 import argparse
@@ -53,7 +54,13 @@ def main(argv=None):
     skeleton = commands.add_parser("skeleton", help="regenerate assignments/mha and solutions/mha.ipynb from solutions/mha")
     skeleton.add_argument("--check", action="store_true", help="only report whether they are up to date")
 
+    fingerprints = commands.add_parser(
+        "fingerprints", help="regenerate autograder/fingerprints.json: the known mistakes on the public checks")
+    fingerprints.add_argument("--check", action="store_true", help="only report whether it is up to date")
+
     args = parser.parse_args(argv)
+    if args.command == "fingerprints":
+        return run_fingerprints(args)
     if args.command == "skeleton":
         return run_skeleton(args)
     if args.command == "nbgrader":
@@ -163,6 +170,23 @@ def run_skeleton(args):
     if args.check and changed:
         print("run `python -m autograder skeleton` to regenerate", file=sys.stderr)
         return 1
+    return 0
+
+
+def run_fingerprints(args):
+    import json
+
+    from . import fingerprints
+
+    fresh = json.loads(json.dumps(fingerprints.generate()))  # as it reads back from the file
+    if args.check:
+        current = fingerprints.load()
+        if fingerprints.same(current, fresh):
+            return 0
+        print("out of date: autograder/fingerprints.json; run `python -m autograder fingerprints`", file=sys.stderr)
+        return 1
+    fingerprints.write(fresh)
+    print(f"wrote {fingerprints.PATH.relative_to(KIT)}")
     return 0
 
 

@@ -89,7 +89,7 @@ def run_public_check(check, mha, config):
     inputs = check_inputs(check, check_seed(check))
     if mode is not None:
         inputs["mode"] = mode
-    observation = Observation()
+    observation, expected = Observation(), None
     if fail is None:
         try:
             with watching(step.forbidden) as seen:
@@ -97,11 +97,18 @@ def run_public_check(check, mha, config):
             observation.forbidden = tuple(seen)
         except (NotImplementedError, SubmissionError, ContractError) as error:
             fail = known_failure(error, mha)  # other exceptions propagate: pytest shows the traceback
+        except Exception as error:
+            # recorded as the grader records it, for the diagnosis; pytest shows the traceback
+            observation.error = raised(error, mha)
+            _records[check] = Record(check, inputs, observation, observation.error,
+                                     expected=check.expected(**clone(inputs)))
+            raise
         observation.error = fail
+    if not observation.forbidden:  # also for an error: the diagnosis judges the known mistakes on it
+        expected = check.expected(**clone(inputs))
     if fail is None:
-        expected = None if observation.forbidden else check.expected(**clone(inputs))
         fail = judge(check, inputs, observation, expected, step.tolerance)
-    _records[check] = Record(check, inputs, observation, fail)
+    _records[check] = Record(check, inputs, observation, fail, expected=expected)
     if fail:
         report(check, fail)
 

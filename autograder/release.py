@@ -3,7 +3,8 @@
 * `release(out)`: assignments/ (skeletons, public checks), the parts of autograder/ that the public
   checks need with every hidden check cut out, grading.yml, a student README, requirements.txt
   and a pyproject.toml that lets `pytest assignments/` find the grader. No reference code, no
-  hidden check, no known mistake.
+  hidden check, no known mistake: the diagnosis works from fingerprints (fingerprints.json), and
+  messages.py keeps only the diagnoses those fingerprints and the probes can give.
 * `gradescope_zip(out)`: setup.sh, run_autograder and the whole kit (reference and hidden checks
   included: the zip stays on Gradescope's side). run_autograder grades /autograder/submission
   in the sandbox and writes /autograder/results/results.json.
@@ -16,7 +17,7 @@ KIT = Path(__file__).resolve().parent.parent
 HIDDEN_MARKER = "# ### BEGIN HIDDEN CHECKS"
 PROBES_MARKER = "# ### PROBES"
 # What the public checks import (runner imports the worker only to grade in a sandbox).
-STUDENT_MODULES = ["__init__.py", "check.py", "classroom.py", "config.py", "course.py", "diagnosis.py", "fake_cuda.py", "forbidden.py",
+STUDENT_MODULES = ["__init__.py", "check.py", "classroom.py", "config.py", "course.py", "diagnosis.py", "fake_cuda.py", "fingerprints.py", "forbidden.py",
                    "messages.py", "notebook.py", "pytest_plugin.py", "results.py", "runner.py", "submission.py"]
 REQUIREMENTS = ["torch>=2.3,<3", "numpy", "pytest>=8", "pytest-timeout>=2.2", "PyYAML>=6"]
 
@@ -49,6 +50,8 @@ def release(out, classroom="command"):
     (grader / "mistakes").mkdir()
     for name in STUDENT_MODULES:
         shutil.copyfile(KIT / "autograder" / name, grader / name)
+    shutil.copyfile(KIT / "autograder" / "fingerprints.json", grader / "fingerprints.json")
+    (grader / "messages.py").write_text(student_messages((KIT / "autograder" / "messages.py").read_text()))
     for path in sorted((KIT / "autograder" / "checks").glob("*.py")):
         (grader / "checks" / path.name).write_text(strip_hidden(path.read_text()))
     (grader / "mistakes" / "__init__.py").write_text(
@@ -60,6 +63,23 @@ def release(out, classroom="command"):
                                         'addopts = "-p no:cacheprovider"\n')
     (out / "README.md").write_text(student_readme())
     return out
+
+
+def student_messages(source):
+    """messages.py without the diagnoses a student's run can never give (those of mistakes that
+    show only on hidden checks): their text would describe what the hidden checks look for."""
+    from .checks import step_modules
+    from .fingerprints import load, shipped_ids
+
+    keep = shipped_ids(load()) | {"no_known_mistake"} | \
+        {probe.diagnosis for module in step_modules().values() for probe in module.PROBES}
+    lines = []
+    for line in source.splitlines(keepends=True):
+        stripped = line.strip()
+        if stripped.startswith('"diagnosis.') and stripped.split('"')[1].removeprefix("diagnosis.") not in keep:
+            continue  # every diagnosis entry is one line (a test holds that)
+        lines.append(line)
+    return "".join(lines)
 
 
 def student_readme():

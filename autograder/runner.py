@@ -282,11 +282,12 @@ def grade_package(submission, config, reference, seed, steps, isolate, memory_by
             step, plan["records"] = plan["step"], []
             for check, inputs, _, _ in plan["tasks"]:
                 observation = next(observations)
-                expected = None if observation.error or observation.forbidden else \
-                    cached_expectation(check, inputs, reference_package, seed)
+                # also for an error: the diagnosis judges the known mistakes on this check
+                expected = None if observation.forbidden else cached_expectation(check, inputs, reference_package, seed)
                 fail = judge(check, inputs, observation, expected, step.tolerance, plan["evidence"])
                 plan["outcomes"][check] = (fail is None, fail)
-                plan["records"].append(diagnosis.Record(check, inputs, observation, fail, check_seed(check, seed)))
+                plan["records"].append(diagnosis.Record(check, inputs, observation, fail, check_seed(check, seed),
+                                                           expected))
         results = []
         for plan in plans:  # every observation is in: the worker is free for the probes
             step, records = plan["step"], plan["records"]

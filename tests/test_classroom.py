@@ -10,7 +10,7 @@ import pytest
 import yaml
 
 from autograder.classroom import runner_id
-from autograder.mistakes import mistakes_of
+from planted import planted_of
 from autograder.release import release
 from conftest import SOLUTIONS
 
@@ -90,7 +90,7 @@ def test_reference_earns_each_steps_points(classroom_release, tmp_path, step_id)
 
 def test_a_mistake_costs_points_in_its_step(classroom_release, tmp_path):
     mode, root = classroom_release
-    mistake = next(m for m in mistakes_of("attention") if m.id == "output_upcast")  # fails 1 of 5 checks
+    mistake = next(m for m in planted_of("attention") if m.id == "output_upcast")  # fails 1 of 5 checks
     repo = with_submission(root, tmp_path, mistake)
     attention = next(s for s in graded_steps(root) if s["id"] == "attention")
     earned, max_score = run_step(repo, attention, tmp_path)

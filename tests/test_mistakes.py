@@ -1,17 +1,20 @@
-"""Fairness of the grader, measured with planted mistakes (autograder/mistakes/<step>.py).
+"""Fairness of the grader, measured with planted mistakes (tests/planted.py).
 
 * every planted mistake loses points in its own step, and in no other step except the
   integration/cuda steps and the steps it declares it genuinely breaks;
 * every check of the autograder fails on at least one planted mistake (a check that cannot
   fail measures nothing);
-* the diagnosis of the mistake's own step names it;
+* the diagnosis of the mistake's own step names it, in the instructor's grade and from the
+  fingerprints the student release ships (the same diagnosis code, without the reference);
 * the verdict does not depend on the seed of the hidden checks: a mistake fails the same checks
   of its step whatever random sizes were drawn (a grade must not be a lottery).
 """
 import pytest
 
 from autograder.checks import step_modules
+from autograder.fingerprints import load, shipped_ids
 from autograder.runner import grade
+from planted import PLANTED
 from conftest import (INTEGRATION_STEPS, SOLUTIONS, all_mistakes, cuda_available, full_marks,
                       grade_with_hidden)
 
@@ -49,11 +52,30 @@ def test_mistake_costs_points_in_its_own_step_only(graded_mistakes, step, mistak
     allowed = {step} | INTEGRATION_STEPS | set(mistake.also_breaks)
     assert lost <= allowed, f"{mistake.id} also lowered {sorted(lost - allowed)}"
     diagnosed = [d["id"] for d in result.step(step).diagnoses]
-    assert mistake.id in diagnosed, f"{mistake.id}: step {step} diagnosed {diagnosed}"
+    assert mistake.diagnosis in diagnosed, f"{mistake.id}: step {step} diagnosed {diagnosed}"
 
 
 def failing_checks(result, step):
     return sorted(check.id for check in result.step(step).checks if check.passed is False)
+
+
+@pytest.mark.parametrize("step,mistake", all_mistakes(), ids=lambda v: getattr(v, "id", v))
+def test_student_kit_gives_the_same_diagnosis(config, submission, step, mistake):
+    """Public checks only, no reference: the diagnosis comes from autograder/fingerprints.json."""
+    if mistake.diagnosis not in shipped_ids(load()):
+        assert not any(mistake.diagnosis in v["order"] for v in load()["steps"].values())
+        pytest.skip(f"{mistake.diagnosis} shows on hidden checks only: the kit cannot name it")
+    result = grade(submission(mistake), config, steps=[step])
+    diagnosed = [d["id"] for d in result.step(step).diagnoses]
+    assert mistake.diagnosis in diagnosed, f"{mistake.id}: step {step} diagnosed {diagnosed} in the kit"
+
+
+def test_blind_spots_are_still_blind(config, submission):
+    """Planted mistakes no check can catch yet: when one starts losing points, drop needs_check."""
+    for planted in PLANTED:
+        if planted.needs_check:
+            result = grade(submission(planted), config, steps=[planted.step])
+            assert full_marks(result) == [], f"{planted.id} is caught now: set needs_check=False"
 
 
 @pytest.mark.parametrize("step,mistake", all_mistakes(), ids=lambda v: getattr(v, "id", v))
@@ -78,9 +100,9 @@ def test_every_check_fails_on_some_planted_mistake(graded_mistakes):
 def test_mistakes_table(graded_mistakes, capsys):
     """Prints id, the steps that lost points, and the failing checks (run with -s to see it)."""
     rows, caught = [], 0
-    for (step, mistake_id), (_, _, result) in graded_mistakes.items():
+    for (step, mistake_id), (_, planted, result) in graded_mistakes.items():
         diagnosed = [d["id"] for s in result.steps for d in s.diagnoses]
-        caught += mistake_id in [d["id"] for d in result.step(step).diagnoses]
+        caught += planted.diagnosis in [d["id"] for d in result.step(step).diagnoses]
         rows.append(f"{mistake_id:30s} {','.join(full_marks(result)):40s} {' '.join(diagnosed)}")
     with capsys.disabled():
         print("\nplanted mistake                lost points in                           diagnoses")

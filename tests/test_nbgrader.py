@@ -20,7 +20,7 @@ from autograder import classroom
 from autograder.__main__ import main as cli
 from autograder.checks import step_modules
 from autograder.course import fill_notebook, notebook_files
-from autograder.mistakes import mistakes_of
+from planted import planted_of
 from autograder.release import HIDDEN_MARKER, PROBES_MARKER
 from autograder.skeleton import solution_regions
 from conftest import KIT, SOLUTIONS
@@ -30,7 +30,7 @@ if not os.environ.get("MHA_LAB_CI"):  # CI installs the instructor extra: never 
 import nbformat  # noqa: E402 - comes with nbgrader
 
 STEPS = [step_id for step_id in step_modules()]
-MISTAKE = next(m for m in mistakes_of("masking") if m.id == "mask_fill_zero")
+MISTAKE = next(m for m in planted_of("masking") if m.id == "mask_fill_zero")
 
 
 def reference_files():

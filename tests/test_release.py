@@ -12,10 +12,12 @@ from pathlib import Path
 import pytest
 
 from autograder.checks import step_modules
+from autograder.fingerprints import load, shipped_ids
 from autograder.mistakes import mistakes_of
+from planted import planted_of
 from autograder.release import release, strip_hidden
 from autograder.skeleton import solution_regions
-from conftest import KIT, SOLUTIONS, all_mistakes
+from conftest import KIT, SOLUTIONS
 
 
 @pytest.fixture(scope="module")
@@ -38,15 +40,18 @@ def test_release_has_no_reference_no_hidden_check_and_no_mistake(student_release
                   for region in solution_regions(path.read_text()) for line in region.splitlines()
                   if (" = " in line or line.strip().startswith("return ")) and len(line.strip()) > 12}
     hidden_ids = {c.id for module in step_modules().values() for c in module.CHECKS if c.visibility == "hidden"}
-    mistake_ids = {m.id for _, m in all_mistakes()}
+    # the ids the fingerprints can name ship (that is how the kit diagnoses); the others must not
+    mistake_ids = {m.id for step in step_modules() for m in mistakes_of(step)} - shipped_ids(load())
     probe_ids = {p.diagnosis for module in step_modules().values() for p in module.PROBES}
+    assert "causal_ignores_device" in mistake_ids  # one that shows on a hidden check only
     for path, text in files.items():
         for line in code_lines:
             assert line not in text, f"{path}: reference line {line!r}"
         for check_id in hidden_ids:
             assert f'"{check_id}"' not in text, f"{path}: hidden check {check_id}"
         for mistake_id in mistake_ids - probe_ids:  # probes ship: they explain failures locally
-            assert f'"{mistake_id}"' not in text, f"{path}: known mistake {mistake_id}"
+            assert f'"{mistake_id}"' not in text and f'"diagnosis.{mistake_id}"' not in text, \
+                f"{path}: hidden-only mistake {mistake_id}"
     assert not (student_release / "solutions").exists()
     assert sorted(p.name for p in (student_release / "autograder" / "mistakes").iterdir()) == ["__init__.py"]
 
@@ -127,7 +132,7 @@ def test_gradescope_grades_the_reference_full(tmp_path):
 
 
 def test_gradescope_grades_a_mistake_lower_with_its_diagnosis(tmp_path):
-    mistake = next(m for m in mistakes_of("attention") if m.id == "scale_by_d_model")
+    mistake = next(m for m in planted_of("attention") if m.id == "scale_by_d_model")
     files = {p.name: p.read_text() for p in (SOLUTIONS / "mha").glob("*.py")}
     files[mistake.file] = mistake.apply(files[mistake.file])
     data = run_gradescope(tmp_path, files)
@@ -136,3 +141,28 @@ def test_gradescope_grades_a_mistake_lower_with_its_diagnosis(tmp_path):
     failing = [t for t in data["tests"] if t["status"] == "failed"]
     assert failing and all(t["name"].startswith("attention: ") for t in failing)
     assert any("sqrt(d_model)" in t["output"] for t in failing)
+
+
+# One planted mistake per step (two phrasings of the issue's own examples), run for real with
+# `pytest assignments/` inside a release: the table shows the same diagnosis as the grader.
+KIT_SAMPLE = ["pad_mutates_input_rows_replaced", "embedding_pad_row_trained", "qkv_shared_alias", "qkv_shared_k_and_v",
+              "split_one_slice", "scale_inverted", "scale_by_d_v", "padding_mask_inverted", "mask_inverted_where",
+              "out_merge_view_not_contiguous", "mha_mask_on_queries", "mha_heads_share_slice", "embedding_cpu_ids"]
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("name", KIT_SAMPLE)
+def test_release_diagnoses_a_planted_mistake(student_release, tmp_path, name):
+    from autograder import messages
+    from planted import PLANTED
+
+    planted = next(p for p in PLANTED if p.name == name)
+    copy = tmp_path / "kit"
+    shutil.copytree(student_release, copy)
+    shutil.rmtree(copy / "assignments" / "mha")
+    shutil.copytree(SOLUTIONS / "mha", copy / "assignments" / "mha")
+    target = copy / "assignments" / "mha" / planted.file
+    target.write_text(planted.apply(target.read_text()))
+    completed = pytest_in_release(copy, "--step", planted.step, *(["--cuda"] if planted.step == "cuda" else []))
+    assert completed.returncode == 1
+    assert "? " + messages.render(f"diagnosis.{planted.diagnosis}") in completed.stdout, completed.stdout[-3000:]

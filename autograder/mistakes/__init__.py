@@ -1,14 +1,54 @@
-"""Known mistakes per step (instructor-only: they quote the reference), one module per step id.
+"""Known mistakes per step (instructor-only: they are a second reference), one module per step id.
 
-Each module defines MISTAKES, a list of check.Mistake: a specific, common error written as
-patches on the reference. The diagnosis runs them on failing checks' inputs; the kit's tests
-plant each one and check that it costs points in its own step only.
+Each module defines MISTAKES, a list of Mistake: a specific, common error modelled by what it
+computes, as one or more knob settings of the model in mistakes/model.py (the ways of making
+the same mistake that compute different things: `k = self.w_q(x)` and `self.w_k = self.w_q`
+give different outputs once the grader loads its weights). The diagnosis runs them on a
+failing step's checks; `python -m autograder fingerprints` stores what they observe on the
+public checks for the student release.
 """
 import importlib
 import importlib.util
+import itertools
+from dataclasses import dataclass
 
 
-def mistakes_of(step_id):
+@dataclass(init=False)
+class Mistake:
+    """A known mistake: `id` (its diagnosis message is `diagnosis.<id>`) and its variants, each a
+    dict of model knobs. `also_breaks` names other steps it genuinely breaks as well (besides
+    the integration and cuda steps)."""
+
+    id: str
+    variants: tuple
+    also_breaks: tuple = ()
+
+    def __init__(self, id: str, *variants: dict, also_breaks: tuple = ()):
+        self.id, self.variants, self.also_breaks = id, tuple(variants), tuple(also_breaks)
+
+    def packages(self) -> list:
+        """One model package per variant (made once per process)."""
+        from .model import package
+        key = self.id, repr(self.variants)
+        if key not in _packages:
+            _packages[key] = [package(**variant) for variant in self.variants]
+        return _packages[key]
+
+
+_packages = {}
+
+LAYERS = ("w_q", "w_k", "w_v")
+# q, k, v computed with layers that are not all different (k = self.w_q(x), ...), and two
+# attributes made one layer (self.w_k = self.w_q: loading w_k's weights then overwrites w_q's).
+SHARED = tuple({"q_from": q, "k_from": k, "v_from": v} for q, k, v in itertools.product(LAYERS, repeat=3)
+               if len({q, k, v}) < 3) + ({"alias": (("w_k", "w_q"),)}, {"alias": (("w_v", "w_q"),)},
+                                         {"alias": (("w_k", "w_q"), ("w_v", "w_q"))}, {"alias": (("w_v", "w_k"),)})
+# Each of q, k, v from its own layer, but not the one of its name.
+SWAPPED = tuple({"q_from": q, "k_from": k, "v_from": v} for q, k, v in itertools.permutations(LAYERS)
+                if (q, k, v) != LAYERS)
+
+
+def mistakes_of(step_id: str) -> list:
     """The step's MISTAKES ([] when the step has none)."""
     if importlib.util.find_spec(f"{__name__}.{step_id}") is None:
         return []

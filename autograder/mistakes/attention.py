@@ -1,17 +1,22 @@
-"""Known mistakes of step `attention`: the reference with one specific error planted.
+"""Known mistakes of step `attention`, each a list of knob settings of the model (mistakes/model.py).
 
-Instructor-only: the patches quote reference code. Used by the diagnosis (autograder/diagnosis.py)
-and by the kit's fairness tests; never imported where student code runs.
+Instructor-only. Used by the diagnosis (autograder/diagnosis.py) and by the fingerprints shipped
+to students (autograder/fingerprints.py); never imported where student code runs.
 """
-from ..check import Mistake
+from . import Mistake
 
 MISTAKES = [
-    Mistake("scale_by_d_model", "attention.py", [("d_k = q.size(-1)", "d_k = q.size(-1) * q.size(1)")]),
-    Mistake("no_scale", "attention.py", [(" / math.sqrt(d_k)", "")]),
-    Mistake("scale_not_sqrt", "attention.py", [("/ math.sqrt(d_k)", "/ d_k")]),
+    Mistake("scale_by_d_model", {"scale": "d_model"}),
+    Mistake("no_scale", {"scale": "none"}),
+    Mistake("scale_not_sqrt", {"scale": "d_k_not_sqrt"}),
+    Mistake("scale_inverted", {"scale": "inverted"}),
+    Mistake("scale_by_d_v", {"scale": "d_v"}),
+    Mistake("scale_after_softmax", {"scale_place": "weights"}),
     # Normalising over the queries cannot block keys, so the mask path breaks too.
-    Mistake("softmax_wrong_dim", "attention.py", [("torch.softmax(scores, dim=-1)", "torch.softmax(scores, dim=-2)")],
-            also_breaks=("masking",)),
-    Mistake("k_not_transposed", "attention.py", [("q @ k.transpose(-2, -1)", "q @ k")], also_breaks=("masking",)),
-    Mistake("output_upcast", "attention.py", [("out = weights @ v", "out = weights.double() @ v.double()")]),
+    Mistake("softmax_wrong_dim", {"softmax_dim": -2}, {"softmax_dim": 1}, also_breaks=("masking",)),
+    Mistake("no_softmax", {"softmax": False}, also_breaks=("masking",)),
+    Mistake("k_not_transposed", {"k_transpose": None}, {"k_transpose": (1, 2)}, also_breaks=("masking",)),
+    Mistake("returns_swapped", {"returns": "weights_out"}, also_breaks=("masking",)),
+    Mistake("weights_before_softmax", {"weights_are_scores": True}, also_breaks=("masking",)),
+    Mistake("output_upcast", {"out_upcast": True}),
 ]

@@ -1,15 +1,13 @@
-"""Known mistakes of step `embedding`: the reference with one specific error planted.
+"""Known mistakes of step `embedding`, each a list of knob settings of the model (mistakes/model.py).
 
-Instructor-only: the patches quote reference code. Used by the diagnosis (autograder/diagnosis.py)
-and by the kit's fairness tests; never imported where student code runs.
+Instructor-only. Used by the diagnosis (autograder/diagnosis.py) and by the fingerprints shipped
+to students (autograder/fingerprints.py); never imported where student code runs.
 """
-from ..check import Mistake
+from . import Mistake
 
 MISTAKES = [
-    Mistake("embedding_no_padding_idx", "embedding.py", [
-        ("nn.Embedding(vocab_size, d_model, padding_idx=pad_id)", "nn.Embedding(vocab_size, d_model)")]),
-    Mistake("embedding_padding_idx_zero", "embedding.py", [
-        ("nn.Embedding(vocab_size, d_model, padding_idx=pad_id)", "nn.Embedding(vocab_size, d_model, padding_idx=0)")]),
-    Mistake("embedding_scaled", "embedding.py", [
-        ("return self.embedding(ids)", "return self.embedding(ids) * self.embedding.embedding_dim ** 0.5")]),
+    Mistake("embedding_no_padding_idx", {"emb_padding_idx": None}),
+    Mistake("embedding_pad_row_trained", {"emb_padding_idx": "zeroed_row"}),
+    Mistake("embedding_padding_idx_zero", {"emb_padding_idx": "zero"}),
+    Mistake("embedding_scaled", {"emb_scale": True}),
 ]

@@ -1,22 +1,23 @@
-"""Known mistakes of step `masking`: the reference with one specific error planted.
+"""Known mistakes of step `masking`, each a list of knob settings of the model (mistakes/model.py).
 
-Instructor-only: the patches quote reference code. Used by the diagnosis (autograder/diagnosis.py)
-and by the kit's fairness tests; never imported where student code runs.
+Instructor-only. Used by the diagnosis (autograder/diagnosis.py) and by the fingerprints shipped
+to students (autograder/fingerprints.py); never imported where student code runs.
 """
-from ..check import Mistake
+from . import Mistake
 
 MISTAKES = [
-    Mistake("mask_fill_zero", "attention.py", [("torch.finfo(scores.dtype).min)", "0.0)")]),
-    Mistake("mask_after_softmax", "attention.py", [
-        ("scores = scores.masked_fill(mask, torch.finfo(scores.dtype).min)", "pass"),
-        ("    weights = torch.softmax(scores, dim=-1)  # (..., Lq, Lk)\n",
-         "    weights = torch.softmax(scores, dim=-1)  # (..., Lq, Lk)\n"
-         "    if mask is not None:\n        weights = weights.masked_fill(mask, 0.0)\n")]),
-    Mistake("mask_inverted", "attention.py", [("scores.masked_fill(mask,", "scores.masked_fill(~mask,")]),
-    Mistake("fully_masked_nan", "attention.py", [("torch.finfo(scores.dtype).min)", "float(\"-inf\"))")]),
-    Mistake("mask_on_queries", "masking.py", [("[:, None, None, :]", "[:, None, :, None]")]),
-    Mistake("padding_mask_ignores_pad_id", "masking.py", [("(ids == pad_id)", "(ids == 0)")]),
-    Mistake("causal_includes_diagonal", "masking.py", [("torch.triu(ones, diagonal=1)", "torch.triu(ones, diagonal=0)")]),
-    Mistake("causal_wrong_direction", "masking.py", [("torch.triu(ones, diagonal=1)", "torch.tril(ones, diagonal=-1)")]),
-    Mistake("causal_ignores_device", "masking.py", [("dtype=torch.bool, device=device)", "dtype=torch.bool)")]),
+    Mistake("mask_fill_zero", {"fill": "zero"}),
+    Mistake("mask_after_softmax", {"mask_place": "after_softmax"}),
+    Mistake("mask_added", {"mask_place": "add"}),
+    Mistake("mask_ignored", {"mask_place": "ignored"}),
+    Mistake("mask_inverted", {"mask_invert": True}),
+    Mistake("fully_masked_nan", {"fill": "-inf"}),
+    Mistake("mask_on_queries", {"padding_mask_shape": "queries"}),
+    Mistake("padding_mask_not_broadcastable", {"padding_mask_shape": "flat"}, {"padding_mask_shape": "three_dims"}),
+    Mistake("padding_mask_inverted", {"padding_mask_invert": True}),
+    Mistake("padding_mask_ignores_pad_id", {"padding_mask_pad_id": False}),
+    Mistake("causal_includes_diagonal", {"causal": "triu0"}),
+    Mistake("causal_wrong_direction", {"causal": "tril-1"}),
+    Mistake("causal_inverted", {"causal": "tril0"}),
+    Mistake("causal_ignores_device", {"causal_device": False}),
 ]

@@ -1,21 +1,34 @@
-"""Known mistakes of step `multi_head_attention`: the reference with one specific error planted.
+"""Known mistakes of step `multi_head_attention`, each a list of knob settings of the model (mistakes/model.py).
 
-Instructor-only: the patches quote reference code. Used by the diagnosis (autograder/diagnosis.py)
-and by the kit's fairness tests; never imported where student code runs.
+Instructor-only. Used by the diagnosis (autograder/diagnosis.py) and by the fingerprints shipped
+to students (autograder/fingerprints.py); never imported where student code runs.
 """
-from ..check import Mistake
+from . import Mistake, SHARED
 
 MISTAKES = [
-    Mistake("dropout_in_eval", "mha.py", [
-        ("weights = self.dropout(weights)", "weights = nn.functional.dropout(weights, self.dropout.p, training=True)")]),
-    Mistake("dropout_p_ignored", "mha.py", [("self.dropout = nn.Dropout(dropout)\n", "self.dropout = nn.Dropout(0.0)\n")]),
-    Mistake("mha_causal_ignored", "mha.py", [("if self.causal:", "if False:")]),
-    Mistake("mha_causal_bottom_right", "mha.py", [
-        ("torch.ones_like(blocked).triu(diagonal=1)", "torch.ones_like(blocked).triu(diagonal=1 + Lk - Lq)")]),
-    Mistake("mha_pad_mask_ignored", "mha.py", [("if pad_mask is not None:", "if False:")]),
-    Mistake("out_missing_bias", "mha.py", [
-        ("self.w_o = nn.Linear(d_model, d_model, bias=bias)", "self.w_o = nn.Linear(d_model, d_model, bias=False)")]),
-    Mistake("mha_scale_by_d_model", "mha.py", [("/ math.sqrt(q.size(-1))", "/ math.sqrt(self.d_model)")]),
-    Mistake("mha_fully_masked_nan", "mha.py", [("torch.finfo(scores.dtype).min)", "float(\"-inf\"))")]),
-    Mistake("mha_output_detached", "mha.py", [("return self.w_o(out)", "return self.w_o(out.detach())")]),
+    Mistake("mha_shared_projection", *SHARED),
+    Mistake("mha_ignores_key", {"mha_key_from": "query", "mha_value_from": "query"}, {"mha_key_from": "query"}),
+    Mistake("mha_key_value_swapped", {"mha_key_from": "value", "mha_value_from": "key"}),
+    Mistake("dropout_in_eval", {"mha_dropout": "always"}),
+    Mistake("dropout_p_ignored", {"mha_dropout_p": "zero"}),
+    Mistake("mha_dropout_on_output", {"mha_dropout": "output"}),
+    Mistake("mha_causal_ignored", {"mha_causal": "ignored"}),
+    Mistake("mha_causal_bottom_right", {"mha_causal": "bottom_right"}),
+    Mistake("mha_causal_includes_diagonal", {"mha_causal": "with_diagonal"}),
+    Mistake("mha_pad_mask_ignored", {"mha_pad_mask": "ignored"}),
+    Mistake("mha_pad_mask_inverted", {"mha_pad_mask": "inverted"}),
+    Mistake("mha_mask_on_queries", {"mha_pad_mask": "queries"}),
+    Mistake("out_missing_bias", {"out_bias": "never"}),
+    Mistake("mha_bias_always_on", {"qkv_bias_always": True}, {"out_bias": "always"},
+            {"qkv_bias_always": True, "out_bias": "always"}),
+    Mistake("mha_scale_by_d_model", {"scale": "d_model"}),
+    Mistake("mha_no_scale", {"scale": "none"}),
+    Mistake("mha_scale_inverted", {"scale": "inverted"}),
+    Mistake("mha_softmax_wrong_dim", {"softmax_dim": -2}),
+    Mistake("mha_fully_masked_nan", {"fill": "-inf"}),
+    Mistake("mha_mask_fill_zero", {"fill": "zero"}),
+    Mistake("mha_heads_share_slice", {"mha_heads": "one_slice"}),
+    Mistake("mha_split_without_transpose", {"split": "view_only"}),
+    Mistake("mha_merge_without_transpose", {"merge": "no_transpose"}),
+    Mistake("mha_output_detached", {"mha_detach": True}),
 ]

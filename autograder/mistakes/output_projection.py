@@ -1,13 +1,14 @@
-"""Known mistakes of step `output_projection`: the reference with one specific error planted.
+"""Known mistakes of step `output_projection`, each a list of knob settings of the model (mistakes/model.py).
 
-Instructor-only: the patches quote reference code. Used by the diagnosis (autograder/diagnosis.py)
-and by the kit's fairness tests; never imported where student code runs.
+Instructor-only. Used by the diagnosis (autograder/diagnosis.py) and by the fingerprints shipped
+to students (autograder/fingerprints.py); never imported where student code runs.
 """
-from ..check import Mistake
+from . import Mistake
 
 MISTAKES = [
-    Mistake("out_no_merge_transpose", "output.py", [
-        ("heads.transpose(1, 2).contiguous().view(B, L, H * d_k)", "heads.contiguous().view(B, L, H * d_k)")]),
-    Mistake("out_missing_bias", "output.py", [
-        ("self.w_o = nn.Linear(d_model, d_model, bias=bias)\n", "self.w_o = nn.Linear(d_model, d_model, bias=False)\n")]),
+    Mistake("out_no_merge_transpose", {"merge": "no_transpose"}),
+    Mistake("out_merge_interleaved", {"merge": "interleaved"}),
+    Mistake("out_merge_view_not_contiguous", {"merge": "view_not_contiguous"}),
+    Mistake("out_missing_bias", {"out_bias": "never"}),
+    Mistake("out_bias_always_on", {"out_bias": "always"}),
 ]

@@ -1,18 +1,20 @@
-"""Known mistakes of step `qkv_projection`: the reference with one specific error planted.
+"""Known mistakes of step `qkv_projection`, each a list of knob settings of the model (mistakes/model.py).
 
-Instructor-only: the patches quote reference code. Used by the diagnosis (autograder/diagnosis.py)
-and by the kit's fairness tests; never imported where student code runs.
+Instructor-only. Used by the diagnosis (autograder/diagnosis.py) and by the fingerprints shipped
+to students (autograder/fingerprints.py); never imported where student code runs.
 """
-from ..check import Mistake
+import itertools
+
+from . import Mistake, SHARED, SWAPPED
 
 MISTAKES = [
-    Mistake("qkv_shared_weight", "projection.py", [("k = self.w_k(x)", "k = self.w_q(x)")]),
-    Mistake("qkv_fused_split_per_head", "projection.py", [
-        ("q, k, v = qkv.split(self.d_model, dim=-1)",
-         "q, k, v = [t.reshape(x.shape) for t in qkv.view(*x.shape[:-1], 2, -1).chunk(3, dim=-1)]")]),
-    Mistake("qkv_wrong_order", "projection.py", [("q, k, v = qkv.split(", "k, q, v = qkv.split(")]),
-    Mistake("qkv_bias_always_on", "projection.py", [
-        ("self.w_q = nn.Linear(d_model, d_model, bias=bias)", "self.w_q = nn.Linear(d_model, d_model)")]),
-    Mistake("qkv_fused_bias_always_on", "projection.py", [
-        ("self.c_attn = nn.Linear(d_model, 3 * d_model, bias=bias)\n", "self.c_attn = nn.Linear(d_model, 3 * d_model)\n")]),
+    # k and/or v (or q) computed with another projection's layer, at call time (k = self.w_q(x))
+    # or by making two attributes one layer (self.w_k = self.w_q)
+    Mistake("qkv_shared_weight", *SHARED),
+    Mistake("qkv_roles_swapped", *SWAPPED),
+    Mistake("qkv_fused_split_per_head", {"fused_split": "per_pair"}, {"fused_split": "interleaved"}),
+    Mistake("qkv_fused_split_wrong_dim", {"fused_split": "wrong_dim"}),
+    Mistake("qkv_wrong_order", *({"fused_order": "".join(p)} for p in itertools.permutations("qkv") if p != tuple("qkv"))),
+    Mistake("qkv_bias_always_on", {"qkv_bias_always": True}),
+    Mistake("qkv_fused_bias_always_on", {"fused_bias_always": True}),
 ]

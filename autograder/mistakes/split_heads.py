@@ -1,18 +1,16 @@
-"""Known mistakes of step `split_heads`: the reference with one specific error planted.
+"""Known mistakes of step `split_heads`, each a list of knob settings of the model (mistakes/model.py).
 
-Instructor-only: the patches quote reference code. Used by the diagnosis (autograder/diagnosis.py)
-and by the kit's fairness tests; never imported where student code runs.
+Instructor-only. Used by the diagnosis (autograder/diagnosis.py) and by the fingerprints shipped
+to students (autograder/fingerprints.py); never imported where student code runs.
 """
-from ..check import Mistake
+from . import Mistake
 
 MISTAKES = [
-    Mistake("split_without_transpose", "heads.py", [
-        ("    x = x.view(B, L, num_heads, d_k)  # (B, L, H, d_k)\n    return x.transpose(1, 2)",
-         "    return x.view(B, num_heads, L, d_k)")]),
-    Mistake("merge_without_transpose", "heads.py", [
-        ("x = x.transpose(1, 2).contiguous()", "x = x.contiguous()")]),
-    Mistake("merge_view_not_contiguous", "heads.py", [
-        ("x = x.transpose(1, 2).contiguous()", "x = x.transpose(1, 2)")]),
-    Mistake("split_no_divisibility_check", "heads.py", [
-        ('raise ValueError(f"d_model={D} is not divisible by num_heads={num_heads}")', "pass")]),
+    Mistake("split_without_transpose", {"split": "view_only"}),
+    Mistake("split_interleaved", {"split": "interleaved"}),
+    Mistake("split_one_slice", {"split": "one_slice"}),
+    Mistake("merge_without_transpose", {"merge": "no_transpose"}),
+    Mistake("merge_interleaved", {"merge": "interleaved"}),
+    Mistake("merge_view_not_contiguous", {"merge": "view_not_contiguous"}),
+    Mistake("split_no_divisibility_check", {"split_check": "none"}, {"split_check": "assert"}),
 ]

@@ -1,0 +1,87 @@
+"""No diagnosis on correct code: for random seeds of the hidden checks, the reference and the
+correct variants (tests/variants.py) get full marks and not one diagnosis; and a random
+correct computation is never mistaken for a known mistake."""
+import shutil
+
+import pytest
+import torch
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from autograder.diagnosis import Record, diagnose
+from autograder.checks import step_modules
+from autograder.runner import Observation, grade, observe
+from conftest import SOLUTIONS, full_marks
+from variants import VARIANTS
+
+SLOW_OK = settings(max_examples=4, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+
+
+@SLOW_OK
+@given(seed=st.integers(0, 2**31 - 1), which=st.sampled_from([None, *VARIANTS]))
+def test_correct_code_gets_full_marks_and_no_diagnosis(config, tmp_path_factory, seed, which):
+    root = tmp_path_factory.mktemp("correct")
+    shutil.copytree(SOLUTIONS / "mha", root / "mha", dirs_exist_ok=True)
+    if which is not None:
+        target = root / "mha" / which.file
+        target.write_text(which.apply(target.read_text()))
+    result = grade(root, config, reference=SOLUTIONS, seed=seed)
+    assert full_marks(result) == []
+    assert [(s.id, s.diagnoses) for s in result.steps if s.diagnoses] == []
+
+
+class FixedAttention:
+    """A check-like object running the reference attention on drawn inputs."""
+
+    id, step, visibility = "drawn", "attention", "hidden"
+
+    def observe(self, mha, q, k, v, mask):
+        out, weights = mha.attention.scaled_dot_product_attention(q, k, v, mask=mask)
+        return {"out": out, "weights": weights}
+
+    def judge(self, inputs, got, expected, tol):
+        from autograder.check import compare
+        return compare(got, expected, tol)
+
+
+@settings(max_examples=15, deadline=None)
+@given(B=st.integers(1, 3), H=st.integers(2, 4), lq=st.integers(2, 6), lk=st.integers(2, 6), d_k=st.integers(2, 8),
+       d_v=st.integers(2, 6), seed=st.integers(0, 10_000), masked=st.booleans())
+def test_no_known_mistake_explains_a_correct_attention(config, B, H, lq, lk, d_k, d_v, seed, masked):
+    """The reference's output on random shapes, reported as failing: no known mistake may be
+    named for it. A variant that computes the same on these shapes (scale by sqrt(d_v) when
+    d_v == d_k) passes and is not named; one that differs must not pass for the same output."""
+    from autograder.runner import load_reference
+    rng = torch.Generator().manual_seed(seed)
+    inputs = {"q": torch.randn(B, H, lq, d_k, generator=rng, dtype=torch.float64),
+              "k": torch.randn(B, H, lk, d_k, generator=rng, dtype=torch.float64),
+              "v": torch.randn(B, H, lk, d_v, generator=rng, dtype=torch.float64),
+              "mask": (torch.rand(B, 1, 1, lk, generator=rng) < 0.3) if masked else None}
+    if masked:
+        inputs["mask"][..., 0] = False
+    check = FixedAttention()
+    reference = load_reference(SOLUTIONS)
+    values = check.observe(reference, **inputs)
+    tol = config.step("attention").tolerance
+    for step_id in ("attention", "masking"):
+        record = Record(check, inputs, Observation(values=values), fail=_fail(), expected=values)
+        module = step_modules()[step_id]
+        found = diagnose(_without_probes(module), [record], lambda c, p, i: observe(c, p, i), None, tol,
+                         reference=SOLUTIONS)
+        assert [d["id"] for d in found] == ["no_known_mistake"], (step_id, found)
+
+
+def _fail():
+    from autograder.check import Fail
+    return Fail("values", {"name": "out", "diff": 1.0, "index": (0,), "expected": 0.0, "got": 1.0})
+
+
+def _without_probes(module):
+    from types import SimpleNamespace
+    return SimpleNamespace(__name__=module.__name__, PROBES=[])
+
+
+@pytest.fixture(scope="module")
+def config():
+    from autograder import config as grading_config
+    return grading_config.load(known_steps=step_modules())
