@@ -28,7 +28,7 @@ from .mistakes import mistakes_of
 # Failures that say nothing about the computation: nothing to diagnose.
 NOT_EVIDENCE = {"not_implemented", "not_checked", "missing_package", "missing_file", "syntax_error",
                 "import_error", "forbidden_call", "forbidden_call_at", "forbidden_source", "tampering", "timeout",
-                "worker_crashed", "worker_exited", "bad_worker_message", "unreadable_observation"}
+                "worker_crashed", "worker_exited", "bad_worker_message", "unreadable_observation", "refused_file"}
 
 
 @dataclass

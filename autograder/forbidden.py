@@ -38,6 +38,8 @@ from dataclasses import dataclass
 import torch
 from torch.nn.modules.module import register_module_module_registration_hook
 from torch.overrides import TorchFunctionMode
+
+from .submission import SOURCE_LIMIT  # a larger .py is not parsed (staging refuses it already)
 from torch.utils._python_dispatch import TorchDispatchMode
 
 
@@ -464,7 +466,6 @@ def scan_tampering(source: str) -> list:
 
 # ---------------------------------------------------------------------------- the submission's files
 
-SOURCE_LIMIT = 1 << 20  # bytes: a larger .py is not parsed (staging refuses it already)
 
 
 def package_files(directory) -> dict:

@@ -23,7 +23,7 @@ from .check import Check, ContractError, Fail, judged
 from .checks import step_modules
 from .forbidden import package_files, reached_files, scan_source, scan_tampering, watching
 from .results import CheckResult, GradeResult, StepResult
-from .submission import Package, SubmissionError, staged
+from .submission import Package, SubmissionError, refused_files, staged
 
 
 @dataclass
@@ -175,6 +175,15 @@ def source_evidence(module, step, mha):
     return evidence
 
 
+def refused_step_file(module, refused):
+    """The Fail for the first of the step's files that staging refused (a link, say), or None."""
+    for name in module.FILES:
+        if f"mha/{name}" in refused:
+            reason_id, params = refused[f"mha/{name}"]
+            return Fail("refused_file", {"file": f"mha/{name}", "reason": messages.render(reason_id, **params)})
+    return None
+
+
 def cuda_available():
     return torch.cuda.is_available()
 
@@ -254,6 +263,7 @@ def grade_package(submission, config, reference, seed, steps, isolate, memory_by
         executor = InProcess(submission)
         package_error = package_error or executor.error
     source = Package.unloaded(submission)
+    refused = refused_files(submission)
     plans = []
     with executor:
         for step in config.steps:
@@ -261,7 +271,8 @@ def grade_package(submission, config, reference, seed, steps, isolate, memory_by
                 continue
             module = modules[step.id]
             checks = [c for c in module.CHECKS if hidden or c.visibility == "public"]
-            in_source = None if package_error else forbidden_in_source(module, step, source)
+            in_source = None if package_error else (refused_step_file(module, refused)
+                                                    or forbidden_in_source(module, step, source))
             plan = {"step": step, "module": module, "outcomes": {}, "tasks": [], "mode": None,
                     "evidence": {} if package_error or in_source else source_evidence(module, step, source)}
             for check in checks:

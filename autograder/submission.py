@@ -9,7 +9,9 @@ needed it. The reference solution is loaded the same way under another package n
 sit beside a student's `mha` in one process.
 """
 import importlib
+import os
 import shutil
+import stat
 import sys
 import tempfile
 import types
@@ -78,6 +80,27 @@ class Package:
 
 
 NOTEBOOK_LIMIT = 20 << 20  # bytes: a larger .ipynb is not read
+SOURCE_LIMIT = 1 << 20  # bytes: a larger .py file of the package is not graded
+
+
+def refused_files(root):
+    """{"mha/<name>.py": (message id, params)} for the package files that are not graded: links,
+    pipes, sockets, devices, and files over SOURCE_LIMIT. Looked at with lstat, never opened."""
+    directory = Path(root) / "mha"
+    refused = {}
+    if directory.is_symlink() or not directory.is_dir():
+        return refused
+    for entry in os.scandir(directory):
+        if not entry.name.endswith(".py"):
+            continue
+        info = entry.stat(follow_symlinks=False)
+        if stat.S_ISLNK(info.st_mode):
+            refused[f"mha/{entry.name}"] = ("refused_link", {})
+        elif not stat.S_ISREG(info.st_mode):
+            refused[f"mha/{entry.name}"] = ("refused_special", {})
+        elif info.st_size > SOURCE_LIMIT:
+            refused[f"mha/{entry.name}"] = ("refused_size", {"limit": SOURCE_LIMIT})
+    return refused
 
 
 @contextmanager

@@ -38,12 +38,11 @@ from .checks import step_modules  # noqa: E402
 from .fork_server import ServerError, WorkerServer  # noqa: E402
 from .runner import Observation, observe  # noqa: E402
 from .sandbox import close_other_fds, confine, private_scratch  # noqa: E402 - loaded in the server
-from .submission import Package  # noqa: E402
+from .submission import SOURCE_LIMIT, Package  # noqa: E402
 
 GRACE = 1.0  # seconds the judge waits past a check's limit before killing (the worker's own alarm comes first)
 OUTPUT_LIMIT = 8 * 1024 * 1024  # bytes a worker may write (its printing included)
 SHOWN_OUTPUT = 4000  # characters of a student's printing kept in the result
-MAX_FILE = 1024 * 1024  # bytes: bigger files of a submission are not copied
 SCRATCH_BYTES = 64 << 20  # bytes: the size of a worker's private scratch file system
 THREADS = 16  # tasks (threads) a worker may run at once: torch with one thread needs a few
 CLEAN_ENV = {"PATH": "/usr/bin:/bin", "LANG": "C.UTF-8", "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"}
@@ -283,8 +282,8 @@ def submission_files(submission):
                 continue
             with os.fdopen(fd, "rb") as f:
                 info = os.fstat(f.fileno())
-                if stat.S_ISREG(info.st_mode) and info.st_size <= MAX_FILE:
-                    files[name] = f.read(MAX_FILE + 1)[:MAX_FILE]
+                if stat.S_ISREG(info.st_mode) and info.st_size <= SOURCE_LIMIT:
+                    files[name] = f.read(SOURCE_LIMIT + 1)[:SOURCE_LIMIT]
     finally:
         os.close(directory)
     return files
