@@ -119,11 +119,11 @@ class Outcome:
 
 
 def grade(tmp_path: Path, submissions: list, *, workers: int = 2, scan: bool = False, timeout: float = 2,
-          memory_bytes: int = None, limit: float = 240, env: dict = None) -> Outcome:
+          memory_bytes: int = None, limit: float = 240, env: dict = None, out: Path = None) -> Outcome:
     """Grade `submissions` as one batch (`python -m autograder grade ... --out`), the grader a
     child of the harness; the grader's TMPDIR is a directory of the test."""
     run = tmp_path / f"run-{uuid.uuid4().hex[:8]}"
-    out = run / "out"
+    out = out or run / "out"
     run.mkdir()
     tmpdir = Path(tempfile.mkdtemp(prefix="mha-attack-", dir="/tmp"))  # short: UNIX socket paths live there
     config = run / "grading.yml"
@@ -350,3 +350,290 @@ def test_3c_staging_does_not_follow_a_symlinked_step_file(layout, tmp_path):
     outcome = grade(tmp_path, [attacker])
     assert_contained(outcome, [attacker])
     assert outcome.score(attacker) == 0, "a symlinked step file was graded"
+
+
+# ---------------------------------------------------------------------------- 4. a foreign system-call ABI
+
+# x86-64 machine code: fork through the i386 ABI (int 0x80, eax=2); the child sleeps
+# SURVIVOR_SECONDS (nanosleep) and exits (exit_group), the parent returns the child's pid.
+I386_FORK = bytes.fromhex(
+    "b802000000" "cd80" "85c0" "7519"           # mov eax, 2; int 0x80; test eax, eax; jnz parent
+    "488d3d16000000" "31f6" "b823000000" "0f05"  # lea rdi, [rip+ts]; xor esi, esi; nanosleep
+    "31ff" "b8e7000000" "0f05"                   # exit_group(0)
+    "c3" "000000")                               # parent: ret; pad to the timespec at offset 40
+FOREIGN_ABI_FORK = """
+def _probe():
+    import mmap
+    exec('import ctypes', globals())
+    code = @CODE@ + (@SECONDS@).to_bytes(8, 'little') + bytes(8)
+    page = mmap.mmap(-1, 4096, prot=mmap.PROT_READ | mmap.PROT_WRITE | mmap.PROT_EXEC)
+    page.write(code)
+    run = ctypes.CFUNCTYPE(ctypes.c_int)(ctypes.addressof(ctypes.c_char.from_buffer(page)))
+    pids = [run() for _ in range(3)]
+    print('forked through int 0x80:', pids)
+    return all(pid > 0 for pid in pids)
+"""
+
+
+@pytest.mark.skipif(not X86_64, reason="the i386 ABI exists only on x86-64")
+def test_4_no_process_through_a_foreign_syscall_abi(tmp_path):
+    """fork through `int 0x80`: no process may come of it, let alone outlive the grader."""
+    payload = flag(FOREIGN_ABI_FORK.replace("def _probe():\n", "", 1))
+    attacker = hostile(tmp_path, "attacker", payload, gated=True, CODE=I386_FORK, SECONDS=SURVIVOR_SECONDS)
+    neighbour = honest(tmp_path)
+    outcome = grade(tmp_path, [attacker, neighbour])
+    assert_contained(outcome, [attacker, neighbour], [neighbour])
+    assert outcome.step(attacker, "padding")["score"] == 0, outcome.results[str(attacker)]["output"]
+
+
+# ---------------------------------------------------------------------------- 5-7 and more: one batch of probes
+# Each probe is a gated payload (the padding step's points say whether the attack worked), some
+# with a marker of their own; all are graded in one batch, beside an honest neighbour.
+
+SYSCALLS = {"x86_64": {"bpf": 321, "reboot": 169}, "aarch64": {"bpf": 280, "reboot": 142}}.get(platform.machine(), {})
+LIBC = "exec('import ctypes', globals())\n    libc = ctypes.CDLL(None, use_errno=True)\n"
+
+PRIVILEGE = {  # 5. root inside the worker
+    "chmod_outside_scratch": "    import os\n    os.chmod(@VICTIM@, 0o4755)\n    return True",
+    "chown_outside_scratch": "    import os\n    os.chown(@VICTIM@, 12345, 12345)\n    return True",
+    "setxattr_outside_scratch": "    import os\n    os.setxattr(@VICTIM@, 'user.mha_lab', b'attack')\n    return True",
+    "mknod_reads_kmsg": """
+    import os, stat
+    os.mknod('kmsg-node', stat.S_IFCHR | 0o600, os.makedev(1, 11))
+    fd = os.open('kmsg-node', os.O_RDONLY | os.O_NONBLOCK)
+    return len(os.read(fd, 8192)) > 0""",
+    "raise_own_priority": "    import os\n    return os.nice(-5) < 0",
+    "realtime_scheduling": """
+    import os
+    os.sched_setscheduler(0, os.SCHED_FIFO, os.sched_param(1))
+    os.sched_setscheduler(0, os.SCHED_OTHER, os.sched_param(0))  # back at once
+    return True""",
+    "bpf_reachable": f"""
+    {LIBC}    attr = ctypes.create_string_buffer(bytes.fromhex('02000000' '04000000' '04000000' '01000000'), 72)
+    fd = libc.syscall({SYSCALLS.get('bpf', -1)}, 0, attr, 72)  # BPF_MAP_CREATE, an array of one int
+    return fd >= 0""",
+    # Invalid magic numbers: the kernel checks the capability first (EPERM), then the magic (EINVAL),
+    # so EINVAL proves the capability without anything happening.
+    "reboot_reachable": f"""
+    {LIBC}    result = libc.syscall({SYSCALLS.get('reboot', -1)}, 0, 0, 0, 0)
+    return result == -1 and ctypes.get_errno() == 22""",
+    "raise_own_limits": """
+    import resource
+    raised = []
+    for limit in (resource.RLIMIT_AS, resource.RLIMIT_NPROC, resource.RLIMIT_FSIZE):
+        soft, hard = resource.getrlimit(limit)
+        if hard != resource.RLIM_INFINITY:
+            resource.setrlimit(limit, (soft, resource.RLIM_INFINITY))
+            raised.append(limit)
+    return raised""",
+    "join_other_groups": "    import os\n    os.setgroups([12345])\n    return True",
+}
+LIMITS = {  # 6. limits with holes (memory budget of the batch: MEMORY)
+    "memfd_beyond_memory_budget": """
+    import os
+    chunk, held, files = bytes(4 << 20), 0, []
+    while held < 2 * @MEMORY@:  # in files of 4 MiB: a file-size limit does not bind the total
+        files.append(os.memfd_create('hoard'))
+        held += os.write(files[-1], chunk)
+    print('held in memory files:', held >> 20, 'MiB')
+    for fd in files:
+        os.close(fd)
+    return True""",
+    "fill_the_disk": """
+    written = 0
+    for i in range(128):  # 512 MiB in 4 MiB files (a per-file cap does not bind the total)
+        with open(f'hoard-{i}', 'wb') as f:
+            written += f.write(bytes(4 << 20))
+    return written >= 512 << 20""",
+    "exhaust_threads": """
+    import threading
+    threading.stack_size(256 << 10)
+    done, started = threading.Event(), []
+    try:
+        for _ in range(128):  # a worker needs a handful; 128 is exhaustion on a small grading machine
+            thread = threading.Thread(target=done.wait, args=(5,), daemon=True)
+            thread.start()
+            started.append(thread)
+    finally:
+        done.set()
+        print('threads started:', len(started))
+    return len(started) >= 128""",
+}
+NETWORK = {  # 7. network (receivers of the test's own on loopback)
+    "udp": "    import socket\n    socket.socket(socket.AF_INET, socket.SOCK_DGRAM).sendto(@TOKEN@, ('127.0.0.1', @UDP@))\n"
+           "    return True",
+    "tcp": "    import socket\n    socket.create_connection(('127.0.0.1', @TCP@), timeout=2).sendall(@TOKEN@)\n    return True",
+    "mptcp": "    import socket\n    s = socket.socket(socket.AF_INET, socket.SOCK_STREAM, 262)\n    s.settimeout(2)\n"
+             "    s.connect(('127.0.0.1', @MPTCP@))\n    s.sendall(@TOKEN@)\n    return True",
+    "unix_pathname": "    import socket\n    socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM).sendto(@TOKEN@, @UNIX@)\n"
+                     "    return True",
+    "unix_abstract": "    import socket\n    socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM).sendto(@TOKEN@, @ABSTRACT@)\n"
+                     "    return True",
+    "raw_socket": "    import socket\n    socket.socket(socket.AF_INET, socket.SOCK_RAW, socket.IPPROTO_ICMP).close()\n"
+                  "    return True",
+    "packet_socket": "    import socket\n    socket.socket(socket.AF_PACKET, socket.SOCK_RAW, 0).close()\n    return True",
+}
+REACH = {  # more: other processes, files outside scratch
+    "signal_a_process_outside": "    import os, signal\n    os.kill(@SLEEPER@, signal.SIGUSR1)\n    return True",
+    "read_proc_of_another_process": "    return @SECRET@ in open(f'/proc/{@SLEEPER@}/environ').read()",
+    "write_tmp_outside_scratch": "    open(@MARKER@, 'w').write('written from a worker')\n    return True",
+    "write_dev_shm": "    open(@SHM@, 'w').write('written from a worker')\n    return True",
+    "write_into_the_submission": "    open(@SUBMISSION@ + '/mha/planted.py', 'w').write('x = 1')\n    return True",
+    "forge_the_results_dir": "    open(@OUT@ + '/forged.json', 'w').write('{\"score\": 100}')\n    return True",
+}
+MEMORY = 512 << 20
+
+
+@dataclass
+class Probes:
+    outcome: Outcome
+    paths: dict
+    victims: dict
+    markers: dict
+    received: dict
+
+
+def receive(udp, tcp, mptcp, unix, abstract) -> dict:
+    """What each loopback receiver of the test got, without waiting."""
+    got = {}
+    for name, sock in (("udp", udp), ("unix_pathname", unix), ("unix_abstract", abstract)):
+        sock.setblocking(False)
+        try:
+            got[name] = sock.recv(1024)
+        except BlockingIOError:
+            got[name] = b""
+    for name, listener in (("tcp", tcp), ("mptcp", mptcp)):
+        listener.setblocking(False)
+        got[name] = b""
+        try:
+            while True:
+                connection, _ = listener.accept()
+                connection.settimeout(1)
+                try:
+                    got[name] += connection.recv(1024) or b"(connected)"
+                except OSError:
+                    got[name] += b"(connected)"
+                connection.close()
+        except BlockingIOError:
+            pass
+    return got
+
+
+@pytest.fixture(scope="module")
+def probes(tmp_path_factory):
+    root = tmp_path_factory.mktemp("probes")
+    token = uuid.uuid4().hex.encode()
+    secret = f"MHA_LAB_SECRET_{uuid.uuid4().hex}"
+    short = Path(tempfile.mkdtemp(prefix="mha-attack-", dir="/tmp"))  # UNIX socket paths are short
+    udp = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+    tcp = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    mptcp = socket.socket(socket.AF_INET, socket.SOCK_STREAM)  # a plain TCP listener: MPTCP falls back to TCP
+    unix = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
+    abstract = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
+    sleeper_marker = root / "marker-signalled"
+    sleeper = subprocess.Popen(
+        [sys.executable, "-c", "import signal, sys, time\n"
+         f"signal.signal(signal.SIGUSR1, lambda *a: open({str(sleeper_marker)!r}, 'w').write('signalled'))\n"
+         "time.sleep(120)"], env={**os.environ, "MHA_LAB_SECRET": secret})
+    shm = Path("/dev/shm") / f"mha-lab-attack-{uuid.uuid4().hex}"
+    try:
+        udp.bind(("127.0.0.1", 0))
+        for listener in (tcp, mptcp):
+            listener.bind(("127.0.0.1", 0))
+            listener.listen(16)
+        unix.bind(str(short / "sock"))
+        abstract.bind(f"\0mha-lab-attack-{uuid.uuid4().hex}")
+        out = root / "out"
+        victims = {name: root / f"victim-{name}" for name in ("chmod_outside_scratch", "chown_outside_scratch",
+                                                              "setxattr_outside_scratch")}
+        for victim in victims.values():
+            victim.write_text("a file of the test's")
+            victim.chmod(0o600)
+        markers = {"write_tmp_outside_scratch": root / "marker-tmp", "write_dev_shm": shm,
+                   "signal_a_process_outside": sleeper_marker, "forge_the_results_dir": out / "forged.json"}
+        values = {"TOKEN": token, "UDP": udp.getsockname()[1], "TCP": tcp.getsockname()[1], "MPTCP": mptcp.getsockname()[1],
+                  "UNIX": str(short / "sock"), "ABSTRACT": abstract.getsockname(), "SLEEPER": sleeper.pid,
+                  "SECRET": secret, "MARKER": str(markers["write_tmp_outside_scratch"]), "SHM": str(shm),
+                  "OUT": str(out), "MEMORY": MEMORY}
+        paths = {}
+        for name, probe in {**PRIVILEGE, **LIMITS, **NETWORK, **REACH}.items():
+            used = {key: value for key, value in values.items() if f"@{key}@" in probe}
+            if "@VICTIM@" in probe:
+                used["VICTIM"] = str(victims[name])
+            if "@SUBMISSION@" in probe:
+                used["SUBMISSION"] = str(root / name)
+                markers[name] = root / name / "mha" / "planted.py"
+            paths[name] = hostile(root, name, flag(probe), gated=True, **used)
+        paths["honest"] = honest(root)
+        # 10 s per check: a probe runs at import, inside the first check, and some write hundreds of MiB.
+        outcome = grade(root, list(paths.values()), memory_bytes=MEMORY, out=out, timeout=10)
+        yield Probes(outcome, paths, victims, markers, receive(udp, tcp, mptcp, unix, abstract))
+    finally:
+        sleeper.kill()
+        sleeper.wait()
+        for sock in (udp, tcp, mptcp, unix, abstract):
+            sock.close()
+        shutil.rmtree(short, ignore_errors=True)
+        shm.unlink(missing_ok=True)
+
+
+def check_probe(probes: Probes, name: str) -> None:
+    """The probe's attack did not work: no points for it, and the batch finished."""
+    outcome, path = probes.outcome, probes.paths[name]
+    assert not outcome.timed_out and outcome.rc == 0, outcome.explain()
+    assert str(path) in outcome.results and outcome.full_marks(probes.paths["honest"]), outcome.explain()
+    result = outcome.results[str(path)]
+    padding = outcome.step(path, "padding")
+    assert padding["score"] == 0, f"the attack worked: {result['output'][:2000]}"
+    marker = probes.markers.get(name)
+    assert marker is None or not marker.exists(), f"marker {marker} exists"
+
+
+def test_the_batch_of_probes_is_contained(probes):
+    assert_contained(probes.outcome, list(probes.paths.values()), [probes.paths["honest"]])
+
+
+@pytest.mark.parametrize("name", list(PRIVILEGE))
+def test_5_the_worker_has_no_privilege(probes, name):
+    if name in ("bpf_reachable", "reboot_reachable") and not SYSCALLS:
+        pytest.skip("system call numbers known for x86-64 and aarch64 only")
+    victim = probes.victims.get(name)
+    if victim is not None:
+        info = victim.stat()
+        assert (stat.S_IMODE(info.st_mode), info.st_uid) == (0o600, os.getuid()), "a file outside scratch changed"
+        assert name != "setxattr_outside_scratch" or not os.listxattr(victim), "an xattr was set outside scratch"
+    check_probe(probes, name)
+
+
+@pytest.mark.parametrize("name", list(LIMITS))
+def test_6_limits_bind(probes, name):
+    check_probe(probes, name)
+
+
+@pytest.mark.parametrize("name", list(NETWORK))
+def test_7_no_network(probes, name):
+    assert probes.received.get(name, b"") == b"", f"a loopback receiver of the test got traffic over {name}"
+    check_probe(probes, name)
+
+
+@pytest.mark.parametrize("name", list(REACH))
+def test_nothing_outside_the_worker_is_reachable(probes, name):
+    check_probe(probes, name)
+
+
+IMMUTABLE = """
+    import fcntl, struct
+    with open('pinned', 'w') as f:
+        f.write('cleanup cannot remove me')
+    with open('pinned') as f:
+        flags = struct.unpack('i', fcntl.ioctl(f.fileno(), 0x80086601, struct.pack('i', 0)))[0]
+        fcntl.ioctl(f.fileno(), 0x40086602, struct.pack('i', flags | 0x10))  # FS_IMMUTABLE_FL
+    return True"""
+
+
+def test_5b_scratch_cannot_outlive_its_cleanup(tmp_path):
+    """chattr +i on a file in scratch: the worker's scratch must still be gone after grading."""
+    attacker = hostile(tmp_path, "attacker", flag(IMMUTABLE), gated=True)
+    outcome = grade(tmp_path, [attacker])
+    assert_contained(outcome, [attacker])
+    assert outcome.step(attacker, "padding")["score"] == 0, outcome.results[str(attacker)]["output"]
