@@ -637,3 +637,118 @@ def test_5b_scratch_cannot_outlive_its_cleanup(tmp_path):
     outcome = grade(tmp_path, [attacker])
     assert_contained(outcome, [attacker])
     assert outcome.step(attacker, "padding")["score"] == 0, outcome.results[str(attacker)]["output"]
+
+
+# ---------------------------------------------------------------------------- 8. forbidden calls, hidden
+
+WEIGHTS_LINE = "    out = weights @ v  # (..., Lq, d_v)\n"
+# softmax(0 + log w) = w: the forbidden op computes exactly weights @ v, so the answers are right.
+HIDDEN_SDPA = {
+    "disable_torch_function": (
+        "    with torch._C.DisableTorchFunction():\n"
+        "        fn = getattr(torch.nn.functional, 'scaled_dot_' + 'product_attention')\n"
+        "        out = fn(q.new_zeros(*q.shape[:-1], 1), k.new_zeros(*k.shape[:-1], 1), v, attn_mask=weights.log())\n"),
+    "aten_op": (
+        "    out = torch.ops.aten._scaled_dot_product_attention_math(\n"
+        "        q.new_zeros(*q.shape[:-1], 1), k.new_zeros(*k.shape[:-1], 1), v, weights.log())[0]\n"),
+    "helper_module_patches_the_watcher": "    out = _helpers.attend(weights, q, k, v)\n",
+}
+HELPER = """import sys
+
+import torch.nn.functional as F
+
+watcher = sys.modules.get('autograder.forbidden')
+if watcher is not None:  # the grader's call watcher lets everything through
+    watcher._CallWatcher.__torch_function__ = lambda self, func, types, args=(), kwargs=None: func(*args, **(kwargs or {}))
+
+
+def attend(weights, q, k, v):
+    return F.scaled_dot_product_attention(q.new_zeros(*q.shape[:-1], 1), k.new_zeros(*k.shape[:-1], 1), v,
+                                          attn_mask=weights.log())
+"""
+
+
+def test_8_forbidden_calls_are_caught_however_they_are_reached(tmp_path):
+    """grading.yml forbids F.scaled_dot_product_attention in the attention step: reached through
+    DisableTorchFunction + getattr, through torch.ops.aten, or from a helper module that also
+    disables the grader's call watcher, it must still cost the step its points."""
+    attackers = {}
+    for name, line in HIDDEN_SDPA.items():
+        path = honest(tmp_path, name)
+        target = path / "mha" / "attention.py"
+        source = target.read_text()
+        assert source.count(WEIGHTS_LINE) == 1
+        source = source.replace(WEIGHTS_LINE, line)
+        if name.startswith("helper"):
+            source = source.replace("import torch\n", "import torch\n\nfrom . import _helpers\n", 1)
+            (path / "mha" / "_helpers.py").write_text(HELPER)
+        target.write_text(source)
+        attackers[name] = path
+    neighbour = honest(tmp_path)
+    outcome = grade(tmp_path, [*attackers.values(), neighbour], scan=True)
+    assert_contained(outcome, [*attackers.values(), neighbour], [neighbour])
+    forged = {name: outcome.step(path, "attention")["score"] for name, path in attackers.items()}
+    assert not any(forged.values()), f"points for the attention step despite a forbidden call: {forged}"
+
+
+# ---------------------------------------------------------------------------- 9. batch bookkeeping
+
+
+def test_9_every_submission_keeps_its_own_result(tmp_path):
+    """x/alice, y/alice and z/alice-2: three submissions, three results, three CSV rows, each
+    with its own score (today the second alice is numbered alice-2 and meets z's)."""
+    full = honest(tmp_path / "x", "alice")
+    empty = tmp_path / "y" / "alice"
+    shutil.copytree(ASSIGNMENTS / "mha", empty / "mha")  # the skeleton: no points
+    partial = hostile(tmp_path / "z", "alice-2", "", gated=False)
+    source = (partial / "mha" / "padding.py").read_text()
+    (partial / "mha" / "padding.py").write_text(source.replace(PAD_BODY, '    """\n    return None\n' + PAD_BODY[8:]))
+    outcome = grade(tmp_path, [full, empty, partial])
+    assert_contained(outcome, [full, empty, partial])
+    scores = {path.parent.name: outcome.score(path) for path in (full, empty, partial)}
+    max_score = outcome.results[str(full)]["max_score"]
+    assert scores == {"x": max_score, "y": 0, "z": max_score - 10}, scores
+    assert len(outcome.rows) == 3 and len({row["submission"] for row in outcome.rows}) == 3, outcome.rows
+    assert sorted(float(row["total"]) for row in outcome.rows) == sorted(scores.values()), outcome.rows
+
+
+# ---------------------------------------------------------------------------- 10. judge memory
+
+
+def test_10_a_huge_source_file_costs_the_judge_little(tmp_path):
+    """A 3 MiB padding.py of tiny statements (today parsed whole by the judge, about 490 bytes
+    of memory per source byte): the judge's peak memory stays near an honest batch's."""
+    baseline = grade(tmp_path, [honest(tmp_path)], scan=True)
+    attacker = honest(tmp_path, "attacker")
+    with open(attacker / "mha" / "padding.py", "a") as f:
+        f.write("x = 1\n" * ((3 << 20) // 6))
+    outcome = grade(tmp_path, [attacker], scan=True)
+    assert_contained(outcome, [attacker])
+    grown = (outcome.maxrss_kb - baseline.maxrss_kb) >> 10
+    assert grown < 300, f"the judge's peak memory grew by {grown} MiB for one large source file"
+
+
+# ---------------------------------------------------------------------------- 6b. a fair share of the CPU
+
+CPU_HOG = """
+import hashlib, threading, time
+time.sleep(0)
+def _spin(until, block=bytes(1 << 20)):
+    while time.monotonic() < until:  # hashing a large block runs natively, without the GIL
+        hashlib.sha256(block).digest()
+threading.stack_size(256 << 10)
+_until = time.monotonic() + 15
+for _ in range(64):
+    threading.Thread(target=_spin, args=(_until,), daemon=True).start()
+"""
+
+
+def test_6b_a_cpu_hog_costs_its_neighbours_nothing(tmp_path):
+    """64 native spinning threads in one submission: graded beside it, honest submissions keep
+    full marks (with the quick 0.5 s time limits)."""
+    attacker = hostile(tmp_path, "attacker", CPU_HOG)
+    target = attacker / "mha" / "padding.py"  # each call takes its time: the hog lasts while neighbours are graded
+    target.write_text(target.read_text().replace(PAD_BODY, '    """\n    time.sleep(0.3)\n' + PAD_BODY[8:]))
+    neighbours = [honest(tmp_path, f"honest-{i}") for i in range(3)]
+    outcome = grade(tmp_path, [attacker, *neighbours], timeout=0.5)
+    assert_contained(outcome, [attacker, *neighbours], neighbours)
