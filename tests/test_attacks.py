@@ -71,7 +71,7 @@ def hostile(root: Path, name: str, payload: str, gated: bool = False, **values: 
     path = honest(root, name)
     for key, value in values.items():
         payload = payload.replace(f"@{key}@", repr(value))
-    assert "@" not in payload.replace("@property", ""), payload
+    assert "@" not in payload, payload
     target = path / "mha" / "padding.py"
     source = target.read_text()
     source = source.replace("import torch\n", "import torch\n" + payload + "\n", 1)
@@ -715,6 +715,7 @@ def test_9_every_submission_keeps_its_own_result(tmp_path):
 # ---------------------------------------------------------------------------- 10. judge memory
 
 
+@pytest.mark.slow
 def test_10_a_huge_source_file_costs_the_judge_little(tmp_path):
     """A 3 MiB padding.py of tiny statements (today parsed whole by the judge, about 490 bytes
     of memory per source byte): the judge's peak memory stays near an honest batch's."""
@@ -743,6 +744,7 @@ for _ in range(64):
 """
 
 
+@pytest.mark.slow
 def test_6b_a_cpu_hog_costs_its_neighbours_nothing(tmp_path):
     """64 native spinning threads in one submission: graded beside it, honest submissions keep
     full marks (with the quick 0.5 s time limits)."""
