@@ -17,7 +17,6 @@ sandbox must hold on its own, not because a scan refused the code before it ran.
 scan itself (forbidden calls, class 8) run with it on.
 """
 import csv
-import ctypes
 import fcntl
 import json
 import os
