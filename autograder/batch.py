@@ -94,23 +94,41 @@ def grade_batch(paths, config, out, workers=None, reference=None, seed=None, for
     if reference is not None and todo:
         _warm_judge_simulation(config)
     progress = _progress(len(todo), log)
+
+    def run(name, path):
+        return grade(path, config, reference=reference, seed=seed, isolate=isolate, memory_bytes=memory_bytes)
+
+    def record(name, future):
+        try:
+            result = future.result()
+        except Exception as error:  # noqa: BLE001 - the grader's failure, not the student's: no score
+            progress(name, None, f"{type(error).__name__}: {error}")
+            return
+        results_io.write_json(result, out / f"{name}.json")
+        done[name] = result
+        progress(name, result)
+
+    again = []  # timed out beside a neighbour: graded once more, alone, before it is charged
     with ThreadPoolExecutor(max_workers=workers) as pool:
-        futures = {pool.submit(grade, path, config, reference=reference, seed=seed, isolate=isolate,
-                               memory_bytes=memory_bytes): name for name, path in todo}
+        futures = {pool.submit(run, name, path): name for name, path in todo}
         for future in as_completed(futures):
             name = futures[future]
-            try:
-                result = future.result()
-            except Exception as error:  # noqa: BLE001 - the grader's failure, not the student's: no score
-                progress(name, None, f"{type(error).__name__}: {error}")
+            if workers > 1 and future.exception() is None and timed_out(future.result()):
+                again.append(name)
                 continue
-            results_io.write_json(result, out / f"{name}.json")
-            done[name] = result
-            progress(name, result)
+            record(name, future)
+    with ThreadPoolExecutor(max_workers=1) as pool:
+        for name in again:
+            record(name, pool.submit(run, name, given[name]))
     ordered = {name: done.get(name) for name in given}
     results_io.write_csv(list(ordered.values()), list(ordered), out / "grades.csv",
                          paths=[str(path) for path in given.values()])
     return ordered
+
+
+def timed_out(result):
+    """Whether any check of `result` was stopped for time (a busy neighbour may have caused it)."""
+    return any(check.message_id == "timeout" for step in result.steps for check in step.checks)
 
 
 def _warm_judge_simulation(config):
