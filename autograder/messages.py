@@ -41,8 +41,15 @@ CATALOG = {
         "device": "{name}: expected device {expected}, got {got}",
         "not_finite": "{name}: {got} at index {index} (expected a finite number {expected:.6g})",
         "values": (
-            "{name}: values differ; largest difference {diff:.3g} at index {index} "
-            "(expected {expected:.6g}, got {got:.6g})"
+            "{name}: {count} of {total} values out of tolerance, the first at index {index} (expected "
+            "{expected:.10g}, got {got:.10g}); largest absolute error {max_abs:.3g} at index {max_abs_index}, "
+            "largest relative error {max_rel:.3g}; allowed: {tolerance}; dtypes: got {got_dtype}, "
+            "expected {expected_dtype}"
+        ),
+        "tolerance": "|got - expected| <= {atol:.3g} + {rtol:.3g} * |expected|",
+        "tolerance_lower": (
+            "|got - expected| <= {atol:.3g} + {rtol:.3g} * |expected|, or the rounding of {lower} "
+            "arithmetic, {unit:.3g} * (|expected| + {scale:.3g})"
         ),
         "exact_values": "{name}: first difference at index {index}: expected {expected}, got {got}",
         "not_equal": "{name}: expected {expected}, got {got}",
@@ -61,7 +68,8 @@ CATALOG = {
         "row_not_finite": "{name}: a row whose keys are all blocked came out as {got} at index {index}; it must stay finite",
         "mask_changes_kept_keys": (
             "{name}: for query {query} of batch item {batch}, the keys that are not blocked should "
-            "get what attention over those keys alone gives them; largest difference {diff:.3g}"
+            "get what attention over those keys alone gives them; largest difference {diff:.3g} "
+            "(allowed: {tolerance})"
         ),
         "dropout_in_eval": "in eval() two identical calls gave different outputs (difference {diff:.3g}); dropout must be off",
         "dropout_inactive": "in train() with dropout={p} the output never changed; dropout should act on the attention weights",
