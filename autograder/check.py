@@ -98,7 +98,8 @@ def load_linear(module, name, state):
     """Copy `state` into the nn.Linear `module.<name>`, checking it is one of the right size.
 
     Raises ContractError with a readable message when the attribute is missing or wrong, so a
-    mis-named layer reads as such and not as a tensor-size traceback."""
+    mis-named layer reads as such and not as a tensor-size traceback. An nn.LazyLinear is
+    materialised first (one call on zeros: that is all a dry run would do to it)."""
     owner = type(module).__name__
     layer = getattr(module, name, None)
     if layer is None:
@@ -106,19 +107,165 @@ def load_linear(module, name, state):
     if not isinstance(layer, torch.nn.Linear):
         raise ContractError("bad_attribute", owner=owner, name=name, expected="an nn.Linear",
                             got=type(layer).__name__)
-    want = tuple(state["weight"].shape)
-    if tuple(layer.weight.shape) != want:
-        raise ContractError("bad_attribute", owner=owner, name=f"{name}.weight",
-                            expected=f"shape {want}", got=f"shape {tuple(layer.weight.shape)}")
+    load_rows(layer, state, f"{owner}.{name}", 0, d_in=state["weight"].shape[1], whole=True)
+
+
+def materialise(layer, d_in):
+    """An nn.LazyLinear that has not seen an input yet gets its size from one of d_in features."""
+    if isinstance(layer.weight, torch.nn.parameter.UninitializedParameter):
+        with torch.no_grad():
+            layer(torch.zeros(1, d_in, dtype=layer.weight.dtype, device=layer.weight.device))
+
+
+def load_rows(layer, state, path, block, d_in, whole=False):
+    """Copy `state` (weight (d_out, d_in), maybe bias) into block `block` of d_out output rows of
+    `layer` (the whole layer if `whole`); ContractError when the sizes or the bias do not fit."""
+    materialise(layer, d_in)
+    owner, _, name = path.rpartition(".")
+    owner = owner or path
+    d_out = state["weight"].shape[0]
+    rows = slice(block * d_out, (block + 1) * d_out)
+    want = tuple(state["weight"].shape) if whole else (f"a multiple of {d_out}", d_in)
+    shape = tuple(layer.weight.shape)
+    if shape[1] != d_in or (shape[0] != d_out if whole else shape[0] < rows.stop):
+        raise ContractError("bad_attribute", owner=owner, name=f"{name}.weight", expected=f"shape {want}",
+                            got=f"shape {shape}")
     if ("bias" in state) != (layer.bias is not None):
         expected = "a bias" if "bias" in state else "no bias (bias=False)"
         got = "a bias" if layer.bias is not None else "no bias"
-        raise ContractError("bad_attribute", owner=owner, name=f"{name}.bias",
-                            expected=expected, got=got)
+        raise ContractError("bad_attribute", owner=owner, name=f"{name}.bias", expected=expected, got=got)
     with torch.no_grad():
-        layer.weight.copy_(state["weight"])
+        layer.weight[rows].copy_(state["weight"])
         if layer.bias is not None:
-            layer.bias.copy_(state["bias"])
+            layer.bias[rows].copy_(state["bias"])
+
+
+# ---------------------------------------------------------------------------- projections by role
+
+PROJECTIONS = ("w_q", "w_k", "w_v", "w_o")  # the four roles, called by the contract's names
+ROLE_OF_SOURCE = {"query": "w_q", "key": "w_k", "value": "w_v", "other": "w_o"}
+FUSED_BLOCKS = {3: ("w_q", "w_k", "w_v"), 2: ("w_k", "w_v")}  # blocks of d_model rows, in order
+
+
+@dataclass(frozen=True)
+class Slot:
+    """Where one projection lives in a student's module: block `block` (of d_model output rows)
+    of the nn.Linear at `path` (dotted, from the module)."""
+
+    path: str
+    block: int = 0
+
+    def layer(self, module):
+        return module.get_submodule(self.path)
+
+    def weight(self, module, d_model):
+        rows = slice(self.block * d_model, (self.block + 1) * d_model)
+        return self.layer(module).weight[rows]
+
+
+def find_projections(module, d_model):
+    """{role: Slot} for the q, k, v and output projections of a MultiHeadAttention-like module.
+
+    Found by what the layers do, not by their names: the module runs once on cross-attention
+    probes (query, key and value all different); each nn.Linear call is traced to the probe it
+    was applied to, and the gradient of the output tells which calls (and which d_model-row
+    blocks of a fused layer) the result depends on. A (d_model -> d_model) layer applied to the
+    query is the q projection, to the key k, to the value v, to anything else (the merged heads)
+    the output projection; a fused (d_model -> 3 d_model) layer is cut into q, k, v blocks in
+    that order, a (d_model -> 2 d_model) one into k, v. Layers may sit in the student's own
+    sub-modules; an nn.LazyLinear is materialised by the same run. Where that does not give one
+    place per role, the contract's names (w_q, w_k, w_v, w_o) decide; failing those, a
+    ContractError says what the contract accepts.
+
+    A layer may play two roles (k computed with the query projection, a mistake): then both roles
+    map to it and loading the weights keeps the first, so the module is graded as it computes."""
+    failure = None
+    try:
+        found = trace_projections(module, d_model)
+    except Exception as error:  # noqa: BLE001 - student code; the names may still do
+        found, failure = None, error
+    if found and found[0]:
+        return found[0]
+    named = {role: Slot(role) for role in PROJECTIONS if isinstance(getattr(module, role, None), torch.nn.Linear)}
+    if len(named) == len(PROJECTIONS):
+        return named
+    if failure is not None:
+        raise failure
+    raise ContractError("projections_not_found", owner=type(module).__name__, found=found[1] if found else "none")
+
+
+def trace_projections(module, d_model):
+    """(roles, description): roles as find_projections returns them, or None when the run does
+    not give one place per role; the description lists what each layer was seen doing."""
+    layers = [(path, layer) for path, layer in module.named_modules() if isinstance(layer, torch.nn.Linear)]
+    rng = torch.Generator().manual_seed(0)
+    dtype = next((p.dtype for p in module.parameters()), torch.float64)
+    query, key, value = (torch.randn(2, n, d_model, generator=rng, dtype=dtype) for n in (3, 4, 4))
+    sources = {"query": query, "key": key, "value": value}
+    calls = []  # (path, source, output)
+
+    def record(path):
+        def hook(layer, args, output):
+            if isinstance(output, torch.Tensor) and output.requires_grad:
+                output.retain_grad()
+            calls.append((path, source_of(args[0] if args else None, sources, d_model), output))
+        return hook
+
+    handles = [layer.register_forward_hook(record(path)) for path, layer in layers]
+    try:
+        with torch.enable_grad():
+            result = module(query, key, value)
+            if isinstance(result, torch.Tensor) and result.requires_grad:
+                (result * torch.randn(result.shape, generator=rng, dtype=result.dtype)).sum().backward()
+    finally:
+        for handle in handles:
+            handle.remove()
+        module.zero_grad(set_to_none=True)  # the checks' own backward starts clean
+    by_gradient, by_input = {}, {}  # role -> {Slot}
+    seen = {path: set() for path, _ in layers}
+    for path, source, output in calls:
+        seen[path].add(source)
+        if not isinstance(output, torch.Tensor) or output.shape[-1] % d_model:
+            continue
+        blocks = output.shape[-1] // d_model
+        for block in range(blocks):
+            role = FUSED_BLOCKS[blocks][block] if blocks in FUSED_BLOCKS else \
+                ROLE_OF_SOURCE[source] if blocks == 1 else None
+            if role is None:
+                continue
+            by_input.setdefault(role, set()).add(Slot(path, block))
+            grad = output.grad
+            if grad is not None and grad[..., block * d_model:(block + 1) * d_model].abs().sum() > 0:
+                by_gradient.setdefault(role, set()).add(Slot(path, block))
+    description = ", ".join(f"{path} ({' '.join(sorted(seen[path])) or 'never called'})" for path, _ in layers)
+    for found in (by_gradient, by_input):
+        if all(len(found.get(role, ())) == 1 for role in PROJECTIONS):
+            return {role: next(iter(found[role])) for role in PROJECTIONS}, description
+    return None, description or "no nn.Linear"
+
+
+def source_of(x, sources, d_model):
+    """Which probe a layer was applied to ('query', 'key', 'value'), or 'other': every row of
+    its input is a row of that probe (so a call on a slice or a reshape still counts)."""
+    if not isinstance(x, torch.Tensor) or x.shape[-1] != d_model or not x.numel():
+        return "other"
+    rows = x.detach().reshape(-1, d_model)
+    for name, probe in sources.items():
+        if probe.dtype == rows.dtype and (rows[:, None, :] == probe.reshape(1, -1, d_model)).all(-1).any(-1).all():
+            return name
+    return "other"
+
+
+def load_projections(module, roles, states):
+    """Copy states[role] into each role's Slot. A slot shared by two roles keeps the first."""
+    done = set()
+    for role in PROJECTIONS:
+        slot = roles[role]
+        if slot in done:
+            continue
+        done.add(slot)
+        path = f"{type(module).__name__}.{slot.path}"
+        load_rows(slot.layer(module), states[role], path, slot.block, d_in=states[role]["weight"].shape[1])
 
 
 class ContractError(Exception):

@@ -59,6 +59,18 @@ CATALOG = {
         "mutated_input": "pad_batch changed the caller's `sequences` (it must leave them as they were)",
         "missing_attribute": "{owner} has no attribute `{name}` (the contract asks for {expected})",
         "bad_attribute": "{owner}.{name}: expected {expected}, got {got}",
+        "projections_not_found": (
+            "{owner}: could not tell which layers are the q, k, v and output projections (layers seen: "
+            "{found}). Accepted: nn.Linear (or nn.LazyLinear) layers, anywhere in the module (your own "
+            "QKVProjection / OutputProjection included): one (d_model -> d_model) each applied to the "
+            "query, the key, the value and the merged heads, or a fused (d_model -> 3*d_model) layer cut "
+            "into q, k, v blocks of d_model in that order (or d_model -> 2*d_model for k, v), each used "
+            "in forward; or the names w_q, w_k, w_v, w_o"
+        ),
+        "projection_shared": (
+            "the {role} projection is the same weights as the {other} projection ({where}); q, k, v "
+            "and the output each need their own"
+        ),
         "pad_vector_nonzero": "the vector of pad_id={pad_id} is not zero (largest entry {value:.3g})",
         "pad_vector_gets_grad": "the vector of pad_id={pad_id} receives a gradient ({value:.3g}); it must not be trained",
         "blocked_weight": (
@@ -73,6 +85,10 @@ CATALOG = {
         ),
         "dropout_in_eval": "in eval() two identical calls gave different outputs (difference {diff:.3g}); dropout must be off",
         "dropout_inactive": "in train() with dropout={p} the output never changed; dropout should act on the attention weights",
+        "dropout_not_on_weights": (
+            "in train() the output is not what dropout on the attention weights gives: {detail}. Apply "
+            "self.dropout to the weights (after the softmax, before @ v), not to the scores or the output"
+        ),
         "grad_missing": "{name} received no gradient (is it used in forward?)",
         "forbidden_call": "your code called {call}, which step {step} asks you to write yourself (0 points for this check)",
         "forbidden_source": "{file}, line {line} uses {call}, which step {step} asks you to write yourself",

@@ -18,7 +18,7 @@ import torch
 from ..check import Check, ContractError, Fail, compare_tensor, linear_state, load_linear, randint, randn
 from ..fake_cuda import Simulation, is_data_dependent, is_device_mismatch
 from .masking import causal_by_hand
-from .multi_head_attention import build, weights
+from .multi_head_attention import _roles, build, weights
 
 OPTIONS = {"mode": ("auto", "real", "simulated", "off")}
 FILES = []
@@ -135,7 +135,7 @@ class MultiHeadAttentionOnCuda(OnCuda):
         outputs["train"] = trained = module(query, pad_mask=pad_mask)
         if place.kind == "real":
             trained.sum().backward()
-            outputs["w_q.grad"] = module.w_q.weight.grad
+            outputs["w_q.grad"] = _roles[module]["w_q"].layer(module).weight.grad
         return outputs
 
 
