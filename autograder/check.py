@@ -95,13 +95,17 @@ def linear_state(rng, d_in, d_out, bias=True, dtype=torch.float64):
 
 
 def load_linear(module, name, state):
-    """Copy `state` into the nn.Linear `module.<name>`, checking it is one of the right size.
+    """Copy `state` into the nn.Linear `module.<name>` (or the module's only nn.Linear, whatever
+    its name), checking it is one of the right size.
 
     Raises ContractError with a readable message when the attribute is missing or wrong, so a
     mis-named layer reads as such and not as a tensor-size traceback. An nn.LazyLinear is
     materialised first (one call on zeros: that is all a dry run would do to it)."""
     owner = type(module).__name__
     layer = getattr(module, name, None)
+    linears = [(path, sub) for path, sub in module.named_modules() if isinstance(sub, torch.nn.Linear)]
+    if layer is None and len(linears) == 1:  # the only layer there is: its name does not matter
+        name, layer = linears[0]
     if layer is None:
         raise ContractError("missing_attribute", owner=owner, name=name, expected="an nn.Linear")
     if not isinstance(layer, torch.nn.Linear):

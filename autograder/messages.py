@@ -24,6 +24,10 @@ CATALOG = {
         "not_checked": "not checked: {reason}",
         "no_cuda": "no CUDA device on this machine",
         "cuda_off": "turned off in grading.yml",
+        "data_dependent": (
+            "the {mode} device stopped at an operation that needs tensor values (.item(), .tolist(), "
+            "if on a tensor, ...), which fake tensors do not have; a real GPU would check this"
+        ),
         "cuda_on_request": "no GPU here; run `pytest assignments/ --cuda` to check it on a simulated one (a few seconds more)",
         "mode_real": "graded on a real CUDA device",
         "mode_simulated": "graded on a simulated CUDA device (fake tensors on cuda:0; devices and shapes, not values)",

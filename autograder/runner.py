@@ -140,6 +140,12 @@ def judge(check, inputs, observation, expected, tol):
     return judged(check, inputs, observation.values, expected, tol)
 
 
+def not_checked(fail):
+    """True for a judge's "no verdict" (a check that could not run to the end here): it carries no
+    points either way, as a check that needs a missing GPU."""
+    return fail is not None and fail.message_id == "not_checked"
+
+
 def forbidden_in_source(module, step, mha):
     """The first forbidden call or tampering in the step's files, as a Fail (or None)."""
     directory = getattr(mha, "_directory", None)
@@ -270,7 +276,7 @@ def grade_package(submission, config, reference, seed, steps, isolate, memory_by
                 expected = None if observation.error or observation.forbidden else \
                     cached_expectation(check, inputs, reference_package, seed)
                 fail = judge(check, inputs, observation, expected, step.tolerance)
-                plan["outcomes"][check] = (fail is None, fail)
+                plan["outcomes"][check] = (None if not_checked(fail) else fail is None, fail)
                 plan["records"].append(diagnosis.Record(check, inputs, observation, fail, check_seed(check, seed)))
         results = []
         for plan in plans:  # every observation is in: the worker is free for the probes
