@@ -38,22 +38,23 @@ def attention(q, k, v, mask=None, scale=None, softmax_dtype=None, work_dtype=Non
 
 
 CORRECT = {
-    "float32 softmax": dict(softmax_dtype=torch.float32),
-    "float32 scale tensor": dict(scale=lambda d, q: torch.sqrt(torch.tensor([float(d)], dtype=torch.float32))),
-    "float32 everywhere, cast back": dict(work_dtype=torch.float32),
-    "float16-free bf16? no: float32 + fill -1e4": dict(work_dtype=torch.float32, fill=-1e4),
+    "float32 softmax": {"softmax_dtype": torch.float32},
+    "float32 scale tensor": {"scale": lambda d, q: torch.sqrt(torch.tensor([float(d)], dtype=torch.float32))},
+    "float32 everywhere, cast back": {"work_dtype": torch.float32},
+    "float32 everywhere, fill -1e4": {"work_dtype": torch.float32, "fill": -1e4},
 }
 MISTAKES = {
-    "scale sqrt(d_k + 1)": dict(scale=lambda d, q: math.sqrt(d + 1)),
-    "scale sqrt(d_k - 1)": dict(scale=lambda d, q: math.sqrt(max(d - 1, 1)) if d > 2 else math.sqrt(d + 2)),
-    "scale d_k ** 0.49": dict(scale=lambda d, q: d ** 0.49),
+    "scale sqrt(d_k + 1)": {"scale": lambda d, q: math.sqrt(d + 1)},
+    "scale sqrt(d_k - 1) (d_k + 2 when d_k = 2)": {"scale": lambda d, q: math.sqrt(d - 1 if d > 2 else d + 2)},
+    "scale d_k ** 0.49": {"scale": lambda d, q: d ** 0.49},
 }
 
 
 def shapes(rng, hidden):
     if not hidden:
         return (2, 3), 5, 7, 4, 6
-    r = lambda lo, hi: int(torch.randint(lo, hi, (), generator=rng))  # noqa: E731
+    def r(lo, hi):
+        return int(torch.randint(lo, hi, (), generator=rng))
     return (r(2, 4), r(2, 5)), r(2, 9), r(2, 9), r(2, 17), r(2, 9)
 
 
@@ -72,13 +73,14 @@ def main(seeds=300):
             v = torch.randn(*lead, lk, d_v, generator=rng, dtype=torch.float64)
             mask = causal(lq, lk)
             truth = attention(q, k, v, mask)
-            cases = {**{f"ok: {n}": dict(c) for n, c in CORRECT.items()}, **{f"WRONG: {n}": dict(c) for n, c in MISTAKES.items()}}
-            cases["WRONG: causal mask off by one (diagonal blocked)"] = dict(causal_shift=-1)
-            cases["WRONG: causal mask off by one (one future key seen)"] = dict(causal_shift=1)
+            cases = {**{f"ok: {n}": dict(c) for n, c in CORRECT.items()},
+                     **{f"WRONG: {n}": dict(c) for n, c in MISTAKES.items()}}
+            cases["WRONG: causal mask off by one (diagonal blocked)"] = {"causal_shift": -1}
+            cases["WRONG: causal mask off by one (one future key seen)"] = {"causal_shift": 1}
             for name, kwargs in cases.items():
                 shift = kwargs.pop("causal_shift", 0)
                 got = attention(q, k, v, causal(lq, lk, shift), **kwargs)
-                r = max(ratio(g, t) for g, t in zip(got, truth))
+                r = max(ratio(g, t) for g, t in zip(got, truth, strict=True))
                 low, high = worst.get(name, (math.inf, 0.0))
                 worst[name] = (min(low, r), max(high, r))
             free = F.scaled_dot_product_attention(q, k, v, attn_mask=~mask)
@@ -90,22 +92,17 @@ def main(seeds=300):
         print(f"{name:55s} {low:12.3g} {high:12.3g}")
 
 
-if __name__ == "__main__":
-    main(int(sys.argv[1]) if len(sys.argv) > 1 else 300)
-
-
 def mha_case(seeds=100):
     """The whole module computed in float32 (weights and activations), cast back, vs float64."""
-    import sys as _sys
     from pathlib import Path
-    _sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "solutions"))
+    sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "solutions"))
     from mha.mha import MultiHeadAttention  # the reference
 
     high, low_mistake = 0.0, math.inf
     for seed in range(seeds):
         rng = torch.Generator().manual_seed(seed)
-        r = lambda lo, hi: int(torch.randint(lo, hi, (), generator=rng))  # noqa: E731
-        heads, d_k, B, lq = r(2, 5), r(2, 6), r(2, 4), r(2, 7)
+        heads, d_k, B, lq = (int(torch.randint(lo, hi, (), generator=rng))
+                             for lo, hi in ((2, 5), (2, 6), (2, 4), (2, 7)))  # the hidden check's ranges
         D = heads * d_k
         module = MultiHeadAttention(D, heads, causal=True).double().eval()
         for p in module.parameters():
@@ -122,4 +119,5 @@ def mha_case(seeds=100):
 
 
 if __name__ == "__main__":
+    main(int(sys.argv[1]) if len(sys.argv) > 1 else 300)
     mha_case()

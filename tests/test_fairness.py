@@ -5,11 +5,11 @@ here: the blind spots that are closed, the role mapping of projections on wrong 
 tolerance rule, and the hidden inputs drawn from the contract."""
 import pytest
 import torch
+from conftest import SOLUTIONS, grade_with_hidden
 
 from autograder.check import ContractError, find_projections
 from autograder.checks import step_modules
 from autograder.runner import grade
-from conftest import SOLUTIONS, grade_with_hidden
 
 MHA = "mha.py"
 DROPOUT = "weights = self.dropout(weights)  # (B, H, Lq, Lk)"
@@ -38,7 +38,8 @@ WRONG_DROPOUT = {
     "on_the_merged_heads": [(DROPOUT, "pass"), (RETURN, "return self.w_o(self.dropout(out))")],
     "on_the_scores": [(DROPOUT, "pass"), ("weights = torch.softmax(scores, dim=-1)",
                                           "weights = torch.softmax(self.dropout(scores), dim=-1)")],
-    "on_the_values": [(DROPOUT, "pass"), ("out = merge_heads(weights @ v)", "out = merge_heads(weights @ self.dropout(v))")],
+    "on_the_values": [(DROPOUT, "pass"),
+                      ("out = merge_heads(weights @ v)", "out = merge_heads(weights @ self.dropout(v))")],
     "not_rescaled": [(DROPOUT, "weights = self.dropout(weights) * ((1 - self.dropout.p) if self.training else 1.0)")],
 }
 
@@ -121,7 +122,8 @@ def test_a_layer_applied_to_the_key_but_discarded_does_not_count_as_the_key_proj
             self.a, self.b, self.c, self.d = (torch.nn.Linear(d, d).double() for _ in range(4))
 
         def forward(self, query, key=None, value=None, pad_mask=None):
-            three = lambda x: (self.c(x), self.a(x), self.b(x))  # noqa: E731 - q, k, v in an odd order
+            def three(x):  # q, k, v from layers registered in another order
+                return self.c(x), self.a(x), self.b(x)
             q, k, v = three(query)[0], three(key)[1], three(value)[2]
             w = torch.softmax(q @ k.transpose(-2, -1), -1)
             return self.d(w @ v)

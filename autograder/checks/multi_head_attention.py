@@ -11,8 +11,20 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
-from ..check import (PROJECTIONS, Check, ContractError, Fail, check_form, compare_tensor, find_projections, first_index, linear_state,
-                     load_projections, randn, randsize)
+from ..check import (
+    PROJECTIONS,
+    Check,
+    ContractError,
+    Fail,
+    check_form,
+    compare_tensor,
+    find_projections,
+    first_index,
+    linear_state,
+    load_projections,
+    randn,
+    randsize,
+)
 from .masking import causal_by_hand
 
 FILES = ['mha.py']  # what the step grades (scanned for forbidden calls)
