@@ -28,6 +28,10 @@ CATALOG = {
         "not_checked": "not checked: {reason}",
         "no_cuda": "no CUDA device on this machine",
         "cuda_off": "turned off in grading.yml",
+        "data_dependent": (
+            "the {mode} device stopped at an operation that needs tensor values (.item(), .tolist(), "
+            "if on a tensor, ...), which fake tensors do not have; a real GPU would check this"
+        ),
         "cuda_on_request": "no GPU here; run `pytest assignments/ --cuda` to check it on a simulated one (a few seconds more)",
         "mode_real": "graded on a real CUDA device",
         "mode_simulated": "graded on a simulated CUDA device (fake tensors on cuda:0; devices and shapes, not values)",
@@ -45,8 +49,15 @@ CATALOG = {
         "device": "{name}: expected device {expected}, got {got}",
         "not_finite": "{name}: {got} at index {index} (expected a finite number {expected:.6g})",
         "values": (
-            "{name}: values differ; largest difference {diff:.3g} at index {index} "
-            "(expected {expected:.6g}, got {got:.6g})"
+            "{name}: {count} of {total} values out of tolerance, the first at index {index} (expected "
+            "{expected:.10g}, got {got:.10g}); largest absolute error {max_abs:.3g} at index {max_abs_index}, "
+            "largest relative error {max_rel:.3g}; allowed: {tolerance}; dtypes: got {got_dtype}, "
+            "expected {expected_dtype}"
+        ),
+        "tolerance": "|got - expected| <= {atol:.3g} + {rtol:.3g} * |expected|",
+        "tolerance_lower": (
+            "|got - expected| <= {atol:.3g} + {rtol:.3g} * |expected|, or the rounding of {lower} "
+            "arithmetic, {unit:.3g} * (|expected| + {scale:.3g})"
         ),
         "exact_values": "{name}: first difference at index {index}: expected {expected}, got {got}",
         "not_equal": "{name}: expected {expected}, got {got}",
@@ -56,6 +67,18 @@ CATALOG = {
         "mutated_input": "pad_batch changed the caller's `sequences` (it must leave them as they were)",
         "missing_attribute": "{owner} has no attribute `{name}` (the contract asks for {expected})",
         "bad_attribute": "{owner}.{name}: expected {expected}, got {got}",
+        "projections_not_found": (
+            "{owner}: could not tell which layers are the q, k, v and output projections (layers seen: "
+            "{found}). Accepted: nn.Linear (or nn.LazyLinear) layers, anywhere in the module (your own "
+            "QKVProjection / OutputProjection included): one (d_model -> d_model) each applied to the "
+            "query, the key, the value and the merged heads, or a fused (d_model -> 3*d_model) layer cut "
+            "into q, k, v blocks of d_model in that order (or d_model -> 2*d_model for k, v), each used "
+            "in forward; or the names w_q, w_k, w_v, w_o"
+        ),
+        "projection_shared": (
+            "the {role} projection is the same weights as the {other} projection ({where}); q, k, v "
+            "and the output each need their own"
+        ),
         "pad_vector_nonzero": "the vector of pad_id={pad_id} is not zero (largest entry {value:.3g})",
         "pad_vector_gets_grad": "the vector of pad_id={pad_id} receives a gradient ({value:.3g}); it must not be trained",
         "blocked_weight": (
@@ -65,10 +88,15 @@ CATALOG = {
         "row_not_finite": "{name}: a row whose keys are all blocked came out as {got} at index {index}; it must stay finite",
         "mask_changes_kept_keys": (
             "{name}: for query {query} of batch item {batch}, the keys that are not blocked should "
-            "get what attention over those keys alone gives them; largest difference {diff:.3g}"
+            "get what attention over those keys alone gives them; largest difference {diff:.3g} "
+            "(allowed: {tolerance})"
         ),
         "dropout_in_eval": "in eval() two identical calls gave different outputs (difference {diff:.3g}); dropout must be off",
         "dropout_inactive": "in train() with dropout={p} the output never changed; dropout should act on the attention weights",
+        "dropout_not_on_weights": (
+            "in train() the output is not what dropout on the attention weights gives: {detail}. Apply "
+            "self.dropout to the weights (after the softmax, before @ v), not to the scores or the output"
+        ),
         "grad_missing": "{name} received no gradient (is it used in forward?)",
         "forbidden_call": "your code called {call}, which step {step} asks you to write yourself (0 points for this check)",
         "forbidden_call_at": "your code called {call} ({file}, line {line}), which step {step} asks you to write yourself (0 points for this check)",

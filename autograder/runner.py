@@ -145,6 +145,12 @@ def judge(check, inputs, observation, expected, tol, evidence=None):
     return judged(check, inputs, observation.values, expected, tol)
 
 
+def not_checked(fail):
+    """True for a judge's "no verdict" (a check that could not run to the end here): it carries no
+    points either way, as a check that needs a missing GPU."""
+    return fail is not None and fail.message_id == "not_checked"
+
+
 def forbidden_in_source(module, step, mha):
     """The first tampering in the files the step's code runs (its FILES and every file of the
     submission they import, subfolders included), as a Fail (or None). Forbidden calls are not
@@ -296,7 +302,7 @@ def grade_package(submission, config, reference, seed, steps, isolate, memory_by
                 # also for an error: the diagnosis judges the known mistakes on this check
                 expected = None if observation.forbidden else cached_expectation(check, inputs, reference_package, seed)
                 fail = judge(check, inputs, observation, expected, step.tolerance, plan["evidence"])
-                plan["outcomes"][check] = (fail is None, fail)
+                plan["outcomes"][check] = (None if not_checked(fail) else fail is None, fail)
                 plan["records"].append(diagnosis.Record(check, inputs, observation, fail, check_seed(check, seed),
                                                            expected))
         results = []

@@ -27,7 +27,39 @@ def test_just_outside_tolerance_fails_at_the_worst_position():
     got[0, 1], got[1, 2] = 1e-6, 5e-6
     fail = compare_tensor(got, expected, TOL)
     assert fail.message_id == "values"
-    assert fail.params["index"] == (1, 2) and math.isclose(fail.params["diff"], 5e-6)
+    assert fail.params["index"] == (0, 1)  # the first mismatch
+    assert fail.params["max_abs_index"] == (1, 2) and math.isclose(fail.params["max_abs"], 5e-6)
+    assert fail.params["count"] == 2 and fail.params["got_dtype"] == "float64"
+
+
+def float32_rounded(expected):
+    """What float32 arithmetic would give: expected rounded to float32 a few times over."""
+    return (expected.float() * 3).double() / 3 + expected.abs().max() * torch.finfo(torch.float32).eps
+
+
+def test_a_float64_result_with_float32_rounding_passes():
+    expected = torch.randn(4, 5, dtype=torch.float64, generator=torch.Generator().manual_seed(0))
+    got = float32_rounded(expected)
+    assert (got - expected).abs().max() > 1e-8  # far outside the float64 tolerance
+    assert verdict(got, expected) is None
+
+
+def test_a_float64_result_off_by_a_real_mistake_fails_with_every_figure_in_the_message():
+    from autograder.messages import render
+
+    expected = torch.randn(4, 5, dtype=torch.float64, generator=torch.Generator().manual_seed(0))
+    got = expected * (1 + 1e-3)  # a thousand times less than the smallest mistake measured
+    fail = compare_tensor(got, expected, TOL, name="out")
+    assert fail.message_id == "values"
+    text = render("values", **fail.params)
+    for words in ("largest absolute error", "largest relative error 0.001", "float32 arithmetic",
+                  "got float64, expected float64", "the first at index (0, 0)"):
+        assert words in text, text
+
+
+def test_float32_results_get_no_float16_tier():
+    expected = torch.randn(4, 5, generator=torch.Generator().manual_seed(0))
+    assert verdict(expected + expected.abs().max() * 1e-4, expected) == "values"
 
 
 @pytest.mark.parametrize("bad", [math.inf, -math.inf, math.nan])

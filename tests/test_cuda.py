@@ -79,6 +79,18 @@ def test_a_correct_item_call_is_not_a_device_error(submission):
     assert full_marks(result) == []
 
 
+def test_a_scenario_the_simulation_cannot_finish_is_not_checked_rather_than_passed(submission):
+    """.item() stops fake tensors: the module's scenario has no verdict (no points either way),
+    and says why; the scenarios that did finish still count."""
+    result = grade_with_hidden(make(submission, LEGAL_ITEM), with_mode("simulated"))
+    if result.step("cuda").mode != "mode_simulated":
+        pytest.skip("a real GPU runs the scenario to the end")
+    check = next(c for c in result.step("cuda").checks if c.id == "multi_head_attention")
+    assert check.passed is None and check.points == 0 and check.max_points == 0
+    assert "not checked" in check.message and ".item()" in check.message
+    assert result.step("cuda").score == result.step("cuda").max_score == 5
+
+
 def test_meta_fallback_without_a_compiler(submission, monkeypatch):
     """No C++ compiler: fake tensors on 'meta' still catch masks made on the CPU in forward,
     and the step says which fallback ran."""

@@ -7,9 +7,21 @@ It must agree with torch.nn.MultiheadAttention given the same weights (nn.Multih
 keeps w_q, w_k, w_v stacked in one in_proj_weight; out_proj is our w_o).
 
 query (B, Lq, D) attends to key/value (B, Lk, D); for self-attention key = value = query.
-pad_mask (B, Lk) is True at padding keys. causal=True blocks key j for query i when j > i
-(top-left aligned, also when Lq != Lk). Dropout acts on the attention weights, and nn.Dropout
-is automatically off after .eval().
+pad_mask (B, Lk) is True at padding keys; the padding comes after the real tokens, as pad_batch
+makes it (so a mask rebuilt from the lengths is fine). causal=True blocks key j for query i when
+j > i (top-left aligned, also when Lq != Lk). Dropout acts on the attention weights (after the
+softmax, before @ v), and nn.Dropout is automatically off after .eval().
+
+How the grader finds your projections: by what they do, not by their names. Any of these works,
+with nn.Linear or nn.LazyLinear layers, anywhere inside the module (in your own QKVProjection /
+OutputProjection too): four (D -> D) layers applied to the query, the key, the value and the
+merged heads; one fused (D -> 3*D) layer whose output is cut into q, k, v blocks of D in that
+order (as FusedQKVProjection does; D -> 2*D for k, v next to a q layer works too). Projections
+written as bare nn.Parameter with F.linear cannot be told apart: use layers. The names below are
+the suggestion the TODO makes.
+
+Precision: float32 arithmetic inside (a float32 softmax, a float32 scale) is accepted on float64
+inputs, as long as the result comes back in the input's dtype.
 """
 import math
 

@@ -10,6 +10,10 @@ Two ways to write it, both used in practice and both asked for here:
     last dimension into three consecutive pieces of size D — q first, then k, then v.
 
 A classic bug: projecting k and v with w_q too. Each of q, k, v needs its own weights.
+
+The grader loads its weights into your layers: in QKVProjection by the names w_q, w_k, w_v (three
+layers of one size cannot be told apart otherwise); in FusedQKVProjection into c_attn, or into
+the class's only layer, whatever its name. nn.LazyLinear works too.
 """
 import torch.nn as nn
 

@@ -75,7 +75,8 @@ def judge_masked(got, q, k, v, mask, tol, what):
                                   else masked_row, tol, name=f"unmasked {name} of one query")
             if fail and fail.message_id == "values":
                 return Fail("mask_changes_kept_keys", {"name": f"{name} ({what})", "batch": b,
-                                                       "query": i, "diff": fail.params["diff"]})
+                                                       "query": i, "diff": fail.params["max_abs"],
+                                                       "tolerance": fail.params["tolerance"]})
             if fail:
                 return fail
     return None

@@ -4,16 +4,34 @@ Oracle: torch.nn.MultiheadAttention with the same weights (its in_proj_weight is
 cat([w_q, w_k, w_v]); out_proj is w_o). This is the integration step: it runs the student's
 whole module, so a mistake in an earlier step may show here too, by design.
 """
+import math
+import weakref
+
 import torch
 import torch.nn as nn
+import torch.nn.functional as F
 
-from ..check import Check, ContractError, Fail, compare_tensor, first_index, linear_state, load_linear, randn, randsize
+from ..check import (
+    PROJECTIONS,
+    Check,
+    ContractError,
+    Fail,
+    check_form,
+    compare_tensor,
+    find_projections,
+    first_index,
+    linear_state,
+    load_projections,
+    randn,
+    randsize,
+)
 from .masking import causal_by_hand
 
 FILES = ['mha.py']  # what the step grades (scanned for forbidden calls)
 
 D, H = 12, 3  # d_k = 4; Lq = 5 and Lk = 7 below: all sizes different, d_model not a square
-LAYERS = ("w_q", "w_k", "w_v", "w_o")
+LAYERS = PROJECTIONS  # the four projections, by role (found by what they do: check.find_projections)
+_roles = weakref.WeakKeyDictionary()  # module -> {role: Slot}, for the gradient checks
 
 
 def weights(rng, d_model=D, bias=True):
@@ -21,19 +39,40 @@ def weights(rng, d_model=D, bias=True):
 
 
 def build(mha, states, num_heads=H, dropout=0.0, bias=True, causal=False):
+    """The student's MultiHeadAttention in float64 and eval(), with the reference weights loaded
+    into its projections, wherever and however it keeps them (check.find_projections)."""
     d_model = states["w_q"]["weight"].shape[0]
     module = mha.mha.MultiHeadAttention(d_model, num_heads, dropout=dropout, bias=bias, causal=causal)
     module = module.double().eval()
-    for name in LAYERS:
-        load_linear(module, name, states[name])
+    roles = find_projections(module, d_model)
+    load_projections(module, roles, states)
+    _roles[module] = roles
     return module
 
 
 def gradient_sizes(module, *inputs):
-    """{layer: total |gradient| of its weight (None: no gradient)} after one backward."""
+    """{role: total |gradient| of its weight rows (None: no gradient)} after one backward, and
+    "shared": [(role, role that uses the same weights)]."""
     module(*inputs).pow(2).sum().backward()
-    return {name: None if getattr(module, name).weight.grad is None
-            else getattr(module, name).weight.grad.abs().sum().item() for name in LAYERS}
+    roles = _roles[module]
+    d_model = module_width(module, roles)
+    sizes = {}
+    for role in LAYERS:
+        grad = roles[role].layer(module).weight.grad
+        sizes[role] = None if grad is None else grad[roles[role].block * d_model:][:d_model].abs().sum().item()
+    sizes["shared"] = [(role, other, describe_slot(roles[role])) for i, role in enumerate(LAYERS)
+                       for other in LAYERS[:i] if roles[other] == roles[role]]
+    sizes["where"] = {role: describe_slot(roles[role]) for role in LAYERS}
+    return sizes
+
+
+def module_width(module, roles):
+    return roles["w_o"].layer(module).weight.shape[1]
+
+
+def describe_slot(slot):
+    """'w_q', or 'qkv.c_attn block 2' for the second d_model rows of a fused layer."""
+    return f"{slot.path} block {slot.block + 1}" if slot.block else slot.path
 
 
 def oracle(states, query, key, value, num_heads=H, bias=True, causal=False, pad_mask=None):
@@ -171,26 +210,36 @@ class AllPaddingRowFinite(Check):
 
 
 class Dropout(Check):
-    """`dropout` is an nn.Dropout(p): off after eval() (= no dropout), active in train()."""
+    """`dropout` is an nn.Dropout(p): off after eval() (= no dropout), active in train(), on the
+    attention WEIGHTS: each output is then sum_j c_j v_j with every c_j either 0 or
+    weight_j / (1 - p). (w_v and w_o are the identity here and d_k > Lk, so the c_j can be read
+    back from the output; dropout on the output instead zeroes entries that no such sum gives.)"""
 
     id = "dropout"
+    D, H, LQ, LK = 16, 2, 4, 5  # d_k = 8 > Lk
 
     def inputs(self, rng):
-        return {"states": weights(rng), "query": randn(rng, 2, 5, D)}
+        eye = {"weight": torch.eye(self.D, dtype=torch.float64), "bias": torch.zeros(self.D, dtype=torch.float64)}
+        states = {"w_q": linear_state(rng, self.D, self.D), "w_k": linear_state(rng, self.D, self.D),
+                  "w_v": eye, "w_o": {name: value.clone() for name, value in eye.items()}}
+        return {"states": states, "query": randn(rng, 2, self.LQ, self.D), "key": randn(rng, 2, self.LK, self.D),
+                "value": randn(rng, 2, self.LK, self.D)}
 
-    def observe(self, mha, states, query):
-        module = build(mha, states, dropout=0.5)
+    def observe(self, mha, states, query, key, value):
+        module = build(mha, states, num_heads=self.H, dropout=0.5)
         layer = getattr(module, "dropout", None)
         if not isinstance(layer, nn.Dropout):
             raise ContractError("missing_attribute", owner="MultiHeadAttention", name="dropout",
                                 expected="an nn.Dropout")
-        eval_out = [module(query).detach() for _ in range(2)]
+        eval_out = [module(query, key, value).detach() for _ in range(2)]
         module.train()
-        train_out = [module(query).detach() for _ in range(3)]
+        with torch.random.fork_rng(devices=[]):
+            torch.manual_seed(0)  # the same masks every run: a diagnosis sees what the grade saw
+            train_out = [module(query, key, value).detach() for _ in range(3)]
         return {"p": layer.p, "eval": eval_out, "train": train_out}
 
-    def expected(self, states, query):
-        return oracle(states, query, query, query)
+    def expected(self, states, query, key, value):
+        return oracle(states, query, key, value, num_heads=self.H)
 
     def judge(self, inputs, got, expected, tol):
         if got["p"] != 0.5:
@@ -205,7 +254,41 @@ class Dropout(Check):
             return fail
         if all(torch.equal(out, first) for out in got["train"]):
             return Fail("dropout_inactive", {"p": 0.5})
+        weights = attention_weights(inputs["states"], inputs["query"], inputs["key"], self.H)  # (B, H, Lq, Lk)
+        for out in got["train"]:
+            fail = check_form(out, first.shape, first.dtype, first.device, name="out in train()") \
+                or judge_dropped(out, inputs["value"], weights, 0.5, tol)
+            if fail:
+                return fail
         return None
+
+
+def attention_weights(states, query, key, num_heads):
+    """softmax(q k^T / sqrt(d_k)) per head, written out: (B, H, Lq, Lk)."""
+    q = F.linear(query, states["w_q"]["weight"], states["w_q"].get("bias"))
+    k = F.linear(key, states["w_k"]["weight"], states["w_k"].get("bias"))
+    B, lq, D = q.shape
+    q = q.view(B, lq, num_heads, D // num_heads).transpose(1, 2)
+    k = k.view(B, k.shape[1], num_heads, D // num_heads).transpose(1, 2)
+    return torch.softmax(q @ k.transpose(-2, -1) / math.sqrt(D // num_heads), dim=-1)
+
+
+def judge_dropped(out, value, weights, p, tol):
+    """None if `out` (w_v = w_o = identity) is, per head, C @ v with every C_ij 0 or weights_ij / (1 - p)."""
+    B, H, lq, lk = weights.shape
+    v = value.view(B, lk, H, -1).transpose(1, 2)  # (B, H, Lk, d_k)
+    z = out.view(B, lq, H, -1).transpose(1, 2)  # (B, H, Lq, d_k)
+    c = z @ torch.linalg.pinv(v)  # (B, H, Lq, Lk): the coefficients, if z is in the span of v
+    fail = compare_tensor(c @ v, z, tol, name="out in train()")
+    if fail:
+        return Fail("dropout_not_on_weights", {"detail": "the output is not a weighted sum of the values"})
+    kept = weights / (1 - p)
+    nearest = torch.where((c - kept).abs() < c.abs(), kept, torch.zeros_like(kept))
+    fail = compare_tensor(c, nearest, tol, name="attention weights in train()")
+    if fail:
+        return Fail("dropout_not_on_weights", {"detail": "its coefficients are not the attention weights, "
+                                                         f"each either dropped (0) or divided by 1 - p = {1 - p:g}"})
+    return None
 
 
 class Gradients(Check):
@@ -223,16 +306,22 @@ class Gradients(Check):
     def judge(self, inputs, got, expected, tol):
         for name in LAYERS:
             if not got.get(name):
-                return Fail("grad_missing", {"name": f"{name}.weight"})
+                return Fail("grad_missing", {"name": f"{got.get('where', {}).get(name, name)}.weight"})
+        for role, other, where in got.get("shared", ()):
+            return Fail("projection_shared", {"role": ROLE_WORDS[role], "other": ROLE_WORDS[other], "where": where})
         return None
+
+
+ROLE_WORDS = {"w_q": "query", "w_k": "key", "w_v": "value", "w_o": "output"}
 
 
 # ### BEGIN HIDDEN CHECKS
 
 
 class RandomConfigurations(Check):
-    """Random sizes and padding, against the reference: self-attention, padded cross-attention,
-    and causal cross-attention with Lq < Lk (bias=False and dropout are fixed checks)."""
+    """Random sizes and trailing padding of random lengths, against the reference: self-attention,
+    padded cross-attention, and causal cross-attention with Lq < Lk (bias=False and dropout are
+    fixed checks)."""
 
     id = "random_configurations"
     visibility = "hidden"
@@ -242,9 +331,10 @@ class RandomConfigurations(Check):
         num_heads, d_k, B = randsize(rng, 2, 5), randsize(rng, 2, 6), randsize(rng, 2, 4)
         lq = randsize(rng, 2, 7)
         lk = lq + randsize(rng, 2, 4)  # Lq != Lk: top-left and bottom-right causal masks differ
-        pad_mask = torch.rand(B, lk, generator=rng) < 0.3  # (B, Lk)
-        pad_mask[:, 0] = False  # no query loses all its keys (a fixed check's job)
-        pad_mask[:, -1] = True  # and every row has padding
+        # Trailing padding, as pad_batch makes it (the contract): at least one real key (a row of
+        # padding only is a fixed check's job) and at least one pad key per row.
+        lengths = torch.randint(1, lk, (B,), generator=rng)
+        pad_mask = torch.arange(lk)[None, :] >= lengths[:, None]  # (B, Lk)
         return {"states": weights(rng, num_heads * d_k), "num_heads": num_heads,
                 "query": randn(rng, B, lq, num_heads * d_k), "key": randn(rng, B, lk, num_heads * d_k),
                 "pad_mask": pad_mask}

@@ -18,6 +18,11 @@ of the row must still sum to 1, so the mask goes on the scores BEFORE the softma
 scores with a very negative number; if you use -inf, a row whose keys are ALL blocked turns into
 NaN (0 / 0) — it must come out finite. (F.scaled_dot_product_attention uses the opposite mask
 convention, True = may attend, and is not allowed here: this is the function you write.)
+
+Precision: the checks use float64 inputs, and a result as close as float32 arithmetic gets is
+accepted (softmax(..., dtype=torch.float32), a float32 scale tensor), as long as out and weights
+come back in the input's dtype. Mind the fill then: float64's most negative number is -inf in
+float32.
 """
 import math
 
