@@ -208,7 +208,7 @@ PLANTED = [
         ("self.dropout = nn.Dropout(dropout)\n", "self.dropout = nn.Dropout(0.0)\n")]),
     P("mha_dropout_on_output", "multi_head_attention", "mha.py", [
         ("weights = self.dropout(weights)  # (B, H, Lq, Lk)", "pass"),
-        ("return self.w_o(out)", "return self.dropout(self.w_o(out))")], needs_check=True),
+        ("return self.w_o(out)", "return self.dropout(self.w_o(out))")]),
     P("mha_causal_ignored", "multi_head_attention", "mha.py", [("if self.causal:", "if False:")]),
     P("mha_causal_bottom_right", "multi_head_attention", "mha.py", [
         ("torch.ones_like(blocked).triu(diagonal=1)", "torch.ones_like(blocked).triu(diagonal=1 + Lk - Lq)")]),
