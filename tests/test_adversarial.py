@@ -247,3 +247,42 @@ def test_a_message_that_would_expand_beyond_memory_is_refused():
     assert len(data) < 1000
     with pytest.raises(wire.WireError, match="too large"):
         wire.loads(data)
+
+
+def _namespaces_work():
+    import shutil
+    import subprocess
+    if shutil.which("bwrap") is None:
+        return False
+    return subprocess.run(["bwrap", "--ro-bind", "/", "/", "--unshare-pid", "--unshare-net", "true"],
+                          capture_output=True).returncode == 0
+
+
+@pytest.mark.skipif(not _namespaces_work(), reason="bubblewrap is missing or cannot make namespaces here")
+def test_every_layer_is_in_force_where_the_system_offers_it(quick_config):
+    """On a Linux with bubblewrap and user namespaces (CI installs bubblewrap), every layer of
+    the security model is in force, the uid drop too when the grader runs as root."""
+    from autograder.sandbox import landlock_abi
+    result = grade(SOLUTIONS, quick_config, seed=1, isolate=True)
+    expected = {"bubblewrap", "private-scratch", "no-capabilities", "rlimits", "one-cpu", "seccomp"}
+    expected |= {"uid-drop"} if os.geteuid() == 0 else set()
+    expected |= {"landlock"} if landlock_abi() else set()
+    assert expected <= set(result.sandbox), result.sandbox
+    assert result.score == result.max_score
+
+
+def test_without_bubblewrap_the_worker_server_still_confines(tmp_path):
+    """Where bubblewrap is missing or refused, the server runs as a plain process and the
+    per-worker layers still hold (a fresh command: the server is started once per process)."""
+    import json
+    import subprocess
+    import sys
+    env = {**os.environ, "MHA_LAB_NO_BWRAP": "1"}
+    subprocess.run([sys.executable, "-m", "autograder", "grade", str(SOLUTIONS), "--json", str(tmp_path / "r.json")],
+                   cwd=KIT, env=env, capture_output=True, check=True)
+    result = json.loads((tmp_path / "r.json").read_text())
+    assert "bubblewrap" not in result["sandbox"]
+    assert {"no-capabilities", "rlimits"} <= set(result["sandbox"])
+    if os.geteuid() == 0:
+        assert "uid-drop" in result["sandbox"]
+    assert result["score"] == result["max_score"]
