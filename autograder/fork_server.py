@@ -18,7 +18,6 @@ replies with the worker's pid and later its exit status; the judge asks it to ki
 This module imports nothing heavy, so that the command line can start the server before it
 imports torch itself: the two imports then run side by side.
 """
-import array
 import os
 import select
 import shutil
@@ -149,8 +148,14 @@ def bubblewrap_command(python):
     command += links
     # /tmp: each worker mounts its own tmpfs over it; this one (shared, capped) serves only a worker
     # that cannot (no nested user namespaces), and Landlock keeps such workers apart.
-    command += ["--proc", "/proc", "--dev", "/dev", "--perms", "1777", "--size", str(SHARED_TMP), "--tmpfs", "/tmp",
-                "--chdir", str(KIT), "--setenv", "MHA_LAB_BWRAP", "1", python]
+    command += ["--proc", "/proc", "--dev", "/dev", "--perms", "1777", "--size", str(SHARED_TMP), "--tmpfs", "/tmp"]
+    from .sandbox import gpu_devices
+
+    for device in gpu_devices():  # a real GPU: its device files (after --dev), and what its driver reads
+        command += ["--dev-bind", device, device]
+    if gpu_devices():
+        command += ["--ro-bind-try", "/sys", "/sys"]
+    command += ["--chdir", str(KIT), "--setenv", "MHA_LAB_BWRAP", "1", python]
     return command
 
 

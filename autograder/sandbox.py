@@ -246,8 +246,16 @@ def _seccomp_library():
 SECCOMP = _seccomp_library()
 
 
-def seccomp_allow_list():
-    """Install the allow-list described in the module docstring; False if libseccomp is missing."""
+def gpu_devices():
+    """The NVIDIA device files of this machine (a real GPU): a worker on it needs them."""
+    import glob
+
+    return sorted(glob.glob("/dev/nvidia*"))
+
+
+def seccomp_allow_list(any_ioctl=False):
+    """Install the allow-list described in the module docstring; False if libseccomp is missing.
+    `any_ioctl`: a real GPU's driver is driven by ioctls of its own, so they are all allowed."""
     seccomp = SECCOMP
     if seccomp is None:
         return False
@@ -267,7 +275,9 @@ def seccomp_allow_list():
         rules.add_rule(seccomp.ALLOW, "kill", mask(0, seccomp.EQ, me))
         rules.add_rule(seccomp.ALLOW, "tgkill", mask(0, seccomp.EQ, me))
         rules.add_rule(seccomp.ALLOW, "prlimit64", mask(2, seccomp.EQ, 0))  # read a limit, never set one
-        for request in IOCTLS:
+        if any_ioctl:
+            rules.add_rule(seccomp.ALLOW, "ioctl")
+        for request in () if any_ioctl else IOCTLS:
             rules.add_rule(seccomp.ALLOW, "ioctl", mask(1, seccomp.EQ, request))
         for option in PRCTLS:
             rules.add_rule(seccomp.ALLOW, "prctl", mask(0, seccomp.EQ, option))
@@ -300,8 +310,11 @@ def confine(scratch, memory_bytes, output_bytes, threads, cpu=None, extra_read=(
         layers.append("one-cpu")
     read_only = [*python_paths(), "/usr", "/lib", "/lib64", "/etc/ld.so.cache", "/etc/localtime",
                  "/dev/urandom", *extra_read]
-    if landlock(read_only, [str(scratch)], files_read_write=["/dev/null"]):
+    gpu = gpu_devices()  # a real GPU (not tested on one since the allow-list: see the README)
+    if gpu:
+        read_only += ["/proc/driver/nvidia", "/sys"]
+    if landlock(read_only, [str(scratch)], files_read_write=["/dev/null", *gpu]):
         layers.append("landlock")
-    if seccomp_allow_list():
+    if seccomp_allow_list(any_ioctl=bool(gpu)):
         layers.append("seccomp")
     return layers

@@ -35,7 +35,7 @@ torch.set_num_threads(1)  # before any parallel op: forked children of a multi-t
 from . import messages, wire  # noqa: E402
 from .check import Fail  # noqa: E402
 from .checks import step_modules  # noqa: E402
-from .fork_server import ServerError, WorkerServer  # noqa: E402
+from .fork_server import WorkerServer  # noqa: E402
 from .runner import Observation, observe  # noqa: E402
 from .sandbox import close_other_fds, confine, private_scratch  # noqa: E402 - loaded in the server
 from .submission import SOURCE_LIMIT, Package  # noqa: E402

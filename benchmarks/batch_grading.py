@@ -169,7 +169,7 @@ def main():
         busy, judge = busy_cpu_seconds() - busy, time.process_time() - judge
         rows.append((f"sandboxed batch, {args.workers} workers", wall / len(paths), float("nan"), len(paths) / wall))
         cold = cli_batch_seconds(paths, Path(tmp) / "cli", args.workers, args.cuda_mode)
-        rows.append((f"  same, cold: python -m autograder grade", cold / len(paths), float("nan"), len(paths) / cold))
+        rows.append(("  same, cold: python -m autograder grade", cold / len(paths), float("nan"), len(paths) / cold))
         notebook = nbgrader_times(paths, args.notebooks, config) if args.notebooks else None
     print(f"machine: {os.cpu_count()} cores; {args.submissions} submissions (half with a planted mistake); "
           f"cuda step mode: {config.step('cuda').options['mode']}")

@@ -50,7 +50,7 @@ def run_step(repo, step, tmp_path):
     env["GITHUB_OUTPUT"] = str(output)
     command = step["run"].replace("$GITHUB_OUTPUT", str(output)).replace("python ", f"{sys.executable} ", 1)
     subprocess.run(["bash", "-c", command], cwd=repo, env=env, check=True, capture_output=True, timeout=300)
-    line = next(l for l in output.read_text().splitlines() if l.startswith("result="))
+    line = next(text for text in output.read_text().splitlines() if text.startswith("result="))
     result = json.loads(base64.b64decode(line.removeprefix("result=")))
     assert set(result) >= {"status", "max_score", "tests"}
     return sum(t["score"] for t in result["tests"]), result["max_score"]

@@ -196,7 +196,7 @@ def classroom_points(submission):
         with contextlib.redirect_stdout(out):
             classroom.main([step, "--path", str(submission), "--reference", str(SOLUTIONS),
                             "--config", str(KIT / "grading.yml")])
-        line = next(l for l in out.getvalue().splitlines() if l.startswith("result="))
+        line = next(text for text in out.getvalue().splitlines() if text.startswith("result="))
         result = json.loads(base64.b64decode(line.removeprefix("result=")))
         points[step] = round(sum(t["score"] for t in result["tests"]), 2)
     return points
