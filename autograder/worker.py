@@ -6,12 +6,14 @@ Judge side, one submission at a time per Worker:
         for observation in worker.observe([(check, inputs, timeout, forbidden), ...]):
             ...                                              # each one as soon as it arrives
 
-Workers come from multiprocessing's forkserver (autograder/fork_server.py), whose server process
-imports this module once (torch with one thread, every checks module, the fake CUDA device warmed
-up), so each worker is a cheap fork of a process that has never seen the reference or the known
-mistakes. One is forked ahead of need for each Worker open (a spare, waiting for its scratch
-directory), so the next submission does not wait for a fork; no worker ever gets a second
-submission. A worker copies nothing back but plain data (autograder/wire.py). The judge enforces
+Workers come from the worker server (autograder/fork_server.py), which imports this module once
+(torch with one thread, every checks module, the fake CUDA device warmed up), so each worker is a
+cheap fork of a process that has never seen the reference or the known mistakes. A worker holds a
+socket to the judge and an output file the judge made, nothing else; it sets up its private
+scratch and confines itself (autograder/sandbox.py) before the judge sends it the submission's
+files. One is forked ahead of need for each Worker open (a spare), so the next submission does
+not wait for a fork; no worker ever gets a second submission. A worker sends back nothing but
+plain data (autograder/wire.py). The judge enforces
 each check's time limit by killing the worker, and a worker that dies (a crash, os._exit, a kill
 for time or memory) costs only the check it was running: a fresh worker takes the next one.
 """
