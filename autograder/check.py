@@ -347,14 +347,19 @@ def allowed_error(expected, tol, care=None):
     `tol[dtype] = (rtol, atol)` gives the rounding allowed for the result's own dtype: atol +
     rtol * |expected|. For float64 results the rounding of float32 arithmetic is allowed too:
     ROUNDING_UNITS * eps(float32) * (|expected| + max |expected|), the max over the compared
-    (`care`) positions. An infinite expectation bounds nothing (its difference is never finite)."""
+    (`care`) positions. An infinite expectation bounds nothing (its difference is never finite).
+    A value beyond float32's range (float64's most negative number as a mask fill, say) cannot
+    come from float32 arithmetic: it gets no float32 allowance and sets no magnitude."""
     rtol, atol = tol[expected.dtype]
     size = expected.abs().nan_to_num(0.0, posinf=0.0)
     allowed = atol + rtol * size
     lower = LOWER_PRECISION.get(expected.dtype)
     if lower is None or not size.numel():
         return allowed
-    return torch.maximum(allowed, rounding_unit(lower) * (size + magnitude(size, care)))
+    in_range = size <= torch.finfo(lower).max
+    care = in_range if care is None else care * in_range
+    rounding = rounding_unit(lower) * (size + magnitude(size, care))
+    return torch.maximum(allowed, torch.where(in_range, rounding, torch.zeros_like(rounding)))
 
 
 def rounding_unit(dtype):
@@ -372,6 +377,8 @@ def tolerance_words(expected, tol, care=None):
     if lower is None:
         return messages.render("tolerance", atol=atol, rtol=rtol)
     size = expected.abs().nan_to_num(0.0, posinf=0.0)
+    in_range = size <= torch.finfo(lower).max  # as in allowed_error
+    care = in_range if care is None else care * in_range
     return messages.render("tolerance_lower", atol=atol, rtol=rtol, unit=rounding_unit(lower),
                            scale=magnitude(size, care), lower=str(lower).removeprefix("torch."))
 

@@ -101,3 +101,13 @@ def test_form_comes_first():
     assert verdict(torch.zeros(3, 2, dtype=torch.float64), expected) == "shape"
     assert verdict(torch.zeros(2, 3, dtype=torch.float32), expected) == "dtype"
     assert verdict([[0.0] * 3] * 2, expected) == "not_tensor"
+
+
+def test_a_fill_beyond_float32_range_widens_no_tolerance():
+    """float64's most negative number (a mask fill) cannot come from float32 arithmetic: it must
+    not make the float32 rounding allowance of the other values astronomically large."""
+    expected = torch.tensor([[0.25, -0.5, torch.finfo(torch.float64).min]], dtype=torch.float64)
+    got = expected.clone()
+    got[0, 0] += 1e-3  # a real error, far beyond float32 rounding of 0.25
+    assert verdict(got, expected) == "values"
+    assert verdict(expected.clone(), expected) is None

@@ -64,16 +64,17 @@ def test_no_known_mistake_explains_a_correct_attention(config, B, H, lq, lk, d_k
     values = check.observe(reference, **inputs)
     tol = config.step("attention").tolerance
     for step_id in ("attention", "masking"):
-        record = Record(check, inputs, Observation(values=values), fail=_fail(), expected=values)
+        record = Record(check, inputs, Observation(values=values), fail=_fail(values, tol), expected=values)
         module = step_modules()[step_id]
         found = diagnose(_without_probes(module), [record], lambda c, p, i: observe(c, p, i), None, tol,
                          reference=SOLUTIONS)
         assert [d["id"] for d in found] == ["no_known_mistake"], (step_id, found)
 
 
-def _fail():
-    from autograder.check import Fail
-    return Fail("values", {"name": "out", "diff": 1.0, "index": (0,), "expected": 0.0, "got": 1.0})
+def _fail(values, tol):
+    """A real value mismatch on `out` (as if the output had been reported wrong)."""
+    from autograder.check import compare
+    return compare({**values, "out": values["out"] + 1.0}, values, tol)
 
 
 def _without_probes(module):
