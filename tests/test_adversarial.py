@@ -111,6 +111,7 @@ def test_there_are_at_least_fifteen_hostile_submissions():
     assert len(HOSTILE) >= 15
 
 
+@pytest.mark.slow  # a minute for all of them; CI runs them (pytest -m "")
 @pytest.mark.parametrize("name", list(HOSTILE))
 def test_hostile_submission(name, submission, quick_config):
     changes, reason = HOSTILE[name]

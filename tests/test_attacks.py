@@ -36,7 +36,9 @@ import pytest
 
 from conftest import ASSIGNMENTS, KIT, SOLUTIONS
 
-pytestmark = pytest.mark.skipif(sys.platform != "linux", reason="the sandbox attacks are Linux system calls")
+# slow: the whole suite takes minutes; CI runs it (pytest -m "")
+pytestmark = [pytest.mark.skipif(sys.platform != "linux", reason="the sandbox attacks are Linux system calls"),
+              pytest.mark.slow]
 
 HARNESS = Path(__file__).parent / "attacks" / "harness.py"
 DRIVER = Path(__file__).parent / "attacks" / "driver.py"

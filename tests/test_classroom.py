@@ -14,6 +14,8 @@ from planted import planted_of
 from autograder.release import release
 from conftest import SOLUTIONS
 
+pytestmark = pytest.mark.slow  # real nbgrader / Classroom runs: minutes; CI runs them (pytest -m "")
+
 
 @pytest.fixture(scope="module", params=["command", "fractional"])
 def classroom_release(request, tmp_path_factory):

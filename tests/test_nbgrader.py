@@ -29,6 +29,8 @@ if not os.environ.get("MHA_LAB_CI"):  # CI installs the instructor extra: never 
     pytest.importorskip("nbgrader", reason="pip install -e .[instructor]")
 import nbformat  # noqa: E402 - comes with nbgrader
 
+pytestmark = pytest.mark.slow  # real nbgrader / Classroom runs: minutes; CI runs them (pytest -m "")
+
 STEPS = [step_id for step_id in step_modules()]
 MISTAKE = next(m for m in planted_of("masking") if m.id == "mask_fill_zero")
 
