@@ -140,15 +140,15 @@ def bubblewrap_command(python):
                "--new-session", "--hostname", "mha-lab"]
     if os.geteuid() != 0:
         command.append("--unshare-user")  # root needs no user namespace to make the others; it drops its uid itself
-    parents = sorted({str(a) for p in binds for a in Path(p).parents if str(a) != "/"}, key=len)
+    # /tmp first: the kit or its Python may live below /tmp (a CI clone), and a later tmpfs would
+    # hide them. The server makes each worker's scratch directory in this /tmp (shared, capped).
+    command += ["--proc", "/proc", "--dev", "/dev", "--perms", "1777", "--size", str(SHARED_TMP), "--tmpfs", "/tmp"]
+    parents = sorted({str(a) for p in binds for a in Path(p).parents if str(a) not in ("/", "/tmp")}, key=len)
     for directory in parents:
         command += ["--perms", "0755", "--dir", directory]
     for path in binds:
         command += ["--ro-bind", path, path]
     command += links
-    # /tmp: each worker mounts its own tmpfs over it; this one (shared, capped) serves only a worker
-    # that cannot (no nested user namespaces), and Landlock keeps such workers apart.
-    command += ["--proc", "/proc", "--dev", "/dev", "--perms", "1777", "--size", str(SHARED_TMP), "--tmpfs", "/tmp"]
     from .sandbox import gpu_devices
 
     for device in gpu_devices():  # a real GPU: its device files (after --dev), and what its driver reads

@@ -145,8 +145,10 @@ def worker_main(channel_fd, output_fd, server_layers, fallback_scratch):
     os.dup2(null, 0)
     close_other_fds([channel_fd])
     conn = Connection(channel_fd)
-    private = private_scratch("/tmp", SCRATCH_BYTES)
-    scratch = "/tmp" if private else fallback_scratch
+    # The directory the server made for this worker becomes a private tmpfs where the kernel
+    # allows it (seen by this process alone); else it stays a plain directory, kept apart by Landlock.
+    scratch = fallback_scratch
+    private = private_scratch(scratch, SCRATCH_BYTES)
     try:
         setup = wire.loads(conn.recv_bytes())
     except EOFError:
