@@ -178,7 +178,10 @@ class ForkedWorker:
 
     def kill(self):
         if not self.ended.is_set():
-            self.server.send(KILL + self.token)
+            try:
+                self.server.send(KILL + self.token)
+            except ServerError:  # the server has gone, and its workers with it
+                self.ended.set()
 
     def join(self, timeout=None):
         self.ended.wait(timeout)
