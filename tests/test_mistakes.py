@@ -78,6 +78,7 @@ def test_blind_spots_are_still_blind(config, submission):
             assert full_marks(result) == [], f"{planted.id} is caught now: set needs_check=False"
 
 
+@pytest.mark.slow  # three more gradings per planted mistake; CI runs it (pytest -m "")
 @pytest.mark.parametrize("step,mistake", all_mistakes(), ids=lambda v: getattr(v, "id", v))
 def test_verdict_does_not_depend_on_the_seed(graded_mistakes, config, submission, step, mistake):
     _, _, result = graded_mistakes[(step, mistake.id)]

@@ -10,7 +10,7 @@ def test_there_are_at_least_twelve_variants():
 
 
 @pytest.mark.parametrize("variant", VARIANTS, ids=lambda v: v.id)
-@pytest.mark.parametrize("seed", [11, 12, 13])
+@pytest.mark.parametrize("seed", [11, pytest.param(12, marks=pytest.mark.slow), pytest.param(13, marks=pytest.mark.slow)])
 def test_variant_gets_full_marks_and_no_diagnosis(config, submission, variant, seed):
     result = grade_with_hidden(submission(mistake=variant), config, seed=seed)
     assert full_marks(result) == [], [(s.id, [c.message for c in s.checks if c.passed is False]) for s in result.steps]
