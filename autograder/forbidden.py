@@ -38,9 +38,9 @@ from dataclasses import dataclass
 import torch
 from torch.nn.modules.module import register_module_module_registration_hook
 from torch.overrides import TorchFunctionMode
-
-from .submission import SOURCE_LIMIT  # a larger .py is not parsed (staging refuses it already)
 from torch.utils._python_dispatch import TorchDispatchMode
+
+from .submission import refusal  # what staging refuses (links, pipes, oversized files) is not parsed
 
 
 def short_name(dotted: str) -> str:
@@ -475,7 +475,7 @@ def package_files(directory) -> dict:
     root = Path(directory)
     files = {}
     for path in sorted(root.rglob("*.py")) if root.is_dir() else []:
-        if path.is_symlink() or not path.is_file() or path.stat().st_size > SOURCE_LIMIT:
+        if refusal(path.lstat()) is not None:
             continue
         files["mha/" + path.relative_to(root).as_posix()] = path.read_text(encoding="utf-8", errors="replace")
     return files

@@ -83,6 +83,17 @@ NOTEBOOK_LIMIT = 20 << 20  # bytes: a larger .ipynb is not read
 SOURCE_LIMIT = 1 << 20  # bytes: a larger .py file of the package is not graded
 
 
+def refusal(info):
+    """Why a file with this (l)stat result is not graded: (message id, params), or None."""
+    if stat.S_ISLNK(info.st_mode):
+        return "refused_link", {}
+    if not stat.S_ISREG(info.st_mode):
+        return "refused_special", {}
+    if info.st_size > SOURCE_LIMIT:
+        return "refused_size", {"limit": SOURCE_LIMIT}
+    return None
+
+
 def refused_files(root):
     """{"mha/<name>.py": (message id, params)} for the package files that are not graded: links,
     pipes, sockets, devices, and files over SOURCE_LIMIT. Looked at with lstat, never opened."""
@@ -90,6 +101,11 @@ def refused_files(root):
     refused = {}
     if directory.is_symlink() or not directory.is_dir():
         return refused
+    for entry in os.scandir(directory):
+        reason = refusal(entry.stat(follow_symlinks=False)) if entry.name.endswith(".py") else None
+        if reason is not None:
+            refused[f"mha/{entry.name}"] = reason
+    return refused
     for entry in os.scandir(directory):
         if not entry.name.endswith(".py"):
             continue

@@ -20,7 +20,6 @@ for time or memory) costs only the check it was running: a fresh worker takes th
 import math
 import os
 import socket
-import stat
 import select
 import signal
 import struct
@@ -40,7 +39,7 @@ from .checks import step_modules  # noqa: E402
 from .fork_server import WorkerServer  # noqa: E402
 from .runner import Observation, observe  # noqa: E402
 from .sandbox import close_other_fds, confine, private_scratch  # noqa: E402 - loaded in the server
-from .submission import SOURCE_LIMIT, Package  # noqa: E402
+from .submission import SOURCE_LIMIT, Package, refusal  # noqa: E402
 
 GRACE = 1.0  # seconds the judge waits past a check's limit before killing (the worker's own alarm comes first)
 OUTPUT_LIMIT = 8 * 1024 * 1024  # bytes a worker may write (its printing included)
@@ -285,8 +284,7 @@ def submission_files(submission):
             except OSError:
                 continue
             with os.fdopen(fd, "rb") as f:
-                info = os.fstat(f.fileno())
-                if stat.S_ISREG(info.st_mode) and info.st_size <= SOURCE_LIMIT:
+                if refusal(os.fstat(f.fileno())) is None:  # what refused_files reports, staging skips
                     files[name] = f.read(SOURCE_LIMIT + 1)[:SOURCE_LIMIT]
     finally:
         os.close(directory)
