@@ -88,16 +88,16 @@ def drop_capabilities():
 
 # ---------------------------------------------------------------------------- namespaces
 
-CLONE_NEWNS, CLONE_NEWUSER, CLONE_NEWIPC, CLONE_NEWNET = 0x00020000, 0x10000000, 0x08000000, 0x40000000
-MS_NOSUID, MS_NODEV, MS_NOEXEC = 2, 4, 8
+CLONE_NEWNS, CLONE_NEWUSER = 0x00020000, 0x10000000
+MS_NOSUID, MS_NODEV = 2, 4
 INNER_ID = 1000  # the worker's uid/gid inside its user namespace
 
 
-def private_scratch(mount_point, size_bytes, isolate_network=False):
+def private_scratch(mount_point, size_bytes):
     """Enter new user and mount namespaces and mount a tmpfs of `size_bytes` on `mount_point`,
     seen by this process alone. Must run single-threaded. False if the kernel refuses."""
     uid, gid = os.getuid(), os.getgid()
-    flags = CLONE_NEWUSER | CLONE_NEWNS | (CLONE_NEWNET | CLONE_NEWIPC if isolate_network else 0)
+    flags = CLONE_NEWUSER | CLONE_NEWNS  # network and ipc: the server's own (bubblewrap), and seccomp bans sockets
     libc.prctl(PR_SET_DUMPABLE, 1, 0, 0, 0)  # /proc/self/*_map are writable only while dumpable
     try:
         if libc.unshare(flags) != 0:
