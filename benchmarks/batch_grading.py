@@ -70,7 +70,7 @@ def summary(times):
 def timed_grades(paths, config, rounds):
     """Seconds per submission in-process and sandboxed, taken alternately (submission by
     submission, `rounds` times over), so that a noisy machine slows both alike."""
-    from autograder.runner import grade
+    from autograder.engine.runner import grade
 
     times = {False: [], True: []}
     for _ in range(rounds):
@@ -105,7 +105,7 @@ def nbgrader_times(paths, count, config):
     if importlib.util.find_spec("nbgrader") is None:
         return None
     import nbformat
-    from autograder.course import fill_notebook, write_course
+    from autograder.routes.course import fill_notebook, write_course
 
     with tempfile.TemporaryDirectory() as tmp:
         course = Path(tmp)
@@ -120,7 +120,7 @@ def nbgrader_times(paths, count, config):
             files = {p.name: p.read_text() for p in (path / "mha").glob("*.py")}
             target = course / "submitted" / path.name / "mha"
             target.mkdir(parents=True)
-            nbformat.write(fill_notebook(released, files), str(target / "mha.ipynb"))
+            nbformat.write(fill_notebook(released, files, "mha"), str(target / "mha.ipynb"))
         start = time.perf_counter()
         subprocess.run([*command, "autograde", "mha", "--create"], cwd=course, env=env, check=True,
                        capture_output=True)
@@ -128,10 +128,9 @@ def nbgrader_times(paths, count, config):
 
 
 def main():
-    from autograder import config as grading_config
-    from autograder.batch import grade_batch
-    from autograder.checks import step_modules
-    from autograder.runner import grade
+    from autograder.engine import config as grading_config
+    from autograder.engine.batch import grade_batch
+    from autograder.engine.runner import grade
 
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--submissions", type=int, default=20)
@@ -141,7 +140,7 @@ def main():
     parser.add_argument("--cuda-mode", default=None, choices=["auto", "simulated", "off"],
                         help="override the cuda step's mode (off: leave the simulated device out)")
     args = parser.parse_args()
-    config = grading_config.load(known_steps=step_modules())
+    config = grading_config.load()
     if args.cuda_mode:
         config.step("cuda").options["mode"] = args.cuda_mode
     rows = []

@@ -33,7 +33,7 @@ def main():
     with tempfile.TemporaryDirectory() as tmp:
         root = Path(tmp)
         (root / "assignments").mkdir()
-        for name in ("conftest.py", "test_mha.py"):
+        for name in ("conftest.py", "test_checks.py"):
             shutil.copy(KIT / "assignments" / name, root / "assignments" / name)
         shutil.copytree(KIT / "solutions" / "mha", root / "assignments" / "mha")
         shutil.copy(KIT / "grading.yml", root / "grading.yml")

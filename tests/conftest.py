@@ -1,14 +1,18 @@
 """Shared helpers for the kit's own tests: the grading config, and submissions made from the
 reference with one planted mistake or one file replaced."""
+import os
 import shutil
 from pathlib import Path
 
 import pytest
 
-from autograder import config as grading_config
-from autograder.checks import step_modules
-from autograder.runner import cuda_available, grade
+from autograder.engine import config as grading_config
+from autograder.engine.runner import cuda_available, grade
 from planted import all_planted
+
+# The kit's tests read the English texts, whatever the developer's locale (test_i18n.py sets the
+# language itself); the processes they start inherit it.
+os.environ["MHA_LAB_LANG"] = "en"
 
 KIT = Path(__file__).resolve().parent.parent
 SOLUTIONS = KIT / "solutions"
@@ -25,7 +29,7 @@ def all_mistakes():
 
 @pytest.fixture(scope="session")
 def config():
-    return grading_config.load(known_steps=step_modules())
+    return grading_config.load()
 
 
 @pytest.fixture
@@ -58,4 +62,13 @@ def grade_with_hidden(path, config, seed=1234):
 
 
 __all__ = ["KIT", "SOLUTIONS", "ASSIGNMENTS", "INTEGRATION_STEPS", "all_mistakes", "full_marks",
-           "grade_with_hidden", "cuda_available"]
+           "grade_with_hidden", "cuda_available", "replace_once"]
+
+
+def replace_once(text: str, old: str, new: str) -> str:
+    """text with its one `old` replaced: a planted change that finds nothing to change (or too
+    much) is an error, not a silent no-op."""
+    count = text.count(old)
+    if count != 1:
+        raise ValueError(f"{old!r} occurs {count} times")
+    return text.replace(old, new)

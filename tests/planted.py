@@ -10,7 +10,7 @@ student release.
 """
 from dataclasses import dataclass
 
-from autograder.mistakes import mistakes_of
+from autograder.engine.assignment import mistakes_of
 
 
 @dataclass
@@ -28,7 +28,7 @@ class Planted:
 
     @property
     def also_breaks(self):
-        return next((m.also_breaks for m in mistakes_of(self.step) if m.id == self.diagnosis), ())
+        return next((m.also_breaks for m in mistakes_of("mha", self.step) if m.id == self.diagnosis), ())
 
     def apply(self, source):
         for old, new in self.patches:

@@ -6,18 +6,18 @@ import os
 
 import pytest
 
-from autograder import config as grading_config
-from autograder.checks import step_modules
-from autograder.runner import grade
-from conftest import INTEGRATION_STEPS, KIT, SOLUTIONS, full_marks
+from autograder.engine import config as grading_config
+from autograder.engine.assignment import step_modules
+from autograder.engine.runner import grade
+from conftest import INTEGRATION_STEPS, KIT, SOLUTIONS, full_marks, replace_once
 
-PAD_START = '    """\n    # TODO: build `ids` and `pad_mask`'  # start of pad_batch's body
+PAD_START = '    """\n    # TODO (padding)'  # start of pad_batch's body
 
 
 def in_pad_batch(code):
     """Hostile code at the start of pad_batch (the only function of the padding step)."""
     body = "".join(f"    {line}\n" for line in code.splitlines())
-    return {"padding.py": (PAD_START, '    """\n' + body + "    # TODO: build `ids` and `pad_mask`")}
+    return {"padding.py": (PAD_START, '    """\n' + body + PAD_START[8:])}
 
 
 def hidden(name):
@@ -31,6 +31,7 @@ def at_import(code, file="padding.py"):
 
 
 OUT = "/tmp/mha-lab-adversarial-results"
+HIDDEN_CHECKS = KIT / "autograder" / "assignments" / "mha" / "checks" / "padding.py"
 HOSTILE = {
     # name: (changes, the reason every hostile check must give: a text, or a tuple of accepted texts)
     "infinite_loop": (in_pad_batch("while True:\n    pass"), "stopped after"),
@@ -47,11 +48,11 @@ HOSTILE = {
     "keyboard_interrupt": (in_pad_batch("raise KeyboardInterrupt"), "raised KeyboardInterrupt"),
     "patch_allclose": (at_import("torch.allclose = lambda *a, **k: True"), "rewrites torch"),
     "patch_assert_close": (at_import("torch.testing.assert_close = lambda *a, **k: None"), "rewrites torch"),
-    "patch_grader_modules": (at_import("import sys\nsys.modules['autograder.check'].compare = lambda *a, **k: None"),
+    "patch_grader_modules": (at_import("import sys\nsys.modules['autograder.engine.check'].compare = lambda *a, **k: None"),
                              "reaches into the grader"),
     "read_the_reference": (at_import(f"REFERENCE = open({str(SOLUTIONS / 'mha' / 'padding.py')!r}).read()"),
                            ("PermissionError", "FileNotFoundError")),  # outside the sandbox's view
-    "read_the_hidden_checks": (at_import(f"SECRET = open({str(KIT / 'autograder' / 'checks' / 'padding.py')!r}).read()"),
+    "read_the_hidden_checks": (at_import(f"SECRET = open({str(HIDDEN_CHECKS)!r}).read()"),
                                ("PermissionError", "FileNotFoundError")),
     "write_a_fake_result": (at_import(f"open({OUT + '/fake.json'!r}, 'w').write('{{\"score\": 100}}')"),
                             ("PermissionError", "FileNotFoundError")),
@@ -90,8 +91,8 @@ PARTLY = {"sdpa_for_attention": {"masking"}}
 @pytest.fixture(scope="module")
 def quick_config():
     """The kit's grading.yml with short time limits, so that hostile loops end quickly."""
-    text = grading_config.default_path().read_text().replace("timeout: 10", "timeout: 0.5")
-    return grading_config.parse(text, known_steps=step_modules())
+    text = replace_once(grading_config.default_path().read_text(), "timeout: 10", "timeout: 0.5")
+    return grading_config.parse(text)
 
 
 def fingerprint(*roots):
@@ -107,8 +108,14 @@ def fingerprint(*roots):
     return prints
 
 
-def test_there_are_at_least_fifteen_hostile_submissions():
-    assert len(HOSTILE) >= 15
+def test_every_hostile_submission_is_planted_where_it_says():
+    """Each attack's change applies to the reference exactly once, and the files the attacks
+    aim at exist (an attack on a path that is not there would pass for the wrong reason)."""
+    for name, (changes, _) in HOSTILE.items():
+        for file, (old, new) in changes.items():
+            source = (SOLUTIONS / "mha" / file).read_text()
+            assert source.count(old) == 1 and old != new, (name, file)
+    assert HIDDEN_CHECKS.is_file() and (SOLUTIONS / "mha" / "padding.py").is_file()
 
 
 @pytest.mark.slow  # a minute for all of them; CI runs them (pytest -m "")
@@ -164,6 +171,7 @@ def test_output_flood_is_cut(submission, quick_config):
 
 
 def test_sandbox_layers_in_force_are_reported(quick_config):
+    """The result names the layers in force (each one is attacked in the hostile tests)."""
     result = grade(SOLUTIONS, quick_config, reference=SOLUTIONS, seed=1, isolate=True)
     assert result.score == result.max_score
     assert "rlimits" in result.sandbox
@@ -189,13 +197,13 @@ def test_every_submission_gets_a_worker_of_its_own(submission, tmp_path, quick_c
 def test_a_worker_that_dies_before_it_gets_its_submission_is_replaced(monkeypatch, quick_config):
     """A spare worker killed while it waits (from outside, or by a hostile neighbour) costs the
     submission that takes it nothing."""
-    from autograder import worker
+    from autograder.sandbox import worker
 
     real_take = worker.take_worker
     killed = []
 
-    def take_a_dying_worker():
-        process, conn, output = real_take()
+    def take_a_dying_worker(preload):
+        process, conn, output = real_take(preload)
         if len(killed) < 2:  # the first worker of the submission, and its replacement, die
             process.kill()
             process.join(5)
@@ -215,13 +223,13 @@ def test_judging_never_raises_on_malformed_observations():
     """Observations come from student code, or from a worker that student code has taken over
     (it can write anything to its pipe): judging them gives a verdict, never an exception that
     would stop a batch. None, the least a forged message can send, fails every scored check."""
-    from autograder.check import Fail
-    from autograder.runner import Observation, cached_inputs, check_seed, expectation, judge, load_reference
+    from autograder.engine.check import Fail
+    from autograder.engine.runner import Observation, cached_inputs, check_seed, expectation, judge, load_reference
 
-    config = grading_config.load(known_steps=step_modules())
-    reference = load_reference(SOLUTIONS)
+    config = grading_config.load()
+    reference = load_reference(SOLUTIONS, "mha")
     for step in config.steps:
-        module = step_modules()[step.id]
+        module = step_modules("mha")[step.id]
         for check in [*module.CHECKS, *module.PROBES]:
             mode = "simulated" if check.requires == "cuda" else None
             inputs = cached_inputs(check, check_seed(check, 1), mode)
@@ -239,7 +247,7 @@ def test_a_message_that_would_expand_beyond_memory_is_refused():
     expanded until the judge runs out of time or memory."""
     import pickle
 
-    from autograder import wire
+    from autograder.sandbox import wire
 
     value = [0]
     for _ in range(21):
@@ -263,7 +271,7 @@ def _namespaces_work():
 def test_every_layer_is_in_force_where_the_system_offers_it(quick_config):
     """On a Linux with bubblewrap and user namespaces (CI installs bubblewrap), every layer of
     the security model is in force, the uid drop too when the grader runs as root."""
-    from autograder.sandbox import landlock_abi
+    from autograder.sandbox.confine import landlock_abi
     result = grade(SOLUTIONS, quick_config, seed=1, isolate=True)
     expected = {"bubblewrap", "private-scratch", "no-capabilities", "rlimits", "one-cpu", "seccomp"}
     expected |= {"uid-drop"} if os.geteuid() == 0 else set()
@@ -279,7 +287,8 @@ def test_without_bubblewrap_the_worker_server_still_confines(tmp_path):
     import subprocess
     import sys
     env = {**os.environ, "MHA_LAB_NO_BWRAP": "1"}
-    subprocess.run([sys.executable, "-m", "autograder", "grade", str(SOLUTIONS), "--json", str(tmp_path / "r.json")],
+    subprocess.run([sys.executable, "-m", "autograder", "grade", str(SOLUTIONS), "--assignment", "mha",
+                    "--json", str(tmp_path / "r.json")],
                    cwd=KIT, env=env, capture_output=True, check=True)
     result = json.loads((tmp_path / "r.json").read_text())
     assert "bubblewrap" not in result["sandbox"]

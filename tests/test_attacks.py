@@ -34,7 +34,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import ASSIGNMENTS, KIT, SOLUTIONS
+from conftest import ASSIGNMENTS, KIT, SOLUTIONS, replace_once
 
 # slow: the whole suite takes minutes; CI runs it (pytest -m "")
 pytestmark = [pytest.mark.skipif(sys.platform != "linux", reason="the sandbox attacks are Linux system calls"),
@@ -43,7 +43,7 @@ pytestmark = [pytest.mark.skipif(sys.platform != "linux", reason="the sandbox at
 HARNESS = Path(__file__).parent / "attacks" / "harness.py"
 DRIVER = Path(__file__).parent / "attacks" / "driver.py"
 X86_64 = platform.machine() == "x86_64"
-PAD_BODY = '    """\n    # TODO: build `ids` and `pad_mask`'  # start of pad_batch's body (once in padding.py)
+PAD_BODY = '    """\n    # TODO (padding)'  # start of pad_batch's body (once in padding.py)
 GATE = "    if not FLAG:\n        return None  # the attack failed: no points\n"
 SURVIVOR_SECONDS = 20  # how long a process an attack leaves behind lives (it then exits by itself)
 
@@ -55,7 +55,7 @@ def quick_config(timeout: float = 2) -> str:
     """The kit's grading.yml with short time limits and the cuda step off (fast batches)."""
     text = (KIT / "grading.yml").read_text()
     assert "timeout: 10" in text and "mode: auto" in text
-    return text.replace("timeout: 10", f"timeout: {timeout}").replace("mode: auto", "mode: off")
+    return replace_once(replace_once(text, "timeout: 10", f"timeout: {timeout}"), "mode: auto", "mode: off")
 
 
 def honest(root: Path, name: str = "honest") -> Path:
@@ -658,7 +658,7 @@ HELPER = """import sys
 
 import torch.nn.functional as F
 
-watcher = sys.modules.get('autograder.forbidden')
+watcher = sys.modules.get('autograder.engine.forbidden')
 if watcher is not None:  # the grader's call watcher lets everything through
     watcher._CallWatcher.__torch_function__ = lambda self, func, types, args=(), kwargs=None: func(*args, **(kwargs or {}))
 
@@ -681,7 +681,7 @@ def test_8_forbidden_calls_are_caught_however_they_are_reached(tmp_path):
         assert source.count(WEIGHTS_LINE) == 1
         source = source.replace(WEIGHTS_LINE, line)
         if name.startswith("helper"):
-            source = source.replace("import torch\n", "import torch\n\nfrom . import _helpers\n", 1)
+            source = source.replace("\nimport torch\n", "\nimport torch\n\nfrom . import _helpers\n", 1)
             (path / "mha" / "_helpers.py").write_text(HELPER)
         target.write_text(source)
         attackers[name] = path

@@ -1,10 +1,9 @@
 """A broken submission still gets its other steps graded, with a clear message for the broken one."""
 import pytest
 
-from autograder import config as grading_config
-from autograder.checks import step_modules
-from autograder.runner import grade
-from conftest import INTEGRATION_STEPS, SOLUTIONS, full_marks, grade_with_hidden
+from autograder.engine import config as grading_config
+from autograder.engine.runner import grade
+from conftest import INTEGRATION_STEPS, SOLUTIONS, full_marks, grade_with_hidden, replace_once
 
 
 def lost(result):
@@ -69,8 +68,8 @@ def test_import_time_exception_and_system_exit_are_contained(config, submission)
 
 
 def test_endless_loop_ends_in_a_per_check_timeout(submission):
-    text = (grading_config.default_path()).read_text().replace("timeout: 10", "timeout: 0.5")
-    config = grading_config.parse(text, known_steps=step_modules())
+    text = replace_once(grading_config.default_path().read_text(), "timeout: 10", "timeout: 0.5")
+    config = grading_config.parse(text)
     padding = (SOLUTIONS / "mha" / "padding.py").read_text().replace(
         "    if len(sequences) == 0:", "    while True:\n        pass\n    if len(sequences) == 0:")
     result = grade(submission(files={"padding.py": padding}), config, steps=["padding", "embedding"])

@@ -4,9 +4,9 @@ import csv
 import io
 import json
 
-from autograder import batch
-from autograder.batch import submission_ids
-from autograder.results import GradeResult, StepResult
+from autograder.engine import batch
+from autograder.engine.batch import submission_ids
+from autograder.engine.results import GradeResult, StepResult
 
 
 def test_ids_are_unique_and_tell_same_named_directories_apart(tmp_path):

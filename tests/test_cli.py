@@ -32,7 +32,7 @@ def assert_result_shape(data):
 
 def test_grade_writes_json_of_the_documented_shape(tmp_path):
     out = tmp_path / "result.json"
-    completed = run("grade", SOLUTIONS, "--json", out, "--seed", "5")
+    completed = run("grade", SOLUTIONS, "--assignment", "mha", "--json", out, "--seed", "5")
     assert completed.returncode == 0, completed.stderr
     assert "total" in completed.stdout
     data = json.loads(out.read_text())
@@ -51,7 +51,7 @@ def test_batch_writes_one_json_per_submission_and_a_csv(tmp_path):
     empty = tmp_path / "student-c"
     empty.mkdir()
     out = tmp_path / "out"
-    completed = run("grade", SOLUTIONS, mutant, empty, "--out", out, "--seed", "5")
+    completed = run("grade", SOLUTIONS, mutant, empty, "--assignment", "mha", "--out", out, "--seed", "5")
     assert completed.returncode == 0, completed.stderr
     for name in ("solutions", "student-b", "student-c"):
         assert_result_shape(json.loads((out / f"{name}.json").read_text()))
@@ -71,10 +71,10 @@ def test_grade_without_path_grades_the_shipped_assignments():
 
 def test_malformed_config_exits_with_a_clear_error(tmp_path):
     bad = tmp_path / "grading.yml"
-    bad.write_text("assignment: x\nsteps:\n  - id: padding\n    title: P\n    points: lots\n")
+    bad.write_text("id: mha\nassignment: x\nsteps:\n  - id: padding\n    title: P\n    points: lots\n")
     completed = run("grade", SOLUTIONS, "--config", bad)
     assert completed.returncode == 2
-    assert "line 5" in completed.stderr and "points" in completed.stderr
+    assert "line 6" in completed.stderr and "points" in completed.stderr
 
 
 def test_skeleton_check_passes_on_the_repository():
@@ -90,11 +90,10 @@ def test_a_submission_the_grader_fails_on_is_not_scored_and_is_retried(tmp_path,
     import io
     import shutil
 
-    from autograder import batch
-    from autograder import config as grading_config
-    from autograder.checks import step_modules
+    from autograder.engine import batch
+    from autograder.engine import config as grading_config
 
-    config = grading_config.load(known_steps=step_modules())
+    config = grading_config.load()
     paths = [tmp_path / name for name in ("ann", "bob", "cy")]
     for path in paths:
         shutil.copytree(SOLUTIONS / "mha", path / "mha")
@@ -119,3 +118,9 @@ def test_a_submission_the_grader_fails_on_is_not_scored_and_is_retried(tmp_path,
     monkeypatch.setattr(batch, "grade", lambda path, *a, **k: graded.append(path.name) or real_grade(path, *a, **k))
     results = batch.grade_batch(paths, config, out, workers=2, isolate=False, log=io.StringIO())
     assert graded == ["bob"] and results["bob"].score == results["bob"].max_score
+
+
+def test_a_submission_holding_two_assignments_needs_assignment_where_one_result_is_written(tmp_path):
+    completed = run("grade", SOLUTIONS, "--json", tmp_path / "r.json", "--public-only", "--in-process")
+    assert completed.returncode == 2 and "--assignment" in completed.stderr and "mha" in completed.stderr
+    assert not (tmp_path / "r.json").exists()

@@ -1,8 +1,10 @@
 """grading.yml: the kit's own file is valid, and malformed files get errors naming key and line."""
 import pytest
 
-from autograder import config as grading_config
-from autograder.checks import step_modules
+from autograder import KIT
+
+from autograder.engine import config as grading_config
+from autograder.engine.assignment import step_modules
 
 GOOD = """\
 assignment: Test
@@ -15,11 +17,12 @@ steps:
     title: Cuda
     points: 5
     options: {mode: off}
+id: mha
 """
 
 
 def parse(text):
-    return grading_config.parse(text, known_steps=step_modules())
+    return grading_config.parse(text)
 
 
 def test_kit_grading_yml_has_every_step_and_100_points(config):
@@ -31,7 +34,7 @@ def test_kit_grading_yml_has_every_step_and_100_points(config):
 
 
 def test_every_step_module_is_graded_by_the_kit_config(config):
-    assert set(step_modules()) == {s.id for s in config.steps}
+    assert set(step_modules("mha")) == {s.id for s in config.steps}
 
 
 def test_good_config_is_read_with_overrides():
@@ -52,7 +55,10 @@ def test_good_config_is_read_with_overrides():
     (GOOD.replace("id: cuda", "id: padding"), 7, ["repeats", "padding"]),
     (GOOD.replace("assignment: Test\n", "assignment: Test\nassignment: Again\n"), 2, ["appears twice"]),
     (GOOD.replace("    points: 5\n", "    points: 5\n   bad: [\n"), None, ["not valid YAML"]),
-    ("assignment: Test\nsteps: []\n", 2, ["steps", "non-empty"]),
+    ("id: mha\nassignment: Test\nsteps: []\n", 3, ["steps", "non-empty"]),
+    (GOOD.replace("id: mha", "id: mhaa"), 11, ["id", "mhaa", "no known assignment"]),
+    ("assignments:\n  - id: mha\n    title: A\n    steps: [{id: padding, title: P, points: 1}]\n"
+     "  - id: mha\n    title: B\n    steps: [{id: padding, title: P, points: 1}]\n", 5, ["repeats", "mha"]),
     (GOOD.replace("    points: 10\n", "    points: 10\n    all_or_nothing: maybe\n"), 6, ["all_or_nothing", "true or false"]),
 ])
 def test_malformed_config_names_key_and_line(text, line, words):
@@ -72,3 +78,33 @@ def test_tolerance_and_timeout_overrides():
     assert step.timeout == 2.0
     assert step.tolerance[torch.float32] == (0.01, 0.001)
     assert step.tolerance[torch.float64] == grading_config.DEFAULT_TOLERANCE["float64"]
+
+
+def test_precheck_needs_no_torch_and_finds_what_it_can(tmp_path):
+    """The command line validates grading.yml before it starts any process or imports torch."""
+    bad = tmp_path / "grading.yml"
+    bad.write_text(GOOD.replace("points: 10", "points: ten"))
+    code = ("import sys\nfrom autograder.engine import config\n"
+            f"try:\n    config.precheck({str(bad)!r})\nexcept config.ConfigError as e:\n    print('ERROR', e)\n"
+            "print('torch loaded:', 'torch' in sys.modules)\n")
+    import subprocess
+    import sys
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=KIT).stdout
+    assert "ERROR" in out and "line 5" in out and "torch loaded: False" in out, out
+
+
+def test_a_malformed_config_starts_no_worker_server(tmp_path, monkeypatch):
+    from autograder.routes import cli
+    from autograder.sandbox import fork_server
+    started = []
+    monkeypatch.setattr(fork_server, "start", lambda *args: started.append(args))
+    bad = tmp_path / "grading.yml"
+    bad.write_text(GOOD.replace("id: padding", "id: paddin", 1))
+    assert cli.main(["grade", str(KIT / "solutions"), "--config", str(bad)]) == 2
+    assert started == []
+    good = tmp_path / "good.yml"
+    good.write_text((KIT / "grading.yml").read_text())
+    monkeypatch.setattr(fork_server, "start", lambda *args: started.append(args) or (_ for _ in ()).throw(SystemExit(9)))
+    with pytest.raises(SystemExit):  # the planted server start: reached only once the file is valid
+        cli.main(["grade", str(KIT / "solutions"), "--config", str(good)])
+    assert started

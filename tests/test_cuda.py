@@ -3,16 +3,15 @@
 Each bad submission below is right on the CPU, so it must lose points in the cuda step only."""
 import pytest
 
-from autograder import config as grading_config
-from autograder import fake_cuda
-from autograder.checks import step_modules
-from autograder.runner import cuda_available, grade
+from autograder.engine import config as grading_config
+from autograder.engine import fake_cuda
+from autograder.engine.runner import cuda_available, grade
 from conftest import SOLUTIONS, full_marks, grade_with_hidden
 
 
 def with_mode(mode):
     text = grading_config.default_path().read_text().replace("mode: auto", f"mode: {mode}")
-    return grading_config.parse(text, known_steps=step_modules())
+    return grading_config.parse(text)
 
 
 BAD_ON_CUDA = {
@@ -134,7 +133,7 @@ def test_backward_still_works_after_the_fake_guard_is_loaded_first():
     backward after the guard was registered, which aborted or hung the process at random."""
     import subprocess
     import sys
-    code = ("from autograder.fake_cuda import simulated_device; import torch\n"
+    code = ("from autograder.engine.fake_cuda import simulated_device; import torch\n"
             "simulated_device()\n"
             "for _ in range(20):\n"
             "    w = torch.randn(5, 3, requires_grad=True); (w * 2).sum().backward()\n"

@@ -1,9 +1,11 @@
 """The diagnosis catalog: the ids the course promises exist, and every id has a message."""
+from pathlib import Path
+
 import pytest
 
-from autograder import messages
-from autograder.checks import step_modules
-from autograder.mistakes import mistakes_of
+from autograder.engine import messages
+from autograder.engine.assignment import step_modules
+from autograder.engine.assignment import mistakes_of
 
 # Ids the diagnosis issue makes a public contract, by step. (cpu_tensor_in_forward and
 # mask_not_buffer of the cuda step come with the simulated CUDA device.)
@@ -21,8 +23,8 @@ PROMISED = {
 
 
 def known_ids(step):
-    module = step_modules()[step]
-    return {m.id for m in mistakes_of(step)} | {p.diagnosis for p in module.PROBES}
+    module = step_modules("mha")[step]
+    return {m.id for m in mistakes_of("mha", step)} | {p.diagnosis for p in module.PROBES}
 
 
 def test_every_promised_diagnosis_exists():
@@ -31,29 +33,45 @@ def test_every_promised_diagnosis_exists():
 
 
 def test_every_diagnosis_has_a_message():
-    ids = {"no_known_mistake"} | {i for step in step_modules() for i in known_ids(step)}
-    catalog = messages.CATALOG["en"]
-    assert sorted(i for i in ids if f"diagnosis.{i}" not in catalog) == []
+    ids = {"no_known_mistake"} | {i for step in step_modules("mha") for i in known_ids(step)}
+    for lang in messages.LANGUAGES:
+        catalog = messages.catalog(lang)
+        assert sorted(i for i in ids if f"diagnosis.{i}" not in catalog) == [], lang
 
 
-def test_every_diagnosis_message_is_one_line():
-    """The release drops the messages of hidden-only mistakes line by line (release.student_messages)."""
-    import inspect
-    source = inspect.getsource(messages)
-    for key in messages.CATALOG["en"]:
-        if key.startswith("diagnosis."):
-            assert f'"{key}": "' in source, f"{key}: keep it on one line"
+def test_the_release_catalogs_drop_the_hidden_only_diagnoses(tmp_path):
+    """A student release's compiled catalogs keep the diagnoses the fingerprints and probes can
+    give, and no other (release.student_message); every other message ships."""
+    from autograder.engine.catalogs import write_student_catalogs
+    from autograder.engine.fingerprints import load, shipped_ids
+    from autograder.engine import config as grading_config
+    from autograder.routes.release import public_message_ids, student_message
+
+    from autograder.engine.assignment import known
+    ids = tuple(known())
+    keep = set().union(*(public_message_ids(config) for config in grading_config.load_all()))
+    write_student_catalogs(tmp_path, lambda message_id: student_message(message_id, keep))
+    shipped = {p.diagnosis for a in ids for module in step_modules(a).values() for p in module.PROBES} | \
+        {i for a in ids for i in shipped_ids(load(a))}
+    hidden_only = {m.id for a in ids for step in step_modules(a) for m in mistakes_of(a, step)} - shipped
+    assert "causal_ignores_device" in hidden_only
+    released = tuple((tmp_path / Path(d).relative_to(messages.GRADER), domain) for d, domain in messages.CATALOGS)
+    for lang in messages.LANGUAGES:
+        kept, full = messages.catalog(lang, released), messages.catalog(lang)
+        assert sorted(i for i in kept if i.removeprefix("diagnosis.") in hidden_only) == []
+        assert set(full) - set(kept) == {f"diagnosis.{i}" for i in hidden_only}, lang
+        assert all(kept[i] == full[i] for i in kept)
 
 
 def test_the_model_without_knobs_passes_every_check(config):
     """A mistake is a change from the model; unchanged, the model must be the reference."""
-    from autograder.mistakes.model import package
-    from autograder.runner import check_inputs, check_seed, expectation, judge, load_reference, observe
+    from autograder.assignments.mha.mistakes.model import package
+    from autograder.engine.runner import check_inputs, check_seed, expectation, judge, load_reference, observe
     from conftest import SOLUTIONS
 
-    reference, model = load_reference(SOLUTIONS), package()
+    reference, model = load_reference(SOLUTIONS, "mha"), package()
     for step in config.steps:
-        for check in step_modules()[step.id].CHECKS:
+        for check in step_modules("mha")[step.id].CHECKS:
             inputs = check_inputs(check, check_seed(check, 7))
             if check.requires == "cuda":
                 inputs["mode"] = "simulated"
@@ -63,19 +81,19 @@ def test_the_model_without_knobs_passes_every_check(config):
 
 def test_every_mistake_variant_fails_a_check_of_its_step():
     """A variant that passes every check could never be named, and would name correct code."""
-    from autograder import fingerprints
-    shown = {v.split("#")[0] for step in fingerprints.load()["steps"].values() for groups in step["checks"].values()
+    from autograder.engine import fingerprints
+    shown = {v.split("#")[0] for step in fingerprints.load("mha")["steps"].values() for groups in step["checks"].values()
              for group in groups for v in group["variants"]}
     hidden_only = {"causal_ignores_device"}  # its check needs 'meta' triu: hidden (see checks/masking.py)
-    catalog = {m.id for step in step_modules() for m in mistakes_of(step)}
+    catalog = {m.id for step in step_modules("mha") for m in mistakes_of("mha", step)}
     assert catalog - shown == hidden_only
 
 
 def test_fingerprints_are_up_to_date_fast():
     """The sources the fingerprints are made from are the ones they were made from; else run
     `python -m autograder fingerprints` (the slow test below regenerates and compares)."""
-    from autograder import fingerprints
-    assert fingerprints.load().get("sources") == fingerprints.sources_digest(), \
+    from autograder.engine import fingerprints
+    assert fingerprints.load("mha").get("sources") == fingerprints.sources_digest("mha"), \
         "run `python -m autograder fingerprints`"
 
 
@@ -93,7 +111,7 @@ def test_fingerprints_are_up_to_date():
 def test_fingerprints_match_within_tolerance_and_only_then():
     import torch
 
-    from autograder.fingerprints import fingerprint, matches
+    from autograder.engine.fingerprints import fingerprint, matches
     tol = {torch.float64: (1e-7, 1e-9), torch.float32: (1e-5, 1e-6)}
     x = torch.randn(3, 4, 5, dtype=torch.float64, generator=torch.Generator().manual_seed(0))
     fp = fingerprint({"out": x, "n": 3, "pair": (x.float(), torch.tensor([True, False]))})

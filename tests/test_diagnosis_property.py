@@ -8,9 +8,9 @@ import torch
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from autograder.diagnosis import Record, diagnose
-from autograder.checks import step_modules
-from autograder.runner import Observation, grade, observe
+from autograder.engine.diagnosis import Record, diagnose
+from autograder.engine.assignment import step_modules
+from autograder.engine.runner import Observation, grade, observe
 from conftest import SOLUTIONS, full_marks
 from variants import VARIANTS
 
@@ -40,7 +40,7 @@ class FixedAttention:
         return {"out": out, "weights": weights}
 
     def judge(self, inputs, got, expected, tol):
-        from autograder.check import compare
+        from autograder.engine.check import compare
         return compare(got, expected, tol)
 
 
@@ -51,7 +51,7 @@ def test_no_known_mistake_explains_a_correct_attention(config, B, H, lq, lk, d_k
     """The reference's output on random shapes, reported as failing: no known mistake may be
     named for it. A variant that computes the same on these shapes (scale by sqrt(d_v) when
     d_v == d_k) passes and is not named; one that differs must not pass for the same output."""
-    from autograder.runner import load_reference
+    from autograder.engine.runner import load_reference
     rng = torch.Generator().manual_seed(seed)
     inputs = {"q": torch.randn(B, H, lq, d_k, generator=rng, dtype=torch.float64),
               "k": torch.randn(B, H, lk, d_k, generator=rng, dtype=torch.float64),
@@ -60,12 +60,12 @@ def test_no_known_mistake_explains_a_correct_attention(config, B, H, lq, lk, d_k
     if masked:
         inputs["mask"][..., 0] = False
     check = FixedAttention()
-    reference = load_reference(SOLUTIONS)
+    reference = load_reference(SOLUTIONS, "mha")
     values = check.observe(reference, **inputs)
     tol = config.step("attention").tolerance
     for step_id in ("attention", "masking"):
         record = Record(check, inputs, Observation(values=values), fail=_fail(values, tol), expected=values)
-        module = step_modules()[step_id]
+        module = step_modules("mha")[step_id]
         found = diagnose(_without_probes(module), [record], lambda c, p, i: observe(c, p, i), None, tol,
                          reference=SOLUTIONS)
         assert [d["id"] for d in found] == ["no_known_mistake"], (step_id, found)
@@ -73,16 +73,16 @@ def test_no_known_mistake_explains_a_correct_attention(config, B, H, lq, lk, d_k
 
 def _fail(values, tol):
     """A real value mismatch on `out` (as if the output had been reported wrong)."""
-    from autograder.check import compare
+    from autograder.engine.check import compare
     return compare({**values, "out": values["out"] + 1.0}, values, tol)
 
 
 def _without_probes(module):
     from types import SimpleNamespace
-    return SimpleNamespace(__name__=module.__name__, PROBES=[])
+    return SimpleNamespace(__name__=module.__name__, ASSIGNMENT=module.ASSIGNMENT, PROBES=[])
 
 
 @pytest.fixture(scope="module")
 def config():
-    from autograder import config as grading_config
-    return grading_config.load(known_steps=step_modules())
+    from autograder.engine import config as grading_config
+    return grading_config.load()

@@ -7,9 +7,9 @@ import pytest
 import torch
 from conftest import SOLUTIONS, grade_with_hidden
 
-from autograder.check import ContractError, find_projections
-from autograder.checks import step_modules
-from autograder.runner import grade
+from autograder.engine.check import ContractError, find_projections
+from autograder.engine.assignment import step_modules
+from autograder.engine.runner import grade
 
 MHA = "mha.py"
 DROPOUT = "weights = self.dropout(weights)  # (B, H, Lq, Lk)"
@@ -107,7 +107,7 @@ class RawParameters(torch.nn.Module):
 def test_when_no_layer_can_be_found_the_message_names_what_the_contract_accepts():
     with pytest.raises(ContractError) as caught:
         find_projections(RawParameters(6), 6)
-    from autograder.messages import render
+    from autograder.engine.messages import render
 
     text = render(caught.value.fail.message_id, **caught.value.fail.params)
     assert "fused (d_model -> 3*d_model)" in text and "w_q, w_k, w_v, w_o" in text and "QKVProjection" in text
@@ -136,7 +136,7 @@ def test_a_layer_applied_to_the_key_but_discarded_does_not_count_as_the_key_proj
 
 
 def test_hidden_padding_is_trailing_as_pad_batch_makes_it():
-    check = next(c for c in step_modules()["multi_head_attention"].CHECKS if c.id == "random_configurations")
+    check = next(c for c in step_modules("mha")["multi_head_attention"].CHECKS if c.id == "random_configurations")
     for seed in range(40):
         mask = check.inputs(torch.Generator().manual_seed(seed))["pad_mask"]
         lengths = (~mask).sum(-1)

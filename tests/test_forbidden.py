@@ -2,8 +2,8 @@
 the affected checks, with a message naming the call; the other steps are untouched."""
 import pytest
 
-from autograder.forbidden import scan_source, scan_tampering
-from conftest import SOLUTIONS, full_marks, grade_with_hidden
+from autograder.engine.forbidden import scan_source, scan_tampering
+from conftest import SOLUTIONS, full_marks, grade_with_hidden, replace_once
 
 SDPA = "torch.nn.functional.scaled_dot_product_attention"
 
@@ -46,11 +46,12 @@ def test_nn_multihead_attention_in_the_module_is_caught(config, submission):
 def test_pad_sequence_in_padding_is_caught(config, submission):
     padding = (SOLUTIONS / "mha" / "padding.py").read_text().replace(
         "import torch\n", "import torch\nfrom torch.nn.utils.rnn import pad_sequence\n", 1).replace(
-        '    """\n    # TODO: build `ids` and `pad_mask`',
-        '    """\n    pad_sequence([torch.tensor([1])])\n    # TODO: build `ids` and `pad_mask`')
+        '    """\n    # TODO (padding)',
+        '    """\n    pad_sequence([torch.tensor([1])])\n    # TODO (padding)')
+    line = padding.splitlines().index("from torch.nn.utils.rnn import pad_sequence") + 1  # the module docstring's length
     result = grade_with_hidden(submission(files={"padding.py": padding}), config)
     assert full_marks(result) == ["padding"]
-    assert all("your code called torch.nn.utils.rnn.pad_sequence (mha/padding.py, line 14)" in c.message
+    assert all(f"your code called torch.nn.utils.rnn.pad_sequence (mha/padding.py, line {line})" in c.message
                for c in result.step("padding").checks)
 
 
@@ -74,21 +75,19 @@ def test_a_call_from_a_helper_module_in_a_subfolder_is_caught_and_located(config
     helper = ("import torch.nn.functional as F\n\n\n"
               "def attend(q, k, v):\n"
               "    return F.scaled_dot_product_attention(q, k, v)\n")
-    mha = (SOLUTIONS / "mha" / "mha.py").read_text().replace(
-        "from .heads import merge_heads, split_heads\n",
-        "from .heads import merge_heads, split_heads\nfrom .tools.helpers import attend\n").replace(
-        "        self.dropout = nn.Dropout(dropout)\n",
-        "        self.dropout = nn.Dropout(dropout)\n        self.attend = attend\n")
-    mha = mha.replace("    def forward(", "    def _unused(self, q):\n        return self.attend(q, q, q)\n\n    def forward(", 1)
+    mha = replace_once((SOLUTIONS / "mha" / "mha.py").read_text(),
+                       "from .heads import merge_heads, split_heads\n",
+                       "from .heads import merge_heads, split_heads\nfrom .tools.helpers import attend\n")
+    mha = replace_once(mha, "        self.dropout = nn.Dropout(dropout)\n",
+                       "        self.dropout = nn.Dropout(dropout)\n        self.attend = attend\n")
+    mha = replace_once(mha, "    def forward(", "    def _unused(self, q):\n        return self.attend(q, q, q)\n\n    def forward(")
     root = submission(files={"mha.py": mha})
     (root / "mha" / "tools").mkdir()
     (root / "mha" / "tools" / "helpers.py").write_text(helper)
     assert full_marks(grade_with_hidden(root, config)) == []  # imported but never called: fine
-    called = mha.replace("    def forward(self", "    def forward(self", 1)
-    called = called.replace("        return self.attend(q, q, q)", "        return self.attend(q, q, q)\n")
-    source = called.split("    def forward(", 1)
-    body = source[1].split(":\n", 1)
-    called = source[0] + "    def forward(" + body[0] + ":\n        self._unused(torch.ones(1, 1, 2, 2, dtype=torch.float64))\n" + body[1]
+    called = replace_once(mha, "        key = query if key is None else key\n",  # the first line of forward
+                          "        self._unused(torch.ones(1, 1, 2, 2, dtype=torch.float64))\n"
+                          "        key = query if key is None else key\n")
     (root / "mha" / "mha.py").write_text(called)
     result = grade_with_hidden(root, config)
     assert full_marks(result) == ["multi_head_attention"]
@@ -97,7 +96,7 @@ def test_a_call_from_a_helper_module_in_a_subfolder_is_caught_and_located(config
 
 def test_tampering_in_a_helper_module_costs_the_steps_that_import_it(config, submission):
     attention = (SOLUTIONS / "mha" / "attention.py").read_text().replace(
-        "import torch\n", "import torch\n\nfrom .util import unused  # noqa: F401\n", 1)
+        "\nimport torch\n", "\nimport torch\n\nfrom .util import unused  # noqa: F401\n", 1)
     root = submission(files={"attention.py": attention})
     (root / "mha" / "util.py").write_text("import torch\n\nunused = torch._C.DisableTorchFunction\n")
     (root / "mha" / "scratch.py").write_text("import gc\n")  # imported by nothing: never runs

@@ -11,9 +11,9 @@
 """
 import pytest
 
-from autograder.checks import step_modules
-from autograder.fingerprints import load, shipped_ids
-from autograder.runner import grade
+from autograder.engine.assignment import step_modules
+from autograder.engine.fingerprints import load, shipped_ids
+from autograder.engine.runner import grade
 from planted import PLANTED
 from conftest import (INTEGRATION_STEPS, SOLUTIONS, all_mistakes, cuda_available, full_marks,
                       grade_with_hidden)
@@ -62,8 +62,8 @@ def failing_checks(result, step):
 @pytest.mark.parametrize("step,mistake", all_mistakes(), ids=lambda v: getattr(v, "id", v))
 def test_student_kit_gives_the_same_diagnosis(config, submission, step, mistake):
     """Public checks only, no reference: the diagnosis comes from autograder/fingerprints.json."""
-    if mistake.diagnosis not in shipped_ids(load()):
-        assert not any(mistake.diagnosis in v["order"] for v in load()["steps"].values())
+    if mistake.diagnosis not in shipped_ids(load("mha")):
+        assert not any(mistake.diagnosis in v["order"] for v in load("mha")["steps"].values())
         pytest.skip(f"{mistake.diagnosis} shows on hidden checks only: the kit cannot name it")
     result = grade(submission(mistake), config, steps=[step])
     diagnosed = [d["id"] for d in result.step(step).diagnoses]
@@ -93,7 +93,7 @@ def test_every_check_fails_on_some_planted_mistake(graded_mistakes):
     for _, _, result in graded_mistakes.values():
         for step in result.steps:
             caught |= {(step.id, check.id) for check in step.checks if check.passed is False}
-    never = [(step_id, check.id) for step_id, module in step_modules().items() for check in module.CHECKS
+    never = [(step_id, check.id) for step_id, module in step_modules("mha").items() for check in module.CHECKS
              if (step_id, check.id) not in caught and not (check.requires == "cuda" and not cuda_available())]
     assert never == [], f"checks that no planted mistake makes fail: {never}"
 

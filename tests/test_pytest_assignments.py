@@ -1,25 +1,29 @@
 """A student's `pytest assignments/`, run for real in a subprocess on copies of the kit."""
+import os
 import shutil
 import subprocess
 import sys
 
-from conftest import ASSIGNMENTS, KIT, SOLUTIONS, cuda_available
+from conftest import ASSIGNMENTS, KIT, SOLUTIONS, cuda_available, replace_once
 
 
 def student_copy(tmp_path, mha_source, grading=None):
     """What a student has: assignments/ (test file, conftest, mha/) with a grading.yml above it."""
     root = tmp_path / "kit"
     (root / "assignments").mkdir(parents=True)
-    for name in ("conftest.py", "test_mha.py"):
+    for name in ("conftest.py", "test_checks.py"):
         shutil.copy(ASSIGNMENTS / name, root / "assignments" / name)
     shutil.copytree(mha_source, root / "assignments" / "mha")
     (root / "grading.yml").write_text(grading or (KIT / "grading.yml").read_text())
     return root
 
 
-def pytest_in(root, *args):
-    return subprocess.run([sys.executable, "-m", "pytest", "assignments", "-p", "no:cacheprovider", *args],
-                          cwd=root, capture_output=True, text=True, timeout=300)
+def pytest_in(root, *args, cache=False):
+    """`pytest assignments/` in a student copy, with the grader of this checkout (not whichever
+    copy the environment has installed)."""
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(KIT), *filter(None, [os.environ.get("PYTHONPATH")])])}
+    return subprocess.run([sys.executable, "-m", "pytest", "assignments", *([] if cache else ["-p", "no:cacheprovider"]),
+                           *args], cwd=root, capture_output=True, text=True, timeout=300, env=env)
 
 
 def table_line(output, step):
@@ -66,7 +70,7 @@ def test_one_failing_check_shows_expected_and_seen(tmp_path):
 
 
 def test_endless_loop_ends_in_a_per_check_timeout(tmp_path):
-    grading = (KIT / "grading.yml").read_text().replace("timeout: 10", "timeout: 1")
+    grading = replace_once((KIT / "grading.yml").read_text(), "timeout: 10", "timeout: 1")
     root = student_copy(tmp_path, SOLUTIONS / "mha", grading)
     padding = root / "assignments" / "mha" / "padding.py"
     padding.write_text(padding.read_text().replace(

@@ -1,7 +1,7 @@
 """The reference scores full marks; the untouched skeleton scores zero in every step."""
 import pytest
 
-from autograder.runner import grade
+from autograder.engine.runner import grade
 from conftest import ASSIGNMENTS, SOLUTIONS, full_marks, grade_with_hidden
 
 

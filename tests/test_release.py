@@ -11,12 +11,12 @@ from pathlib import Path
 
 import pytest
 
-from autograder.checks import step_modules
-from autograder.fingerprints import load, shipped_ids
-from autograder.mistakes import mistakes_of
+from autograder.engine.assignment import step_modules
+from autograder.engine.fingerprints import load, shipped_ids
+from autograder.engine.assignment import mistakes_of
 from planted import planted_of
-from autograder.release import release, strip_hidden
-from autograder.skeleton import solution_regions
+from autograder.routes.release import release, strip_hidden
+from autograder.engine.skeleton import solution_regions
 from conftest import KIT, SOLUTIONS
 
 
@@ -36,13 +36,17 @@ def test_release_has_no_reference_no_hidden_check_and_no_mistake(student_release
     files = release_text(student_release)
     # Reference lines that compute something (assignments and returns); bare control flow such
     # as `if pad_mask is not None:` is common to any implementation, the public oracle included.
-    code_lines = {line.strip() for path in (SOLUTIONS / "mha").glob("*.py")
+    packages = ("mha", "kv_cache")
+    code_lines = {line.strip() for package in packages for path in (SOLUTIONS / package).glob("*.py")
                   for region in solution_regions(path.read_text()) for line in region.splitlines()
                   if (" = " in line or line.strip().startswith("return ")) and len(line.strip()) > 12}
-    hidden_ids = {c.id for module in step_modules().values() for c in module.CHECKS if c.visibility == "hidden"}
+    hidden_ids = {c.id for a in packages for module in step_modules(a).values() for c in module.CHECKS
+                  if c.visibility == "hidden"} - {c.id for a in packages for module in step_modules(a).values()
+                                                  for c in module.CHECKS if c.visibility == "public"}
     # the ids the fingerprints can name ship (that is how the kit diagnoses); the others must not
-    mistake_ids = {m.id for step in step_modules() for m in mistakes_of(step)} - shipped_ids(load())
-    probe_ids = {p.diagnosis for module in step_modules().values() for p in module.PROBES}
+    mistake_ids = {m.id for a in packages for step in step_modules(a) for m in mistakes_of(a, step)} - \
+        {i for a in packages for i in shipped_ids(load(a))}
+    probe_ids = {p.diagnosis for a in packages for module in step_modules(a).values() for p in module.PROBES}
     assert "causal_ignores_device" in mistake_ids  # one that shows on a hidden check only
     for path, text in files.items():
         for line in code_lines:
@@ -53,7 +57,8 @@ def test_release_has_no_reference_no_hidden_check_and_no_mistake(student_release
             assert f'"{mistake_id}"' not in text and f'"diagnosis.{mistake_id}"' not in text, \
                 f"{path}: hidden-only mistake {mistake_id}"
     assert not (student_release / "solutions").exists()
-    assert sorted(p.name for p in (student_release / "autograder" / "mistakes").iterdir()) == ["__init__.py"]
+    assert (student_release / "autograder" / "assignments" / "mha" / "checks").is_dir()
+    assert not (student_release / "autograder" / "assignments" / "mha" / "mistakes").exists()
 
 
 def pytest_in_release(root, *args):
@@ -62,21 +67,23 @@ def pytest_in_release(root, *args):
                           capture_output=True, text=True, timeout=300)
 
 
-def total_line(output):
-    return next(line for line in output.splitlines() if line.strip().startswith("total "))
+def total_lines(output):
+    return [line.split(None, 1)[1] for line in output.splitlines() if line.strip().startswith("total ")]
 
 
 def test_release_grades_the_skeleton_zero_and_the_reference_full(student_release, tmp_path):
+    # every assignment's public checks run: mha (95 points without the cuda step), kv_cache (100)
     completed = pytest_in_release(student_release)
-    assert completed.returncode == 1 and "0.00 / 95" in total_line(completed.stdout)
+    assert completed.returncode == 1 and total_lines(completed.stdout) == ["0.00 / 95", "0.00 / 100"]
     assert "not implemented yet" in completed.stdout
     copy = tmp_path / "filled"
     shutil.copytree(student_release, copy)
-    shutil.rmtree(copy / "assignments" / "mha")
-    shutil.copytree(SOLUTIONS / "mha", copy / "assignments" / "mha")
+    for package in ("mha", "kv_cache"):
+        shutil.rmtree(copy / "assignments" / package)
+        shutil.copytree(SOLUTIONS / package, copy / "assignments" / package)
     completed = pytest_in_release(copy)
     assert completed.returncode == 0, completed.stdout[-3000:]
-    assert "95.00 / 95" in total_line(completed.stdout)
+    assert total_lines(completed.stdout) == ["95.00 / 95", "100.00 / 100"]
     # the release's own grader ran, not the kit's
     where = subprocess.run([sys.executable, "-c", "import autograder; print(autograder.__file__)"],
                            cwd=copy, capture_output=True, text=True)
@@ -153,7 +160,7 @@ KIT_SAMPLE = ["pad_mutates_input_rows_replaced", "embedding_pad_row_trained", "q
 @pytest.mark.slow
 @pytest.mark.parametrize("name", KIT_SAMPLE)
 def test_release_diagnoses_a_planted_mistake(student_release, tmp_path, name):
-    from autograder import messages
+    from autograder.engine import messages
     from planted import PLANTED
 
     planted = next(p for p in PLANTED if p.name == name)

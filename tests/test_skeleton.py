@@ -1,7 +1,7 @@
 """assignments/mha is generated from solutions/mha and must be up to date."""
 import pytest
 
-from autograder.skeleton import skeleton_source, solution_regions, write_skeletons
+from autograder.engine.skeleton import skeleton_source, solution_regions, write_skeletons
 from conftest import ASSIGNMENTS, SOLUTIONS
 
 

@@ -4,8 +4,8 @@ import os
 
 import pytest
 
-from autograder.runner import grade
-from autograder.submission import SOURCE_LIMIT
+from autograder.engine.runner import grade
+from autograder.engine.submission import SOURCE_LIMIT
 from conftest import INTEGRATION_STEPS, SOLUTIONS, full_marks
 
 def refusals(result, step_id):

@@ -1,7 +1,7 @@
 """Correct submissions written differently from the reference. Each must get full marks and no
 diagnosis: the grader measures behaviour, not style. Each variant is a Mistake-like patch set on
 the reference (file -> [(old, new)]), so it stays in step with the reference."""
-from autograder.check import Mistake
+from autograder.engine.check import Mistake
 
 
 def variant(name, file, patches):

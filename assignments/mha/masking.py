@@ -1,4 +1,26 @@
-"""Step `masking` — which keys may a query not look at?
+"""Step `masking` — 마스킹: 쿼리가 보면 안 되는 키는? / which keys may a query not look at?
+
+[한국어]
+왜 필요한가: 어텐션은 기본적으로 모든 키를 봅니다. 하지만 보면 안 되는 키가 있습니다. 패딩은 의미가
+없는 자리 채우기이고, 언어 모델에서 미래의 토큰을 보는 것은 답을 미리 보는 것과 같습니다. 마스크는
+그런 키를 막아, 소프트맥스 뒤 그 가중치가 정확히 0이 되게 합니다 (attention.py).
+
+마스크 두 가지, 둘 다 bool이고 True = 막힘:
+
+  * 패딩 마스크: 어떤 쿼리도 패딩 토큰을 보면 안 됩니다. ids (B, L)에서 ids == pad_id인 곳이
+    True이고, 모양은 (B, 1, 1, L)입니다. 그래야 점수 (B, H, Lq, Lk)에 대해 헤드 축(dim 1)과 쿼리
+    축(dim 2)으로 브로드캐스트됩니다. 패딩은 키 축(마지막 차원)에 있습니다.
+
+  * 인과(causal) 마스크: 언어 모델에서 토큰 i는 토큰 0..i만 볼 수 있습니다. 점수 (L, L)에서
+    대각선 위쪽을 모두 막습니다 (아래 예시의 causal_mask(4)).
+
+    마스크는 `device` 위에서 바로 만드세요: CPU에서 만든 마스크는 GPU에 있는 점수와 함께 쓸 수
+    없습니다.
+
+[English]
+Why: attention looks at every key by default, but some keys must not be looked at. Padding is
+meaningless filler, and in a language model looking at future tokens means reading the answer.
+A mask blocks such keys so that their weight after the softmax is exactly 0 (attention.py).
 
 Two masks, both bool with True = BLOCKED:
 
@@ -7,26 +29,59 @@ Two masks, both bool with True = BLOCKED:
     (dim 2) against scores of shape (B, H, Lq, Lk). The padding is on the KEY axis (the last).
 
   * causal mask: in a language model token i may only see tokens 0..i. For scores (L, L) this
-    blocks everything above the diagonal:
-
-        L = 4:  [[F, T, T, T],
-                 [F, F, T, T],
-                 [F, F, F, T],
-                 [F, F, F, F]]
+    blocks everything above the diagonal (causal_mask(4) in the example below).
 
     Create it directly on `device`: a mask built on the CPU cannot be combined with scores that
     live on a GPU.
+
+예시 / Example:
+
+    >>> import torch
+    >>> from mha.masking import causal_mask, padding_mask
+    >>> ids = torch.tensor([[5, 2, 7], [3, 0, 0]])   # (B=2, L=3), pad_batch([[5, 2, 7], [3]])
+    >>> mask = padding_mask(ids)
+    >>> mask.shape                                   # (B, 1, 1, L)
+    torch.Size([2, 1, 1, 3])
+    >>> mask
+    tensor([[[[False, False, False]]],
+    <BLANKLINE>
+    <BLANKLINE>
+            [[[False,  True,  True]]]])
+    >>> torch.broadcast_shapes(mask.shape, (2, 4, 3, 3))   # 점수 / scores (B, H=4, Lq, Lk)
+    torch.Size([2, 4, 3, 3])
+    >>> causal_mask(4)                               # (L, L): 대각선 위 = True / above the diagonal
+    tensor([[False,  True,  True,  True],
+            [False, False,  True,  True],
+            [False, False, False,  True],
+            [False, False, False, False]])
+
+점수가 모두 같으면 인과 마스크 아래에서 토큰 i는 토큰 0..i의 평균을 냅니다 / with equal scores,
+under the causal mask token i averages tokens 0..i:
+
+    >>> from mha.attention import scaled_dot_product_attention
+    >>> q = k = torch.ones(3, 2)                     # (L=3, d_k=2): 모든 점수가 같음 / equal scores
+    >>> _, weights = scaled_dot_product_attention(q, k, torch.eye(3), mask=causal_mask(3))
+    >>> weights                                      # (Lq, Lk)
+    tensor([[1.0000, 0.0000, 0.0000],
+            [0.5000, 0.5000, 0.0000],
+            [0.3333, 0.3333, 0.3333]])
 """
 import torch
 
 
-def padding_mask(ids, pad_id=0):
-    """ids int64 (B, L) -> bool (B, 1, 1, L), True where ids == pad_id."""
-    # TODO
+def padding_mask(ids, pad_id=0):  # ids (B, L) -> (B, 1, 1, L)
+    """ids int64 (B, L) -> bool (B, 1, 1, L), ids == pad_id인 곳에서 True / True where ids == pad_id."""
+    # TODO (masking)
+    #   [한국어] 패딩 위치에서 True인 bool 마스크를 (B, 1, 1, L) 모양으로 반환하세요.
+    #   [English] return the bool mask, True at the padding positions, shaped (B, 1, 1, L).
     raise NotImplementedError("TODO")
 
 
-def causal_mask(seq_len, device=None):
-    """-> bool (seq_len, seq_len) on `device`, True strictly above the diagonal."""
-    # TODO
+def causal_mask(seq_len, device=None):  # -> (L, L)
+    """-> bool (seq_len, seq_len), `device` 위에, 대각선 바로 위부터 True.
+    -> bool (seq_len, seq_len) on `device`, True strictly above the diagonal."""
+    # TODO (masking)
+    #   [한국어] 대각선 위쪽이 True인 (L, L) bool 마스크를 `device` 위에서 바로 만들어 반환하세요.
+    #   [English] return the (L, L) bool mask, True strictly above the diagonal, created directly
+    #             on `device`.
     raise NotImplementedError("TODO")

@@ -1,34 +1,74 @@
-"""Step `padding` — turn token-id lists of different lengths into one rectangular batch.
+"""Step `padding` — 패딩: 토큰 id 리스트를 하나의 배치로 / pad token-id lists into one batch.
 
-A model works on tensors, and a tensor is a rectangle. Sentences have different lengths, so the
-shorter ones are filled up on the RIGHT with a special token id, `pad_id`, until every row has
-length L:
+[한국어]
+왜 필요한가: 모델은 텐서로 계산하고, 텐서는 직사각형입니다. 그런데 문장마다 길이가 다릅니다.
+그래서 짧은 문장의 오른쪽(뒤)을 특별한 토큰 id인 `pad_id`로 채워 모든 행의 길이를 L로
+맞춥니다. 이것이 패딩입니다.
 
-    [[5, 7, 9],          ids = [[5, 7, 9],       pad_mask = [[False, False, False],
-     [4, 2]]      ->            [4, 2, 0]]                   [False, False, True ]]
+`pad_mask`는 어느 위치가 패딩으로 채워졌는지 기억합니다. 나중에 어텐션은 이 마스크를 보고
+어떤 토큰도 패딩 위치를 바라보지(attend) 않게 합니다 (masking.py). 이 키트의 마스크 규칙은
+True = 막힘(blocked)입니다. 여기서는 True = 패딩 위치입니다.
+
+`max_len`을 주면 L = max_len 이고, 그보다 긴 문장은 앞의 max_len개 토큰만 남깁니다.
+
+[English]
+Why: a model computes on tensors, and a tensor is a rectangle, but sentences have different
+lengths. So the shorter ones are filled up on the RIGHT with a special token id, `pad_id`, until
+every row has length L. This is padding.
 
 `pad_mask` remembers which positions were added. Later, attention uses it so that no token
-attends to padding. Mask convention in this kit: True = blocked (here: True = padding).
+attends to padding (masking.py). Mask convention in this kit: True = blocked (here: True =
+padding).
+
+With `max_len`, L = max_len and longer sentences keep only their first max_len tokens.
+
+예시 / Example:
+
+    >>> from mha.padding import pad_batch
+    >>> ids, pad_mask = pad_batch([[5, 2, 7], [3]])
+    >>> ids          # (B=2, L=3): 짧은 문장 뒤에 pad_id=0 / pad_id=0 after the short one
+    tensor([[5, 2, 7],
+            [3, 0, 0]])
+    >>> pad_mask     # (B, L): True = 패딩 / padding
+    tensor([[False, False, False],
+            [False,  True,  True]])
+    >>> ids, pad_mask = pad_batch([[5, 2, 7], [3]], pad_id=9, max_len=2)   # 잘라내기 / truncate
+    >>> ids          # (B=2, L=max_len=2)
+    tensor([[5, 2],
+            [3, 9]])
+    >>> pad_mask
+    tensor([[False, False],
+            [False,  True]])
 """
 import torch
 
 
-def pad_batch(sequences, pad_id=0, max_len=None):
-    """Right-pad a list of token-id lists into one tensor.
+def pad_batch(sequences, pad_id=0, max_len=None):  # -> ids (B, L), pad_mask (B, L)
+    """토큰 id 리스트들을 오른쪽 패딩으로 하나의 텐서로 만듭니다.
+    Right-pad a list of token-id lists into one tensor.
 
-    Args:
-        sequences: list of B lists of ints (token ids). Must not be modified.
-        pad_id:    the id written into padding positions.
-        max_len:   if given, L = max_len and longer sequences keep only their first max_len
+    인자 / Args:
+        sequences: 정수(토큰 id) 리스트 B개. 바꾸면 안 됩니다.
+                   list of B lists of ints (token ids). Must not be modified.
+        pad_id:    패딩 위치에 쓰는 id. / the id written into padding positions.
+        max_len:   주어지면 L = max_len 이고 더 긴 문장은 앞의 max_len개 토큰만 남깁니다;
+                   None이면 L = 가장 긴 문장의 길이.
+                   if given, L = max_len and longer sequences keep only their first max_len
                    tokens; if None, L = length of the longest sequence.
 
-    Returns:
-        ids:      int64 tensor (B, L), right-padded with pad_id.
-        pad_mask: bool tensor (B, L), True exactly at the padding positions.
+    반환 / Returns:
+        ids:      int64 텐서 (B, L), 오른쪽이 pad_id로 채워짐.
+                  int64 tensor (B, L), right-padded with pad_id.
+        pad_mask: bool 텐서 (B, L), 정확히 패딩 위치에서만 True.
+                  bool tensor (B, L), True exactly at the padding positions.
 
-    Raises:
-        ValueError: if `sequences` is empty (an empty *sequence* inside the batch is fine).
+    예외 / Raises:
+        ValueError: `sequences`가 비어 있을 때 (배치 안의 빈 *문장* 하나는 괜찮습니다).
+                    if `sequences` is empty (an empty *sequence* inside the batch is fine).
     """
-    # TODO: build `ids` and `pad_mask` as described above. Work on copies (or build new
-    # tensors): the caller's lists must come back unchanged.
+    # TODO (padding)
+    #   [한국어] 위 설명대로 `ids` (B, L)와 `pad_mask` (B, L)를 만드세요. 복사본으로 작업하거나
+    #            새 텐서를 만드세요: 호출한 쪽의 리스트는 바뀌지 않은 채로 돌아가야 합니다.
+    #   [English] build `ids` (B, L) and `pad_mask` (B, L) as described above. Work on copies (or
+    #             build new tensors): the caller's lists must come back unchanged.
     raise NotImplementedError("TODO")

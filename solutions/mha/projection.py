@@ -1,8 +1,30 @@
-"""Step `qkv_projection` — vectors -> queries, keys and values.
+"""Step `qkv_projection` — 쿼리/키/밸류 프로젝션: 벡터 -> q, k, v / vectors -> queries, keys, values.
 
-Every token vector x (d_model numbers) is mapped three times by three different learned linear
-maps:  q = x W_q^T + b_q,  k = x W_k^T + b_k,  v = x W_v^T + b_v.  Each keeps the size d_model,
-so x (B, L, D) gives q, k, v each (B, L, D).
+[한국어]
+왜 필요한가: 어텐션에서 한 토큰은 세 가지 역할을 합니다. 쿼리(query, "내가 찾는 것"), 키(key, "내가
+가진 것을 알리는 표지"), 밸류(value, "넘겨줄 내용")입니다. 같은 벡터 x를 세 역할에 그대로 쓰면
+모델이 "무엇을 찾을지"와 "무엇을 넘겨줄지"를 따로 배울 수 없습니다. 그래서 학습되는 선형 변환
+세 개로 x를 세 번 바꿉니다:  q = x W_q^T + b_q,  k = x W_k^T + b_k,  v = x W_v^T + b_v.
+셋 다 크기 d_model을 유지하므로 x (B, L, D)에서 q, k, v가 각각 (B, L, D)로 나옵니다.
+
+실제로 쓰이는 두 가지 작성법을 모두 구현합니다:
+  * 따로 있는 nn.Linear(D, D) 세 개: w_q, w_k, w_v;
+  * 합친(fused) nn.Linear(D, 3*D) 하나, 이름은 c_attn (GPT-2 방식): 큰 행렬곱 한 번 뒤에 마지막 차원을
+    크기 D인 연속된 세 조각으로 자릅니다 — 순서는 q, k, v.
+
+흔한 버그: k와 v도 w_q로 계산하기. q, k, v는 각자 자기 가중치가 필요합니다.
+
+채점기는 여러분의 층에 가중치를 넣습니다: QKVProjection에서는 이름 w_q, w_k, w_v로 찾고 (같은 크기의
+층 세 개는 이름 말고는 구별할 수 없습니다), FusedQKVProjection에서는 c_attn에, 또는 이름과 상관없이
+클래스의 유일한 층에 넣습니다. nn.LazyLinear도 됩니다.
+
+[English]
+Why: in attention a token plays three roles: a query ("what I am looking for"), a key ("the label
+that says what I hold") and a value ("what I hand over"). Using the same vector x for all three
+would not let the model learn what to look for apart from what to hand over. So every token
+vector x (d_model numbers) is mapped three times by three different learned linear maps:
+q = x W_q^T + b_q,  k = x W_k^T + b_k,  v = x W_v^T + b_v.  Each keeps the size d_model, so
+x (B, L, D) gives q, k, v each (B, L, D).
 
 Two ways to write it, both used in practice and both asked for here:
   * three separate nn.Linear(D, D): w_q, w_k, w_v;
@@ -14,25 +36,59 @@ A classic bug: projecting k and v with w_q too. Each of q, k, v needs its own we
 The grader loads its weights into your layers: in QKVProjection by the names w_q, w_k, w_v (three
 layers of one size cannot be told apart otherwise); in FusedQKVProjection into c_attn, or into
 the class's only layer, whatever its name. nn.LazyLinear works too.
+
+예시 / Example: D = 2, bias 없음 / no bias; W_q = I, W_k = 2I, W_v는 두 특성을 맞바꿈 / W_v swaps
+the two features. 합친 층의 가중치 (3*D, D)는 W_q, W_k, W_v를 위에서 아래로 쌓은 것입니다 / the fused
+weight (3*D, D) is W_q, W_k, W_v stacked top to bottom, so both classes give the same q, k, v:
+
+    >>> import torch
+    >>> from mha.projection import FusedQKVProjection, QKVProjection
+    >>> W_q, W_k, W_v = torch.eye(2), 2 * torch.eye(2), torch.tensor([[0., 1.], [1., 0.]])
+    >>> x = torch.tensor([[[1., 2.], [3., 4.]]])      # (B=1, L=2, D=2)
+    >>> proj = QKVProjection(2, bias=False).requires_grad_(False)   # grad_fn 없이 출력 / no grad_fn
+    >>> _ = proj.w_q.weight.copy_(W_q), proj.w_k.weight.copy_(W_k), proj.w_v.weight.copy_(W_v)
+    >>> q, k, v = proj(x)                             # 각각 / each (B, L, D)
+    >>> k
+    tensor([[[2., 4.],
+             [6., 8.]]])
+    >>> v
+    tensor([[[2., 1.],
+             [4., 3.]]])
+    >>> fused = FusedQKVProjection(2, bias=False).requires_grad_(False)
+    >>> fused.c_attn.weight.shape                     # (3*D, D)
+    torch.Size([6, 2])
+    >>> _ = fused.c_attn.weight.copy_(torch.cat([W_q, W_k, W_v]))
+    >>> fused(x)                                      # (q, k, v): 위와 같음 / the same as above
+    (tensor([[[1., 2.],
+             [3., 4.]]]), tensor([[[2., 4.],
+             [6., 8.]]]), tensor([[[2., 1.],
+             [4., 3.]]]))
 """
 import torch.nn as nn
 
 
 class QKVProjection(nn.Module):
-    """Three separate projections: forward(x (B, L, D)) -> (q, k, v), each (B, L, D)."""
+    """따로 있는 프로젝션 세 개: forward(x (B, L, D)) -> (q, k, v), 각각 (B, L, D).
+    Three separate projections: forward(x (B, L, D)) -> (q, k, v), each (B, L, D)."""
 
     def __init__(self, d_model, bias=True):
         super().__init__()
-        # TODO: create self.w_q, self.w_k, self.w_v: each nn.Linear(d_model, d_model, bias=bias).
+        # TODO (qkv_projection)
+        #   [한국어] self.w_q, self.w_k, self.w_v를 만드세요: 각각
+        #            nn.Linear(d_model, d_model, bias=bias), 가중치 (D, D).
+        #   [English] create self.w_q, self.w_k, self.w_v: each nn.Linear(d_model, d_model, bias=bias),
+        #             weight (D, D).
         ### BEGIN SOLUTION
         self.w_q = nn.Linear(d_model, d_model, bias=bias)
         self.w_k = nn.Linear(d_model, d_model, bias=bias)
         self.w_v = nn.Linear(d_model, d_model, bias=bias)
         ### END SOLUTION
 
-    def forward(self, x):
+    def forward(self, x):  # x (B, L, D) -> q, k, v each (B, L, D)
         # x: (B, L, D)
-        # TODO: return (q, k, v), each (B, L, D), each from its own projection.
+        # TODO (qkv_projection)
+        #   [한국어] (q, k, v)를 반환하세요. 각각 (B, L, D)이고, 각자 자기 프로젝션으로 계산합니다.
+        #   [English] return (q, k, v), each (B, L, D), each from its own projection.
         ### BEGIN SOLUTION
         q = self.w_q(x)  # (B, L, D)
         k = self.w_k(x)  # (B, L, D)
@@ -42,20 +98,27 @@ class QKVProjection(nn.Module):
 
 
 class FusedQKVProjection(nn.Module):
-    """One fused projection c_attn: forward(x (B, L, D)) -> (q, k, v), each (B, L, D)."""
+    """합친 프로젝션 c_attn 하나: forward(x (B, L, D)) -> (q, k, v), 각각 (B, L, D).
+    One fused projection c_attn: forward(x (B, L, D)) -> (q, k, v), each (B, L, D)."""
 
     def __init__(self, d_model, bias=True):
         super().__init__()
         self.d_model = d_model
-        # TODO: create self.c_attn = nn.Linear(d_model, 3 * d_model, bias=bias).
+        # TODO (qkv_projection)
+        #   [한국어] self.c_attn = nn.Linear(d_model, 3 * d_model, bias=bias)를 만드세요.
+        #            가중치 (3*D, D).
+        #   [English] create self.c_attn = nn.Linear(d_model, 3 * d_model, bias=bias). Weight (3*D, D).
         ### BEGIN SOLUTION
         self.c_attn = nn.Linear(d_model, 3 * d_model, bias=bias)
         ### END SOLUTION
 
-    def forward(self, x):
+    def forward(self, x):  # x (B, L, D) -> q, k, v each (B, L, D)
         # x: (B, L, D)
-        # TODO: one call of c_attn gives (B, L, 3*D); cut its last dimension into three
-        # consecutive pieces of size D and return them in the order q, k, v.
+        # TODO (qkv_projection)
+        #   [한국어] c_attn을 한 번 호출하면 (B, L, 3*D)가 나옵니다. 마지막 차원을 크기 D인 연속된
+        #            세 조각으로 잘라 q, k, v 순서로 반환하세요. 각각 (B, L, D).
+        #   [English] one call of c_attn gives (B, L, 3*D); cut its last dimension into three
+        #             consecutive pieces of size D and return them in the order q, k, v, each (B, L, D).
         ### BEGIN SOLUTION
         qkv = self.c_attn(x)  # (B, L, 3*D)
         q, k, v = qkv.split(self.d_model, dim=-1)  # 3 x (B, L, D)

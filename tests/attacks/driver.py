@@ -20,15 +20,15 @@ def main() -> int:
     spec = json.loads(sys.argv[1])
     sys.path.insert(0, KIT)
     if spec.get("no_static_scan"):
-        from autograder import runner
+        from autograder.engine import runner
         if not hasattr(runner, "forbidden_in_source"):
-            sys.exit("driver: autograder.runner.forbidden_in_source is gone: update tests/attacks/driver.py "
+            sys.exit("driver: autograder.engine.runner.forbidden_in_source is gone: update tests/attacks/driver.py "
                      "so that it turns off the judge's source scan")
         runner.forbidden_in_source = lambda *args, **kwargs: None
     if spec.get("memory_bytes"):
-        from autograder import batch
+        from autograder.engine import batch
         batch.grade_batch = functools.partial(batch.grade_batch, memory_bytes=spec["memory_bytes"])
-    from autograder.__main__ import main as grade_main
+    from autograder.routes.cli import main as grade_main
     return grade_main(spec["argv"])
 
 

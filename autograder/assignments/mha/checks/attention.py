@@ -1,0 +1,147 @@
+"""Checks for step `attention`: mha/attention.py, scaled_dot_product_attention without a mask.
+
+Oracle: F.scaled_dot_product_attention. It does not return the weights, but with the identity
+matrix as values its output IS the weight matrix, so both outputs are checked against PyTorch.
+"""
+import torch
+import torch.nn.functional as F
+
+from autograder.engine.check import Check, ContractError, Fail, describe, randn, randsize
+
+FILES = ['attention.py']  # what the step grades (scanned for forbidden calls)
+
+
+def attend(mha, q, k, v, **kwargs):
+    result = mha.attention.scaled_dot_product_attention(q, k, v, **kwargs)
+    if not isinstance(result, (tuple, list)) or len(result) != 2:
+        raise ContractError("wrong_type", name="scaled_dot_product_attention(...)",
+                            expected="a pair (out, weights)", got=describe(result))
+    return {"out": result[0], "weights": result[1]}
+
+
+def oracle(q, k, v):
+    """(out, weights) from PyTorch's own implementation."""
+    eye = torch.eye(k.shape[-2], dtype=q.dtype).expand(*k.shape[:-1], k.shape[-2])
+    return {"out": F.scaled_dot_product_attention(q, k, v),
+            "weights": F.scaled_dot_product_attention(q, k, eye)}
+
+
+def qkv(rng, lead, lq, lk, d_k, d_v, dtype=torch.float64):
+    return {"q": randn(rng, *lead, lq, d_k, dtype=dtype), "k": randn(rng, *lead, lk, d_k, dtype=dtype),
+            "v": randn(rng, *lead, lk, d_v, dtype=dtype)}
+
+
+class AgainstTorch(Check):
+    """Helper: (out, weights) of the student's attention against PyTorch's, on `shape` inputs.
+    `outputs` names the observations judged (both, or one for a finer-grained check)."""
+
+    shape = {"lead": (2, 3), "lq": 5, "lk": 7, "d_k": 4, "d_v": 6}
+    dtype = torch.float64
+    outputs = ("out", "weights")
+
+    def inputs(self, rng):
+        return qkv(rng, self.shape["lead"], self.shape["lq"], self.shape["lk"], self.shape["d_k"],
+                   self.shape["d_v"], dtype=self.dtype)
+
+    def observe(self, mha, q, k, v):
+        got = attend(mha, q, k, v)
+        return {name: got[name] for name in self.outputs}
+
+    def expected(self, q, k, v):
+        want = oracle(q, k, v)
+        return {name: want[name] for name in self.outputs}
+
+    def picture(self, inputs, got, expected):
+        """The first head's weights, the student's next to PyTorch's."""
+        if expected is None or "weights" not in expected:
+            expected = oracle(inputs["q"], inputs["k"], inputs["v"])
+        return weights_picture(got, expected["weights"], f"attention weights ({self.id}), batch 0, head 0")
+
+
+def weights_picture(got, expected, title):
+    """Check.picture's answer for (B, H, Lq, Lk) weights: batch 0, head 0 of both; None when the
+    student's weights have another shape (then the message says more than a picture)."""
+    weights = got.get("weights") if isinstance(got, dict) else None
+    if not isinstance(weights, torch.Tensor) or weights.shape != expected.shape or weights.dim() != 4:
+        return None
+    return {"got": weights[0, 0], "expected": expected[0, 0], "title": title}
+
+
+class Weights(AgainstTorch):
+    """weights = softmax(q k^T / sqrt(d_k)) over the keys: (B, H, Lq, Lk), rows sum to 1.
+    Heads batched as (B, H, L, d), sizes B=2, H=3, Lq=5, Lk=7, d_k=4, d_v=6 (all different)."""
+
+    id = "weights"
+    outputs = ("weights",)
+    weight = 3
+
+
+class Output(AgainstTorch):
+    """out = weights @ v: (B, H, Lq, d_v)."""
+
+    id = "output"
+    outputs = ("out",)
+    weight = 3
+
+
+class ThreeDims(AgainstTorch):
+    """Works for any number of leading dims, e.g. (B, L, d) without a head axis."""
+
+    id = "three_dims"
+    shape = {"lead": (2,), "lq": 5, "lk": 7, "d_k": 4, "d_v": 6}
+
+
+class SquareKeys(AgainstTorch):
+    """Lk == d_k: a shape where q @ k (without the transpose) would run, but give other numbers."""
+
+    id = "square_keys"
+    shape = {"lead": (2, 2), "lq": 3, "lk": 4, "d_k": 4, "d_v": 5}
+
+
+class Float32(AgainstTorch):
+    """float32 inputs give float32 outputs of the same values."""
+
+    id = "float32"
+    shape = {"lead": (2, 3), "lq": 5, "lk": 7, "d_k": 8, "d_v": 6}
+    dtype = torch.float32
+
+
+# ### BEGIN HIDDEN CHECKS
+
+
+class RandomSizes(Check):
+    """Random sizes, against the reference."""
+
+    id = "random_sizes"
+    visibility = "hidden"
+    weight = 3
+
+    def inputs(self, rng):
+        lead = (randsize(rng, 2, 4), randsize(rng, 2, 5))  # (B, H)
+        lq, lk, d_k, d_v = randsize(rng, 2, 9), randsize(rng, 2, 9), randsize(rng, 2, 17), randsize(rng, 2, 9)
+        d_v += d_v == d_k  # d_v != d_k: else scaling by sqrt(d_v) would pass on some seeds only
+        return qkv(rng, lead, lq=lq, lk=lk, d_k=d_k, d_v=d_v)
+
+    def observe(self, mha, q, k, v):
+        return attend(mha, q, k, v)
+
+
+# ### PROBES (unscored: run when the step fails, to explain why)
+
+
+class RowsNotNormalised(Check):
+    """The weights of each row sum to 1."""
+
+    diagnosis = "rows_not_normalised"
+
+    def inputs(self, rng):
+        return qkv(rng, (2, 3), lq=5, lk=7, d_k=4, d_v=6)
+
+    def observe(self, mha, q, k, v):
+        return {"sums": attend(mha, q, k, v)["weights"].detach().sum(-1)}
+
+    def judge(self, inputs, got, expected, tol):
+        sums = got["sums"]
+        if isinstance(sums, torch.Tensor) and sums.numel() and not torch.allclose(sums, torch.ones_like(sums)):
+            return Fail("rows_not_normalised", {"low": sums.min().item(), "high": sums.max().item()})
+        return None

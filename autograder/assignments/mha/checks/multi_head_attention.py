@@ -1,0 +1,414 @@
+"""Checks for step `multi_head_attention`: mha/mha.py, MultiHeadAttention.
+
+Oracle: torch.nn.MultiheadAttention with the same weights (its in_proj_weight is
+cat([w_q, w_k, w_v]); out_proj is w_o). This is the integration step: it runs the student's
+whole module, so a mistake in an earlier step may show here too, by design.
+"""
+import math
+import weakref
+
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+
+from autograder.engine.check import (
+    PROJECTIONS,
+    Check,
+    ContractError,
+    Fail,
+    check_form,
+    compare_tensor,
+    find_projections,
+    first_index,
+    linear_state,
+    load_projections,
+    randn,
+    randsize,
+)
+from .masking import causal_by_hand
+
+FILES = ['mha.py']  # what the step grades (scanned for forbidden calls)
+
+D, H = 12, 3  # d_k = 4; Lq = 5 and Lk = 7 below: all sizes different, d_model not a square
+LAYERS = PROJECTIONS  # the four projections, by role (found by what they do: check.find_projections)
+_roles = weakref.WeakKeyDictionary()  # module -> {role: Slot}, for the gradient checks
+
+
+def weights(rng, d_model=D, bias=True):
+    return {name: linear_state(rng, d_model, d_model, bias) for name in LAYERS}
+
+
+def build(mha, states, num_heads=H, dropout=0.0, bias=True, causal=False):
+    """The student's MultiHeadAttention in float64 and eval(), with the reference weights loaded
+    into its projections, wherever and however it keeps them (check.find_projections)."""
+    d_model = states["w_q"]["weight"].shape[0]
+    module = mha.mha.MultiHeadAttention(d_model, num_heads, dropout=dropout, bias=bias, causal=causal)
+    module = module.double().eval()
+    roles = find_projections(module, d_model, key=(num_heads, dropout, bias, causal))
+    load_projections(module, roles, states)
+    _roles[module] = roles
+    return module
+
+
+def gradient_sizes(module, *inputs):
+    """{role: total |gradient| of its weight rows (None: no gradient)} after one backward, and
+    "shared": [(role, role that uses the same weights)]."""
+    module(*inputs).pow(2).sum().backward()
+    roles = _roles[module]
+    d_model = module_width(module, roles)
+    sizes = {}
+    for role in LAYERS:
+        grad = roles[role].layer(module).weight.grad
+        sizes[role] = None if grad is None else grad[roles[role].block * d_model:][:d_model].abs().sum().item()
+    sizes["shared"] = [(role, other, describe_slot(roles[role])) for i, role in enumerate(LAYERS)
+                       for other in LAYERS[:i] if roles[other] == roles[role]]
+    sizes["where"] = {role: describe_slot(roles[role]) for role in LAYERS}
+    return sizes
+
+
+def module_width(module, roles):
+    return roles["w_o"].layer(module).weight.shape[1]
+
+
+def describe_slot(slot):
+    """'w_q', or 'qkv.c_attn block 2' for the second d_model rows of a fused layer."""
+    return f"{slot.path} block {slot.block + 1}" if slot.block else slot.path
+
+
+def oracle(states, query, key, value, num_heads=H, bias=True, causal=False, pad_mask=None):
+    """nn.MultiheadAttention with the same weights (rows whose keys are all blocked give NaN)."""
+    d_model = query.shape[-1]
+    reference = nn.MultiheadAttention(d_model, num_heads, bias=bias, batch_first=True).double().eval()
+    with torch.no_grad():
+        reference.in_proj_weight.copy_(torch.cat([states[n]["weight"] for n in LAYERS[:3]]))
+        reference.out_proj.weight.copy_(states["w_o"]["weight"])
+        if bias:
+            reference.in_proj_bias.copy_(torch.cat([states[n]["bias"] for n in LAYERS[:3]]))
+            reference.out_proj.bias.copy_(states["w_o"]["bias"])
+        # Padding and causal masks go in as one (B*H, Lq, Lk) attn_mask: the same semantics as
+        # key_padding_mask, without the 0.6 s of imports its input check costs on first use.
+        B, lq, lk = query.shape[0], query.shape[1], key.shape[1]
+        blocked = torch.zeros(B, 1, lq, lk, dtype=torch.bool)
+        if causal:
+            blocked = blocked | causal_by_hand(lq, lk)
+        if pad_mask is not None:
+            blocked = blocked | pad_mask[:, None, None, :]
+        attn_mask = blocked.expand(B, num_heads, lq, lk).reshape(B * num_heads, lq, lk)
+        out, _ = reference(query, key, value, attn_mask=attn_mask, need_weights=False)
+    return {"out": out}
+
+
+class AgainstTorch(Check):
+    """Helper: the student's module and nn.MultiheadAttention on the same inputs."""
+
+    causal = False
+    bias = True
+    cross = False
+    pad_lengths = None
+    weight = 2
+
+    def inputs(self, rng):
+        query = randn(rng, 2, 5, D)
+        inputs = {"states": weights(rng, bias=self.bias), "query": query, "key": None, "value": None,
+                  "pad_mask": None}
+        if self.cross:
+            inputs["key"], inputs["value"] = randn(rng, 2, 7, D), randn(rng, 2, 7, D)
+        if self.pad_lengths:
+            length = 7 if self.cross else 5
+            inputs["pad_mask"] = torch.tensor([[j >= n for j in range(length)] for n in self.pad_lengths])
+        return inputs
+
+    def observe(self, mha, states, query, key, value, pad_mask):
+        module = build(mha, states, bias=self.bias, causal=self.causal)
+        return {"out": module(query, key, value, pad_mask=pad_mask)}
+
+    def expected(self, states, query, key, value, pad_mask):
+        key = query if key is None else key
+        value = query if value is None else value
+        return oracle(states, query, key, value, bias=self.bias, causal=self.causal, pad_mask=pad_mask)
+
+
+class SelfAttention(AgainstTorch):
+    """Self-attention (key = value = query) matches nn.MultiheadAttention."""
+
+    id = "self_attention"
+    weight = 3
+
+
+class CrossAttention(AgainstTorch):
+    """Cross-attention, Lq = 5 queries over Lk = 7 keys, matches nn.MultiheadAttention."""
+
+    id = "cross_attention"
+    cross = True
+
+
+class PadMask(AgainstTorch):
+    """pad_mask (B, Lk), True at padding keys: padding keys are ignored."""
+
+    id = "pad_mask"
+    cross = True
+    pad_lengths = (7, 4)
+
+
+class Causal(AgainstTorch):
+    """causal=True: query i sees keys 0..i only."""
+
+    id = "causal"
+    causal = True
+
+
+class CausalCross(AgainstTorch):
+    """causal=True with Lq != Lk: top-left aligned, query i sees keys 0..i."""
+
+    id = "causal_cross"
+    causal = True
+    cross = True
+    weight = 1
+
+
+class CausalWithPadding(AgainstTorch):
+    """causal=True together with a pad_mask."""
+
+    id = "causal_with_padding"
+    causal = True
+    pad_lengths = (5, 3)
+
+
+class NoBias(AgainstTorch):
+    """bias=False: no bias anywhere, still matches nn.MultiheadAttention(bias=False)."""
+
+    id = "no_bias"
+    bias = False
+    weight = 1
+
+
+
+class AllPaddingRowFinite(Check):
+    """A sequence that is all padding gives finite outputs (no NaN), the others stay right."""
+
+    id = "all_padding_finite"
+
+    def inputs(self, rng):
+        return {"states": weights(rng), "query": randn(rng, 2, 5, D),
+                "pad_mask": torch.tensor([[False, False, False, True, True], [True] * 5])}
+
+    def observe(self, mha, states, query, pad_mask):
+        return {"out": build(mha, states)(query, pad_mask=pad_mask)}
+
+    def expected(self, states, query, pad_mask):
+        return oracle(states, query, query, query, pad_mask=pad_mask)
+
+    def judge(self, inputs, got, expected, tol):
+        has_keys = ~inputs["pad_mask"].all(-1)[:, None, None]  # (B, 1, 1): all-padding rows are unspecified
+        fail = compare_tensor(got["out"], expected["out"], tol, name="out", where=has_keys)
+        if fail:
+            return fail
+        if not torch.isfinite(got["out"]).all():
+            index = first_index(~torch.isfinite(got["out"]))
+            return Fail("row_not_finite", {"name": "out", "got": got["out"][index].item(), "index": index})
+        return None
+
+
+class Dropout(Check):
+    """`dropout` is an nn.Dropout(p): off after eval() (= no dropout), active in train(), on the
+    attention WEIGHTS: each output is then sum_j c_j v_j with every c_j either 0 or
+    weight_j / (1 - p). (w_v and w_o are the identity here and d_k > Lk, so the c_j can be read
+    back from the output; dropout on the output instead zeroes entries that no such sum gives.)"""
+
+    id = "dropout"
+    D, H, LQ, LK = 16, 2, 4, 5  # d_k = 8 > Lk
+
+    def inputs(self, rng):
+        eye = {"weight": torch.eye(self.D, dtype=torch.float64), "bias": torch.zeros(self.D, dtype=torch.float64)}
+        states = {"w_q": linear_state(rng, self.D, self.D), "w_k": linear_state(rng, self.D, self.D),
+                  "w_v": eye, "w_o": {name: value.clone() for name, value in eye.items()}}
+        return {"states": states, "query": randn(rng, 2, self.LQ, self.D), "key": randn(rng, 2, self.LK, self.D),
+                "value": randn(rng, 2, self.LK, self.D)}
+
+    def observe(self, mha, states, query, key, value):
+        module = build(mha, states, num_heads=self.H, dropout=0.5)
+        layer = getattr(module, "dropout", None)
+        if not isinstance(layer, nn.Dropout):
+            raise ContractError("missing_attribute", owner="MultiHeadAttention", name="dropout",
+                                expected="an nn.Dropout")
+        eval_out = [module(query, key, value).detach() for _ in range(2)]
+        module.train()
+        with torch.random.fork_rng(devices=[]):
+            torch.manual_seed(0)  # the same masks every run: a diagnosis sees what the grade saw
+            train_out = [module(query, key, value).detach() for _ in range(3)]
+        return {"p": layer.p, "eval": eval_out, "train": train_out}
+
+    def expected(self, states, query, key, value):
+        return oracle(states, query, key, value, num_heads=self.H)
+
+    def judge(self, inputs, got, expected, tol):
+        if got["p"] != 0.5:
+            return Fail("bad_attribute", {"owner": "MultiHeadAttention", "name": "dropout.p",
+                                          "expected": 0.5, "got": got["p"]})
+        first, second = got["eval"]
+        if isinstance(first, torch.Tensor) and isinstance(second, torch.Tensor) and \
+                first.shape == second.shape and not torch.equal(first, second):
+            return Fail("dropout_in_eval", {"diff": (first - second).abs().max().item()})
+        fail = compare_tensor(first, expected["out"], tol, name="out in eval()")
+        if fail:
+            return fail
+        if all(torch.equal(out, first) for out in got["train"]):
+            return Fail("dropout_inactive", {"p": 0.5})
+        weights = attention_weights(inputs["states"], inputs["query"], inputs["key"], self.H)  # (B, H, Lq, Lk)
+        for out in got["train"]:
+            fail = check_form(out, first.shape, first.dtype, first.device, name="out in train()") \
+                or judge_dropped(out, inputs["value"], weights, 0.5, tol)
+            if fail:
+                return fail
+        return None
+
+
+def attention_weights(states, query, key, num_heads):
+    """softmax(q k^T / sqrt(d_k)) per head, written out: (B, H, Lq, Lk)."""
+    q = F.linear(query, states["w_q"]["weight"], states["w_q"].get("bias"))
+    k = F.linear(key, states["w_k"]["weight"], states["w_k"].get("bias"))
+    B, lq, D = q.shape
+    q = q.view(B, lq, num_heads, D // num_heads).transpose(1, 2)
+    k = k.view(B, k.shape[1], num_heads, D // num_heads).transpose(1, 2)
+    return torch.softmax(q @ k.transpose(-2, -1) / math.sqrt(D // num_heads), dim=-1)
+
+
+def judge_dropped(out, value, weights, p, tol):
+    """None if `out` (w_v = w_o = identity) is, per head, C @ v with every C_ij 0 or weights_ij / (1 - p)."""
+    B, H, lq, lk = weights.shape
+    v = value.view(B, lk, H, -1).transpose(1, 2)  # (B, H, Lk, d_k)
+    z = out.view(B, lq, H, -1).transpose(1, 2)  # (B, H, Lq, d_k)
+    c = z @ torch.linalg.pinv(v)  # (B, H, Lq, Lk): the coefficients, if z is in the span of v
+    fail = compare_tensor(c @ v, z, tol, name="out in train()")
+    if fail:
+        return Fail("dropout_not_on_weights", {"detail": "the output is not a weighted sum of the values"})
+    kept = weights / (1 - p)
+    nearest = torch.where((c - kept).abs() < c.abs(), kept, torch.zeros_like(kept))
+    fail = compare_tensor(c, nearest, tol, name="attention weights in train()")
+    if fail:
+        return Fail("dropout_not_on_weights", {"detail": "its coefficients are not the attention weights, "
+                                                         f"each either dropped (0) or divided by 1 - p = {1 - p:g}"})
+    return None
+
+
+class Gradients(Check):
+    """backward() reaches all four projections."""
+
+    id = "gradients"
+    weight = 1
+
+    def inputs(self, rng):
+        return {"states": weights(rng), "query": randn(rng, 2, 5, D)}
+
+    def observe(self, mha, states, query):
+        return gradient_sizes(build(mha, states), query)
+
+    def judge(self, inputs, got, expected, tol):
+        for name in LAYERS:
+            if not got.get(name):
+                return Fail("grad_missing", {"name": f"{got.get('where', {}).get(name, name)}.weight"})
+        for role, other, where in got.get("shared", ()):
+            return Fail("projection_shared", {"role": ROLE_WORDS[role], "other": ROLE_WORDS[other], "where": where})
+        return None
+
+
+ROLE_WORDS = {"w_q": "query", "w_k": "key", "w_v": "value", "w_o": "output"}
+
+
+# ### BEGIN HIDDEN CHECKS
+
+
+class RandomConfigurations(Check):
+    """Random sizes and trailing padding of random lengths, against the reference: self-attention,
+    padded cross-attention, and causal cross-attention with Lq < Lk (bias=False and dropout are
+    fixed checks)."""
+
+    id = "random_configurations"
+    visibility = "hidden"
+    weight = 3
+
+    def inputs(self, rng):
+        num_heads, d_k, B = randsize(rng, 2, 5), randsize(rng, 2, 6), randsize(rng, 2, 4)
+        lq = randsize(rng, 2, 7)
+        lk = lq + randsize(rng, 2, 4)  # Lq != Lk: top-left and bottom-right causal masks differ
+        # Trailing padding, as pad_batch makes it (the contract): at least one real key (a row of
+        # padding only is a fixed check's job) and at least one pad key per row.
+        lengths = torch.randint(1, lk, (B,), generator=rng)
+        pad_mask = torch.arange(lk)[None, :] >= lengths[:, None]  # (B, Lk)
+        return {"states": weights(rng, num_heads * d_k), "num_heads": num_heads,
+                "query": randn(rng, B, lq, num_heads * d_k), "key": randn(rng, B, lk, num_heads * d_k),
+                "pad_mask": pad_mask}
+
+    def observe(self, mha, states, num_heads, query, key, pad_mask):
+        full = build(mha, states, num_heads=num_heads)
+        causal = build(mha, states, num_heads=num_heads, causal=True)
+        return {"self": full(query), "cross": full(query, key, key, pad_mask=pad_mask),
+                "causal_cross": causal(query, key, key, pad_mask=pad_mask)}
+
+
+# ### PROBES (unscored: run when the step fails, to explain why)
+
+
+class ProjectionNoGradient(Check):
+    """In cross-attention every projection receives a gradient."""
+
+    diagnosis = "projection_no_gradient"
+
+    def inputs(self, rng):
+        return {"states": weights(rng), "query": randn(rng, 2, 5, D), "key": randn(rng, 2, 7, D)}
+
+    def observe(self, mha, states, query, key):
+        return gradient_sizes(build(mha, states), query, key, key)
+
+    def judge(self, inputs, got, expected, tol):
+        for name in LAYERS:
+            if not got.get(name):
+                return Fail("projection_no_gradient", {"name": name})
+        return None
+
+
+class QueryRowsMixed(Check):
+    """In cross-attention, changing one query token changes only that token's output."""
+
+    diagnosis = "query_rows_mixed"
+
+    def inputs(self, rng):
+        query = randn(rng, 1, 5, D)
+        changed = query.clone()
+        changed[0, 2] = randn(rng, D)
+        return {"states": weights(rng), "query": query, "changed": changed, "key": randn(rng, 1, 7, D)}
+
+    def observe(self, mha, states, query, changed, key):
+        module = build(mha, states)
+        return {"before": module(query, key, key).detach(), "after": module(changed, key, key).detach()}
+
+    def judge(self, inputs, got, expected, tol):
+        before, after = got["before"], got["after"]
+        if not (isinstance(before, torch.Tensor) and isinstance(after, torch.Tensor)) or before.shape != after.shape \
+                or before.dim() != 3:
+            return None
+        moved = [i for i in range(before.shape[1]) if i != 2 and not torch.allclose(before[0, i], after[0, i])]
+        if moved:
+            return Fail("query_rows_mixed", {"changed": 2, "moved": moved[0]})
+        return None
+
+
+class DropoutInEval(Check):
+    """After eval(), two identical calls give identical outputs. (Random outputs cannot be
+    matched against a planted mistake, so this behaviour is probed directly.)"""
+
+    diagnosis = "dropout_in_eval"
+
+    def inputs(self, rng):
+        return {"states": weights(rng), "query": randn(rng, 2, 5, D)}
+
+    def observe(self, mha, states, query):
+        module = build(mha, states, dropout=0.5)
+        return {"outputs": [module(query).detach() for _ in range(3)]}
+
+    def judge(self, inputs, got, expected, tol):
+        first, *others = got["outputs"]
+        if all(isinstance(o, torch.Tensor) for o in got["outputs"]) and \
+                any(o.shape == first.shape and not torch.equal(o, first) for o in others):
+            return Fail("dropout_in_eval", {})
+        return None

@@ -1,0 +1,119 @@
+"""Find an assignment's parts by its id: the engine names no assignment and no step.
+
+An assignment is a folder `autograder/assignments/<id>/`:
+
+    checks/<step>.py     one module per step id: its Check classes (public, hidden, probes), FILES
+    mistakes/<step>.py   instructor-only: MISTAKES, known errors as knob settings of mistakes/model.py
+    mistakes/model.py    `package(**knobs)`: the assignment computed once more, one knob per mistake
+    warmup.py            optional `warm_up(simulation)`: ops to run once in the worker server
+    fingerprints.json    what the known mistakes observe on the public checks (the release's diagnosis)
+    locale/              its messages (diagnoses), en and ko
+
+plus its reference package `solutions/<id>/` (the skeleton `assignments/<id>/` is made from it)
+and an entry in grading.yml. Students' code is the package `<id>`.
+"""
+import importlib
+import importlib.util
+import inspect
+import pkgutil
+from dataclasses import dataclass
+from pathlib import Path
+
+PACKAGE = "autograder.assignments"
+FOLDER = Path(__file__).resolve().parent.parent / "assignments"
+
+_step_modules = {}  # assignment id -> {step id: module}; a cache of code that never changes
+
+
+def known() -> list:
+    """The ids of the assignments the kit holds (folders with a checks/ package)."""
+    return sorted(p.parent.parent.name for p in FOLDER.glob("*/checks/__init__.py"))
+
+
+def folder(assignment_id: str) -> Path:
+    return FOLDER / assignment_id
+
+
+def step_ids(assignment_id: str) -> list:
+    """The step ids an assignment has checks for, read from its folder without importing them
+    (no torch: grading.yml is validated before anything heavy starts)."""
+    return sorted(info.name for info in pkgutil.iter_modules([str(folder(assignment_id) / "checks")]))
+
+
+def step_modules(assignment_id: str) -> dict:
+    """step id -> its checks module (with .CHECKS, .PROBES, .FILES filled in)."""
+    if assignment_id not in _step_modules:
+        package = importlib.import_module(f"{PACKAGE}.{assignment_id}.checks")
+        _step_modules[assignment_id] = {info.name: _load(assignment_id, info.name)
+                                        for info in pkgutil.iter_modules(package.__path__)}
+    return _step_modules[assignment_id]
+
+
+def _load(assignment_id, step_id):
+    from autograder.engine.check import Check
+
+    module = importlib.import_module(f"{PACKAGE}.{assignment_id}.checks.{step_id}")
+    checks, probes = [], []
+    for value in vars(module).values():
+        if not (inspect.isclass(value) and issubclass(value, Check) and value.__module__ == module.__name__):
+            continue
+        if value.diagnosis or value.id:
+            check = value()
+            check.step, check.assignment = step_id, assignment_id
+            (probes if check.diagnosis else checks).append(check)
+    ids = [check.id for check in checks]
+    duplicated = {i for i in ids if ids.count(i) > 1}
+    if duplicated:
+        raise RuntimeError(f"{assignment_id} step {step_id}: check ids used twice: {sorted(duplicated)}")
+    module.CHECKS, module.PROBES = checks, probes
+    module.FILES = getattr(module, "FILES", [])
+    module.ASSIGNMENT = assignment_id
+    return module
+
+
+@dataclass(init=False)
+class Mistake:
+    """A known mistake: `id` (its diagnosis message is `diagnosis.<id>`) and its variants, each a
+    dict of knobs of the assignment's mistakes/model.py. `also_breaks` names other steps it
+    genuinely breaks as well (besides the steps that integrate everything)."""
+
+    id: str
+    variants: tuple
+    also_breaks: tuple = ()
+    assignment: str = None  # set by mistakes_of
+
+    def __init__(self, id: str, *variants: dict, also_breaks: tuple = ()):
+        self.id, self.variants, self.also_breaks = id, tuple(variants), tuple(also_breaks)
+        self.assignment = None
+
+    def packages(self) -> list:
+        """One model package per variant (made once per process)."""
+        key = self.assignment, self.id, repr(self.variants)
+        if key not in _packages:
+            model = importlib.import_module(f"{PACKAGE}.{self.assignment}.mistakes.model")
+            _packages[key] = [model.package(**variant) for variant in self.variants]
+        return _packages[key]
+
+
+_packages = {}
+
+
+def mistakes_of(assignment_id: str, step_id: str) -> list:
+    """The step's MISTAKES ([] when the step has none, or the kit is a student release)."""
+    name = f"{PACKAGE}.{assignment_id}.mistakes.{step_id}"
+    try:
+        if importlib.util.find_spec(name) is None:
+            return []
+    except ModuleNotFoundError:  # no mistakes/ package at all (a student release)
+        return []
+    mistakes = importlib.import_module(name).MISTAKES
+    for mistake in mistakes:
+        mistake.assignment = assignment_id
+    return mistakes
+
+
+def warm_up(assignment_id: str, simulation=None) -> None:
+    """Run the assignment's warmup.warm_up(simulation), if it has one (in the worker server)."""
+    name = f"{PACKAGE}.{assignment_id}.warmup"
+    if importlib.util.find_spec(name) is not None:
+        importlib.import_module(name).warm_up(simulation)

@@ -1,0 +1,198 @@
+"""Explain a failing step: which known mistake, or which behaviour, produced the student's output.
+
+Two sources of evidence, neither of which changes a score:
+
+* Known mistakes (autograder/mistakes/<step>.py): each is one or more settings of a model of
+  the computation (mistakes/model.py) with one specific error in it. A mistake is reported when
+  one of its variants reproduces the student's observation on at least one failing check and
+  fails no check that the student passes; of those, a mistake whose reproduced failures are a
+  strict subset of another's is left out (the more specific explanation wins).
+  Where the instructor grades, the variants run on the checks' inputs (hidden ones included).
+  In the student release they cannot (the model is a reference): the release ships, per public
+  check, fingerprints of what each variant observes (autograder/fingerprints.py), and the
+  student's observations are compared with those. Same rule, same diagnoses on public checks.
+* Probes (Check subclasses with a `diagnosis` id): behavioural tests of the student's code that
+  need no reference, e.g. "a projection receives no gradient". Where a probe and a mistake share
+  an id, the probe decides: two mistakes can fail with the same output (the same device error,
+  say) while a probe can still tell them apart.
+
+When neither finds anything, the diagnosis says so and repeats the closest evidence.
+"""
+import threading
+from dataclasses import dataclass
+
+from autograder.engine import messages
+from autograder.engine.check import Fail, compare, judged
+from autograder.engine.assignment import mistakes_of
+
+# Failures that say nothing about the computation: nothing to diagnose.
+NOT_EVIDENCE = {"not_implemented", "not_checked", "missing_package", "missing_file", "syntax_error",
+                "import_error", "forbidden_call", "forbidden_call_at", "forbidden_source", "tampering", "timeout",
+                "worker_crashed", "worker_exited", "bad_worker_message", "unreadable_observation", "refused_file",
+                "skipped_after_hang", "syntax_error_text", "syntax_error_in_import", "near_miss",
+                "mask_needs_attention"}
+
+
+@dataclass
+class Record:
+    """One check's run: what went in, what came out, and how it was judged."""
+
+    check: object
+    inputs: dict
+    observation: object  # runner.Observation
+    fail: Fail = None
+    seed: int = None  # the seed the inputs were made from; None: they may differ between runs
+    expected: object = None  # what a correct solution observes (None where it was not needed)
+
+
+def diagnose(module, records, observe, student, tol, reference=None, fingerprints=None):
+    """[{"id", "message"}] for a step with failing checks ([] if none failed).
+
+    `observe(check, package, inputs)` runs a check's student half on a package and returns an
+    Observation; `student` is the student's package, or None when `observe` sends student code to
+    a worker itself. With `reference` (the instructor's kit) the known mistakes run on the
+    records' inputs; without, they are matched through `fingerprints` (default: the ones
+    shipped in the assignment's fingerprints.json, if any)."""
+    failing = [r for r in records if r.fail is not None and r.fail.message_id not in NOT_EVIDENCE]
+    if not failing:
+        return []
+    step_id, assignment_id = module.__name__.rsplit(".", 1)[-1], module.ASSIGNMENT
+    found = []
+    for probe in getattr(module, "PROBES", []):
+        inputs = probe.inputs(_generator(probe))
+        observation = observe(probe, student, inputs)
+        if observation.error is None:
+            fail = judged(probe, inputs, observation.values, None, tol)
+            if fail is not None and fail.message_id != "unreadable_observation":
+                found.append(entry(probe.diagnosis, **fail.params))
+    probed = {probe.diagnosis for probe in getattr(module, "PROBES", [])}
+    if reference is not None:
+        explained = {m.id: best(variant_evidence(package, records, observe, tol) for package in m.packages())
+                     for m in mistakes_of(assignment_id, step_id) if m.id not in probed}
+    else:
+        from autograder.engine.fingerprints import evidence, load
+        shipped = fingerprints if fingerprints is not None else load(assignment_id)
+        explained = {i: e for i, e in evidence(shipped, step_id, records, tol).items() if i not in probed}
+    found += [entry(i) for i in most_specific(explained)]
+    if not found:
+        closest = next((r.fail for r in failing if r.observation.error is None), failing[0].fail)
+        found.append(entry("no_known_mistake", evidence=messages.render(closest.message_id, **closest.params)))
+    return found
+
+
+# A known mistake explains a step's records when one of its variants passes what the student
+# passes and reproduces at least one failure. Of the mistakes that do, one is left out when
+# another reproduces strictly more of the student's failures (no "zeroed the pad row by hand" for a student who
+# has no padding_idx at all, which also shows on the check that the pad row is zero).
+
+
+def variant_evidence(package, records, observe, tol):
+    """The ids of the failing checks that the mistake variant `package` reproduces, or None if
+    it fails a check the student passes. Failures that say nothing about the computation are
+    left out. Where both fail differently, nothing follows: the observation may hold random
+    parts (a fresh layer's initial weights, dropout in train()), or a second mistake."""
+    reproduced = set()
+    for record in records:
+        if record.fail is not None and record.fail.message_id in NOT_EVIDENCE:
+            continue
+        observation = mistake_observation(observe, package, record)
+        fails = mistake_fails(package, record, observation, tol)
+        if record.fail is None:
+            if fails:
+                return None
+        elif fails and same_observation(record.observation, observation, tol):
+            reproduced.add(record.check.id)
+    return reproduced
+
+
+def best(evidences):
+    """The largest reproduced set among the consistent variants (None: no variant explains)."""
+    sets = [e for e in evidences if e]
+    return max(sets, key=len) if sets else None
+
+
+def most_specific(explained):
+    """Ids whose reproduced set is not strictly inside another's, in catalog order."""
+    kept = {i: e for i, e in explained.items() if e}
+    return [i for i, e in kept.items() if not any(e < other for j, other in kept.items() if j != i)]
+
+
+_mistake_observations = {}
+_lock = threading.RLock()
+
+
+def mistake_observation(observe, package, record):
+    """What the mistake `package` (kept for the process) observes on the record's inputs: run
+    once per check and seed, since every failing submission of a batch (one seed) asks the same
+    question."""
+    import torch
+
+    def run():
+        torch.manual_seed(0)  # a check in train() mode draws from the global generator
+        return observe(record.check, package, record.inputs)
+
+    if record.seed is None:
+        with _lock:
+            return run()
+    key = (id(package), record.check.step, record.check.id, record.seed, record.inputs.get("mode"))
+    with _lock:  # mistake packages are shared by the threads of a batch
+        if key not in _mistake_observations:
+            if len(_mistake_observations) > 20_000:  # many seeds in one process (the kit's tests)
+                _mistake_observations.clear()
+            _mistake_observations[key] = run()
+        return _mistake_observations[key]
+
+
+_mistake_verdicts = {}
+
+
+def mistake_fails(package, record, observation, tol):
+    """Whether the mistake's `observation` fails the record's check: judged once per check and
+    seed, as its observation is (the same inputs, expectation and tolerance for every failing
+    submission of a batch)."""
+    def verdict():
+        return observation.error is not None or \
+            judged(record.check, record.inputs, observation.values, record.expected, tol) is not None
+
+    if record.seed is None:
+        return verdict()
+    key = (id(package), record.check.step, record.check.id, record.seed, record.inputs.get("mode"))
+    with _lock:
+        known = _mistake_verdicts.get(key)
+        # The expectation and tolerance are held, so that their ids cannot be reused meanwhile.
+        if known is None or known[0] is not observation or known[1] is not record.expected or known[2] is not tol:
+            if len(_mistake_verdicts) > 20_000:
+                _mistake_verdicts.clear()
+            known = _mistake_verdicts[key] = (observation, record.expected, tol, verdict())
+        return known[3]
+
+
+def entry(diagnosis_id, **params):
+    return {"id": diagnosis_id, "message": messages.render(f"diagnosis.{diagnosis_id}", **params)}
+
+
+def same_observation(student, mistake, tol):
+    """True if a mistake's observation reproduces the student's: equal values, or the same error."""
+    if student.error is None and mistake.error is None:
+        try:
+            return compare(student.values, mistake.values, tol) is None
+        except Exception:  # noqa: BLE001 - values the student's code made: unreadable is no match
+            return False
+    if student.error is not None and mistake.error is not None:
+        return (student.error.message_id == mistake.error.message_id
+                and student.error.message_id not in NOT_EVIDENCE
+                and without_where(student.error.params) == without_where(mistake.error.params))
+    return False
+
+
+def without_where(params):
+    """Error parameters minus the file position, which differs between two packages, and minus
+    the message of an exception code raises on purpose to reject its input (ValueError,
+    AssertionError): that is the author's own wording."""
+    drop = {"where", "message"} if params.get("type") in ("AssertionError", "ValueError") else {"where"}
+    return {key: value for key, value in params.items() if key not in drop}
+
+
+def _generator(probe):
+    import torch
+    return torch.Generator().manual_seed(len(probe.diagnosis))

@@ -1,0 +1,130 @@
+"""Every student-facing sentence, keyed by id, in gettext catalogs (English and Korean).
+
+Checks never build sentences themselves: they return a message id and its parameters, and
+`render` turns those into text in the chosen language. The texts live in gettext catalogs:
+msgid = the message id (e.g. `raised`, `diagnosis.scale_by_d_model`), msgstr = the text with
+Python `{name}` placeholders (a format spec such as `{seconds:g}` is allowed). Two domains:
+
+* `autograder`: the engine's messages, autograder/locale/<lang>/LC_MESSAGES/autograder.po;
+* `assignment`: each assignment's own messages (its mistakes, probes and checks),
+  autograder/assignments/<id>/locale/<lang>/LC_MESSAGES/assignment.po.
+
+The assignments' catalogs are looked up before the engine's, and a language's catalogs before the
+English ones, so a missing translation shows in English rather than failing.
+
+The language: `lang` given to `render` (the routes' `--lang ko|en`, which set MHA_LAB_LANG for
+this process and the processes it starts), else the environment variable MHA_LAB_LANG, else the
+locale (LC_ALL, LC_MESSAGES, LANG: `ko...` is Korean), else English. An unknown language is English.
+
+Editing the texts (instructors, developers; needs Babel, `pip install Babel`): edit the `.po`
+files (a new id goes into the domain's `.pot` template first, then `pybabel update --no-wrap -i
+autograder/locale/autograder.pot -d autograder/locale -D autograder`, the same for the
+assignment), then compile the `.mo` files that this module reads, and commit both:
+
+    pybabel compile -d autograder/locale -D autograder
+    pybabel compile -d autograder/assignments/<id>/locale -D assignment
+
+tests/test_i18n.py fails when a `.mo` file is older than its `.po`, or when an id lacks a
+translation or its placeholders differ between languages.
+"""
+import contextlib
+import functools
+import gettext
+import os
+from pathlib import Path
+
+from autograder.engine import assignment as assignments
+
+GRADER = Path(__file__).resolve().parents[1]  # autograder/
+LANGUAGES = ("en", "ko")
+DEFAULT_LANGUAGE = "en"
+LANGUAGE_VARIABLE = "MHA_LAB_LANG"
+# (locale directory, gettext domain), looked up in this order: the assignments', then the engine's.
+CATALOGS = (
+    *((assignments.folder(assignment_id) / "locale", "assignment") for assignment_id in assignments.known()),
+    (GRADER / "locale", "autograder"),
+)
+
+
+def language(lang: str | None = None) -> str:
+    """The language to speak: `lang` if given, else MHA_LAB_LANG, else the locale; one of
+    LANGUAGES (anything else is English)."""
+    for value in (lang, os.environ.get(LANGUAGE_VARIABLE), os.environ.get("LC_ALL"),
+                  os.environ.get("LC_MESSAGES"), os.environ.get("LANG")):
+        if value:
+            code = value.replace("-", "_").split("_")[0].split(".")[0].lower()
+            return code if code in LANGUAGES else DEFAULT_LANGUAGE
+    return DEFAULT_LANGUAGE
+
+
+class _Missing(gettext.NullTranslations):
+    """The end of a fallback chain: an id no catalog has is an error (a KeyError, as a dict
+    lookup gives), not the id printed as if it were text."""
+
+    def gettext(self, message):
+        raise KeyError(message)
+
+
+@functools.lru_cache(maxsize=None)
+def translations(lang: str, catalogs: tuple = CATALOGS) -> gettext.NullTranslations:
+    """The catalogs of `lang`, then the English ones, chained as gettext fallbacks (read once
+    per language: a pure function of its arguments and the `.mo` files)."""
+    chain = gettext.NullTranslations()
+    for code in dict.fromkeys((lang, DEFAULT_LANGUAGE)):
+        for directory, domain in catalogs:
+            chain.add_fallback(gettext.translation(domain, str(directory), languages=[code], fallback=True))
+    chain.add_fallback(_Missing())
+    return chain
+
+
+def template(message_id: str, lang: str | None = None) -> str:
+    """The text of `message_id` with its placeholders unfilled (KeyError for an unknown id)."""
+    return translations(language(lang)).gettext(message_id)
+
+
+def render(message_id: str, lang: str | None = None, **params) -> str:
+    """The sentence for `message_id` in the chosen language (see `language`), with `params`
+    filled in."""
+    return template(message_id, lang).format(**params)
+
+
+def catalog(lang: str = DEFAULT_LANGUAGE, catalogs: tuple = CATALOGS) -> dict:
+    """Every message of `lang` as {id: text}, an assignment's over the engine's (for tests and
+    tools; `render` does not use it)."""
+    merged = {}
+    for directory, domain in reversed(catalogs):
+        found = gettext.find(domain, str(directory), languages=[lang])
+        if found:
+            with open(found, "rb") as f:
+                merged.update((k, v) for k, v in gettext.GNUTranslations(f)._catalog.items() if k)
+    return merged
+
+
+def use_language(lang: str | None) -> str | None:
+    """Speak `lang` in this process and in the processes it starts (the `--lang` options): sets
+    MHA_LAB_LANG, and returns its previous value (for `restore_language`). None changes nothing."""
+    previous = os.environ.get(LANGUAGE_VARIABLE)
+    if lang is not None:
+        os.environ[LANGUAGE_VARIABLE] = lang
+    return previous
+
+
+def restore_language(previous: str | None) -> None:
+    """Undo `use_language`: MHA_LAB_LANG back to `previous` (None: unset)."""
+    if previous is None:
+        os.environ.pop(LANGUAGE_VARIABLE, None)
+    else:
+        os.environ[LANGUAGE_VARIABLE] = previous
+
+
+@contextlib.contextmanager
+def speaking(lang: str | None):
+    """`use_language(lang)` for the duration of a with block (the notebook's `check_step(lang=)`)."""
+    if lang is None:
+        yield
+        return
+    previous = use_language(lang)
+    try:
+        yield
+    finally:
+        restore_language(previous)

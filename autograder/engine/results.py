@@ -1,0 +1,171 @@
+"""Grading results and the three ways they are shown: a text table, JSON, and a CSV of a batch."""
+import csv
+import json
+import unicodedata
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from autograder.engine import messages
+
+
+@dataclass
+class CheckResult:
+    id: str
+    passed: bool  # None: not checked on this machine
+    points: float
+    max_points: float
+    visibility: str
+    message: str = ""
+    message_id: str = None
+
+
+@dataclass
+class StepResult:
+    id: str
+    title: str
+    score: float
+    max_score: float
+    checks: list
+    status: str = "graded"  # graded | not_implemented | not_checked | partial (not all its checks ran)
+    diagnoses: list = field(default_factory=list)  # [{"id", "message"}], filled by diagnosis
+    mode: str = None  # for device steps: message id of how it was graded (mode_real, mode_simulated, ...)
+    pictures: list = field(default_factory=list)  # --plots: paths of the pictures of its failing checks
+    checks_run: int = None  # a partial step (pytest -k, -x, --lf): how many of its checks_total ran
+    checks_total: int = None
+
+
+@dataclass
+class GradeResult:
+    assignment: str
+    submission: str
+    steps: list
+    seed: int = None
+    output: str = ""  # what the student's code printed (cut), shown, never parsed
+    sandbox: list = field(default_factory=list)  # isolation layers that were in force
+    duration: float = None  # seconds grade() took (the class report's runtime section)
+    steps_total: int = None  # how many steps the assignment has, where some may not have run (pytest)
+
+    @property
+    def score(self):
+        """The points of the steps that ran in full (a partial step has no score)."""
+        return sum(step.score for step in self.complete_steps)
+
+    @property
+    def max_score(self):
+        return sum(step.max_score for step in self.complete_steps)
+
+    @property
+    def complete_steps(self):
+        return [step for step in self.steps if step.status != "partial"]
+
+    @property
+    def partial(self) -> bool:
+        """True when some step did not run all its checks, or some step did not run at all."""
+        total = len(self.steps) if self.steps_total is None else self.steps_total
+        return len(self.complete_steps) < total
+
+    def step(self, step_id):
+        return next(step for step in self.steps if step.id == step_id)
+
+    def to_json(self):
+        """The result as the documented JSON object (see README: 'JSON result')."""
+        return {
+            "assignment": self.assignment,
+            "submission": self.submission,
+            "score": _round(self.score),
+            "max_score": _round(self.max_score),
+            "seed": self.seed,
+            "output": self.output,
+            "sandbox": list(self.sandbox),
+            **({"duration_s": round(self.duration, 3)} if self.duration is not None else {}),
+            **({"partial": True} if self.partial else {}),
+            "steps": [
+                {
+                    "id": step.id,
+                    "title": step.title,
+                    "score": _round(step.score),
+                    "max_score": _round(step.max_score),
+                    "status": step.status,
+                    "checks": [
+                        {"id": c.id, "passed": c.passed, "points": _round(c.points),
+                         "max_points": _round(c.max_points), "visibility": c.visibility,
+                         "message": c.message, "message_id": c.message_id}
+                        for c in step.checks
+                    ],
+                    "diagnoses": list(step.diagnoses),
+                    **({"pictures": list(step.pictures)} if step.pictures else {}),
+                    **({"checks_run": step.checks_run, "checks_total": step.checks_total}
+                       if step.status == "partial" else {}),
+                    **({"mode": step.mode.removeprefix("mode_"), "mode_note": messages.render(step.mode)}
+                       if step.mode else {}),
+                }
+                for step in self.steps
+            ],
+        }
+
+
+def _round(x):
+    return round(x, 4)
+
+
+def table(result, title=None):
+    """The per-step score table, with one line per failing check (in the language of
+    messages.render: its words come from the message catalogs)."""
+    lines = [title or f"{result.assignment}: {result.submission}", ""]
+    total = messages.render("table.total")
+    width = max([len(step.id) for step in result.steps] + [display_width(total)])
+    for step in result.steps:
+        note = ""
+        if step.status == "not_implemented":
+            note = messages.render("step_not_implemented")
+        elif step.status == "not_checked":
+            note = step.checks[0].message if step.checks else ""
+        score = f"{step.score:6.2f}"
+        if step.status == "partial":
+            note, score = messages.render("step_partial", run=step.checks_run, total=step.checks_total), f"{'--':>6}"
+        lines.append(f"  {step.id:<{width}}  {score} / {step.max_score:<5g} {note}".rstrip())
+        if step.mode and step.status != "not_checked":
+            lines.append(f"  {'':<{width}}    ({messages.render(step.mode)})")
+        if step.status in ("graded", "partial"):
+            for check in step.checks:
+                if check.passed is False:
+                    lines.append(f"  {'':<{width}}    x {check.id}: {check.message}")
+        for diagnosis in step.diagnoses:
+            lines.append(f"  {'':<{width}}    ? {diagnosis['message']}")
+        for picture in step.pictures:
+            lines.append(f"  {'':<{width}}    > {messages.render('picture_saved', path=picture)}")
+    padding = " " * (width - display_width(total))
+    line = f"  {total}{padding}  {result.score:6.2f} / {result.max_score:g}"
+    if result.partial:
+        line += "  " + messages.render("total_partial", complete=len(result.complete_steps),
+                                       total=result.steps_total or len(result.steps))
+    lines.append(line)
+    return "\n".join(lines)
+
+
+def display_width(text: str) -> int:
+    """Columns `text` takes in a terminal: Korean (wide) characters take two."""
+    return sum(2 if unicodedata.east_asian_width(c) in "WF" else 1 for c in text)
+
+
+def write_json(result, path):
+    Path(path).parent.mkdir(parents=True, exist_ok=True)
+    Path(path).write_text(json.dumps(result.to_json(), indent=2) + "\n", encoding="utf-8")
+
+
+def write_csv(results, names, path, paths=None):
+    """grades.csv: one row per submission (its id, then its path if `paths` is given), one column
+    per step, then the total (empty cells for a result that is None: a submission that could not
+    be graded)."""
+    graded = [result for result in results if result is not None]
+    step_ids = [step.id for step in graded[0].steps] if graded else []
+    with open(path, "w", newline="", encoding="utf-8") as f:
+        writer = csv.writer(f)
+        writer.writerow(["submission", *(["path"] if paths is not None else []), *step_ids, "total", "max_score"])
+        for index, (name, result) in enumerate(zip(names, results)):
+            head = [name, paths[index]] if paths is not None else [name]
+            if result is None:
+                writer.writerow([*head, *([""] * (len(step_ids) + 2))])
+                continue
+            writer.writerow([*head, *(_round(result.step(s).score) for s in step_ids),
+                             _round(result.score), _round(result.max_score)])

@@ -1,0 +1,269 @@
+"""GitHub Classroom: a workflow generated from grading.yml, and fractional per-step results.
+
+Two ways to grade a step on every push (release option --classroom):
+
+* "command" (default): one classroom-resources/autograding-command-grader step per graded step,
+  running `python -m autograder.routes.classroom ID --pass-fail`; the step scores its points only if
+  every check passes (that action is all-or-nothing, on the exit status).
+* "fractional": one plain step per graded step running `python -m autograder.routes.classroom ID
+  --output "$GITHUB_OUTPUT"`, which writes the command grader's result format itself (base64
+  JSON, one test per check with its share of the points, in whole points: see reporter_result),
+  so a step with 3 of 4 checks right earns about 3/4.
+
+Either way student code runs in a worker process (sandboxed where the system allows), never in
+the process that decides the grade: a student's print() goes to the log, not into the result,
+and os._exit(0) ends only the worker (that check fails). The result is written to the file only
+after grading. A step switched off in grading.yml (`mode: off`) is left out of the workflow.
+
+Either way the classroom-resources/autograding-grading-reporter step sums the results. The
+release holds the public checks only; see README.md for adding the hidden ones.
+"""
+import argparse
+import base64
+import json
+import math
+import sys
+from pathlib import Path
+
+INSTALL = ("python -m pip install -q torch==2.13.0 --index-url https://download.pytorch.org/whl/cpu && "
+           "python -m pip install -q -r requirements.txt")
+
+
+def runner_id(step_id):
+    """The reporter wants runner ids of letters and digits only."""
+    return "".join(c for c in step_id if c.isalnum())
+
+
+def graded_steps(config):
+    """The steps the workflow grades: those with points and not switched off. A step with
+    `options: {mode: off}` (the cuda step) is off the total, not points given away."""
+    return [step for step in config.steps if step.points > 0 and step.options.get("mode") != "off"]
+
+
+def workflow(config, mode="command"):
+    """The .github/workflows/classroom.yml text for `config` (an Assignment)."""
+    import yaml
+
+    steps = [{"name": "Check out the code", "uses": "actions/checkout@v4"},
+             {"name": "Set up Python", "uses": "actions/setup-python@v5", "with": {"python-version": "3.11"}},
+             {"name": "Install torch (CPU build) and the grader's needs", "run": INSTALL}]
+    graded = graded_steps(config)
+    for step in graded:
+        checks = max(1, len(_public_checks(config, step.id)))
+        minutes = max(1, math.ceil(step.timeout * checks / 60))
+        if mode == "command":
+            steps.append({"name": step.title, "id": runner_id(step.id),
+                          "uses": "classroom-resources/autograding-command-grader@v1",
+                          "with": {"test-name": step.id,
+                                   "command": f"python -m autograder.routes.classroom {step.id} --assignment {config.id} "
+                                              "--pass-fail",
+                                   "timeout": minutes, "max-score": _number(step.points)}})
+        else:
+            steps.append({"name": step.title, "id": runner_id(step.id), "timeout-minutes": minutes,
+                          "run": f'python -m autograder.routes.classroom {step.id} --assignment {config.id} '
+                                 '--output "$GITHUB_OUTPUT"'})
+    steps.append({"name": "Autograding report", "uses": "classroom-resources/autograding-grading-reporter@v1",
+                  "env": {f"{runner_id(s.id).upper()}_RESULTS": f"${{{{ steps.{runner_id(s.id)}.outputs.result }}}}"
+                          for s in graded},
+                  "with": {"runners": ",".join(runner_id(s.id) for s in graded)}})
+    document = {"name": "Autograding", "on": ["push", "workflow_dispatch", "repository_dispatch"],
+                "permissions": {"checks": "write", "actions": "read", "contents": "read"},
+                "jobs": {"autograding": {"runs-on": "ubuntu-latest",
+                                         "if": "github.actor != 'github-classroom[bot]'", "steps": steps}}}
+    header = f"# Generated from grading.yml by `python -m autograder release` ({mode} mode). Do not edit.\n"
+    return header + yaml.safe_dump(document, sort_keys=False, width=120)
+
+
+KIT_TOKEN = "MHA_LAB_KIT_TOKEN"  # the secret: a fine-grained token that can only read the kit
+
+
+def private_workflow(config, kit_repository):
+    """The workflow for grading with the hidden checks from a private copy of the kit
+    (`kit_repository`, "owner/name"), in three jobs, so that the token and the kit stay away
+    from what the student controls:
+
+    * `submission` checks out the student's repository and uploads only assignments/<package>/*.py as
+      an artifact: no student code runs, no secret is there;
+    * `grade` receives that artifact and nothing else of the student's repository (no conftest,
+      no workflow, no test files), checks out the kit with the token (only that step sees it,
+      and `persist-credentials: false` leaves it nowhere on disk), and grades each step with
+      student code in sandboxed workers, which see neither the reference nor the environment;
+    * `report` runs the reporter on the grade job's outputs, without the kit or the token.
+    """
+    import yaml
+
+    graded = graded_steps(config)
+    submission = {"runs-on": "ubuntu-latest", "permissions": {"contents": "read"}, "steps": [
+        {"name": "Check out the submission", "uses": "actions/checkout@v4", "with": {"persist-credentials": False}},
+        {"name": "Keep only the graded files", "uses": "actions/upload-artifact@v4",
+         "with": {"name": "submission", "path": f"assignments/{config.package}/*.py", "if-no-files-found": "error",
+                  "retention-days": 1}}]}
+    steps = [{"name": "Check out the private kit (the only step that sees the token)", "uses": "actions/checkout@v4",
+              "with": {"repository": kit_repository, "token": f"${{{{ secrets.{KIT_TOKEN} }}}}", "path": "kit",
+                       "persist-credentials": False}},
+             {"name": "Receive the submission", "uses": "actions/download-artifact@v4",
+              "with": {"name": "submission", "path": f"submission/{config.package}"}},
+             {"name": "Set up Python", "uses": "actions/setup-python@v5", "with": {"python-version": "3.11"}},
+             {"name": "Install torch (CPU build) and the grader's needs", "working-directory": "kit",
+              "run": INSTALL.replace("-r requirements.txt", "-e .")},
+             {"name": "Install the sandbox's tools", "run": "sudo apt-get install -y -qq bubblewrap libseccomp2 > /dev/null"}]
+    for step in graded:
+        minutes = max(1, math.ceil(step.timeout * max(1, len(_public_checks(config, step.id))) / 60)) * 2
+        steps.append({"name": step.title, "id": runner_id(step.id), "timeout-minutes": minutes, "working-directory": "kit",
+                      "run": f"python -m autograder.routes.classroom {step.id} --assignment {config.id} "
+                             "--path ../submission --reference solutions "
+                             f'--config grading.yml --output "$GITHUB_OUTPUT"'})
+    grade = {"runs-on": "ubuntu-latest", "needs": "submission", "permissions": {},
+             "outputs": {runner_id(s.id): f"${{{{ steps.{runner_id(s.id)}.outputs.result }}}}" for s in graded},
+             "steps": steps}
+    report = {"runs-on": "ubuntu-latest", "needs": "grade", "permissions": {"checks": "write", "actions": "read"},
+              "steps": [{"name": "Autograding report", "uses": "classroom-resources/autograding-grading-reporter@v1",
+                         "env": {f"{runner_id(s.id).upper()}_RESULTS": f"${{{{ needs.grade.outputs.{runner_id(s.id)} }}}}"
+                                 for s in graded},
+                         "with": {"runners": ",".join(runner_id(s.id) for s in graded)}}]}
+    document = {"name": "Autograding", "on": ["push", "workflow_dispatch", "repository_dispatch"],
+                "permissions": {}, "jobs": {"submission": {**submission, "if": "github.actor != 'github-classroom[bot]'"},
+                                            "grade": grade, "report": report}}
+    header = ("# Generated from grading.yml by `python -m autograder release --classroom private`. Do not edit.\n"
+              f"# Needs the secret {KIT_TOKEN}: a fine-grained token that can only read {kit_repository}.\n")
+    return header + yaml.safe_dump(document, sort_keys=False, width=120)
+
+
+def _number(value):
+    return int(value) if float(value).is_integer() else value
+
+
+def _public_checks(config, step_id):
+    return [c for c in config.step_modules()[step_id].CHECKS if c.visibility == "public"]
+
+
+def grade_step(step_id, submission, config, reference=None, isolate=True):
+    """The GradeResult of one step. Isolated by default: student code runs in a worker process,
+    so its prints, its exit or a crash cannot reach this process or what it writes."""
+    from autograder.engine.runner import grade
+
+    return grade(submission, config, reference=reference, steps=[step_id], isolate=isolate)
+
+
+def step_result(step_id, submission, config, reference=None, isolate=True):
+    """The command grader's result object for one step: a test per check (the public ones, and
+    the hidden ones too given the `reference` directory), fractional scores in whole points."""
+    return reporter_result(grade_step(step_id, submission, config, reference, isolate).step(step_id))
+
+
+def reporter_result(step):
+    """The result object the grading reporter reads, for a StepResult.
+
+    What the reporter does with it (classroom-resources/autograding-grading-reporter@v1): it adds
+    the tests' `score`s and the runners' `max_score`s into "Points X/Y", which Classroom reads as
+    whole numbers (7.5 would become 7): scores are whole points, rounded once per step (half up)
+    and spread over the checks so that they add up exactly. It prints a failed test's name, its
+    `line_no` (an integer, 0: none) and its `test_code`, but `message` only for an error: what
+    went wrong and the step's diagnoses go in `test_code`. An empty test list would be NaN: a
+    step with no check run here scores 0 of 0 (off the total)."""
+    counted = [check for check in step.checks if check.passed is not None]
+    if not counted:
+        reason = next((c.message for c in step.checks if c.message), "not checked here")
+        return {"version": 1, "status": "pass", "max_score": 0,
+                "tests": [{"name": f"{step.id}: not checked", "status": "pass", "message": reason,
+                           "test_code": reason, "line_no": 0, "score": 0}]}
+    scores = whole_points([check.points for check in counted], step.score)
+    notes = "\n".join(d["message"] for d in step.diagnoses)
+    tests, hidden = [], 0
+    for check, score in zip(counted, scores):
+        name, text = f"{step.id}: {check.id}", check.message or ""
+        if check.visibility != "public":  # nothing about what a hidden check looks at
+            hidden += 1
+            name, text = f"{step.id}: hidden check {hidden}", ""
+        test = {"name": name, "status": "pass" if check.passed else "fail", "message": text or None,
+                "line_no": line_of(text), "score": score}
+        if not check.passed:
+            if notes:
+                text = (text + "\n" + notes).strip()
+                notes = ""  # once per step
+            test["test_code"] = text or "failed"
+        tests.append(test)
+    passed = all(t["status"] == "pass" for t in tests)
+    return {"version": 1, "status": "pass" if passed else "fail", "max_score": _number(step.max_score),
+            "tests": tests}
+
+
+def line_of(message):
+    """The line number a message points at in the student's file (0: none), for the reporter."""
+    import re
+
+    found = re.search(r"\bline (\d+)", message or "")
+    return int(found.group(1)) if found else 0
+
+
+def whole_points(parts, total):
+    """`parts` as whole numbers adding up to `total` rounded half up: each part's floor, and the
+    points left over to the parts with the largest fractions (largest remainder)."""
+    epsilon = 1e-9  # 7.4999999999 is 7.5
+    target = math.floor(total + 0.5 + epsilon)
+    floors = [math.floor(part + epsilon) for part in parts]
+    order = sorted(range(len(parts)), key=lambda i: floors[i] - parts[i])
+    for i in order[:max(0, target - sum(floors))]:
+        floors[i] += 1
+    return floors
+
+
+def error_result(step_id, max_score, detail):
+    """A result that says the grader itself failed (status error): never a silent empty grade."""
+    return {"version": 1, "status": "error", "max_score": _number(max_score),
+            "tests": [{"name": f"{step_id}: grader error", "status": "error", "message": detail,
+                       "line_no": 0, "score": 0}]}
+
+
+def main(argv=None):
+    parser = argparse.ArgumentParser(prog="python -m autograder.routes.classroom",
+                                     description="grade one step for GitHub Classroom")
+    parser.add_argument("step")
+    parser.add_argument("--assignment", help="the assignment of grading.yml (default: the first)")
+    parser.add_argument("--path", type=Path, default=Path("assignments"), help="the directory holding its package")
+    parser.add_argument("--reference", type=Path,
+                        help="the directory holding the reference package: run the hidden checks too (a private kit)")
+    parser.add_argument("--config", type=Path, help="grading.yml (default: the nearest one above --path)")
+    parser.add_argument("--output", type=Path, metavar="FILE",
+                        help="append `result=<base64>` to FILE ($GITHUB_OUTPUT) once graded (default: print it)")
+    parser.add_argument("--pass-fail", action="store_true",
+                        help="exit 0 only if every check of the step passed (the command grader's all or nothing)")
+    parser.add_argument("--in-process", action="store_true",
+                        help="run student code in this process (no isolation: only for code you trust)")
+    args = parser.parse_args(argv)
+    from autograder.engine import messages, results
+    from autograder.engine.config import ConfigError, load
+    from autograder.routes.pytest_plugin import find_config
+
+    try:
+        config = load(args.config or find_config(args.path), assignment=args.assignment)
+    except ConfigError as error:
+        print(f"error: {error}", file=sys.stderr)
+        return 2
+    if args.step not in {step.id for step in config.steps}:
+        print(f"error: no step `{args.step}` in {config.path}", file=sys.stderr)
+        return 2
+    try:
+        graded = grade_step(args.step, args.path, config, args.reference, isolate=not args.in_process)
+        step = graded.step(args.step)
+        result = reporter_result(step)
+    except Exception as error:  # the grader's own fault: say so in the result, not with silence
+        result = error_result(args.step, config.step(args.step).points, f"{type(error).__name__}: {error}")
+        step = None
+    else:
+        print(results.table(graded))  # for the log; the grade goes to --output, never via stdout
+        if graded.output:
+            print("\n" + messages.render("printed_output") + "\n" + graded.output)
+    line = "result=" + base64.b64encode(json.dumps(result).encode()).decode()
+    if args.output:
+        with open(args.output, "a", encoding="utf-8") as output:
+            output.write(line + "\n")
+    elif not args.pass_fail:
+        print(line)
+    if args.pass_fail:
+        return 0 if step is not None and result["status"] == "pass" and result["max_score"] else 1
+    return 0 if result["status"] != "error" else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

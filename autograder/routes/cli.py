@@ -1,0 +1,287 @@
+"""Command line: `python -m autograder grade [PATH ...]` and the instructor's commands.
+
+    grade                  grade assignments/ with the public and hidden checks
+    grade PATH --json F    grade one submission (a directory holding e.g. mha/), write JSON to F
+    grade P1 P2 --out DIR  grade a batch in parallel: DIR/<name>.json for each and DIR/grades.csv
+    grade ... --shard K/N  grade only shard K of N of the batch (a stable split, for many machines)
+    merge D1 D2 --out DIR  merge batch out directories into one (JSONs and one grades.csv)
+    report D1 [D2] --html F  a class report (misconceptions, per step, similarity) as HTML / JSON
+    skeleton [--check]     regenerate assignments/<id>/ and solutions/<id>.ipynb from solutions/<id>/
+    fingerprints [--check] regenerate each assignment's fingerprints.json (the release's diagnosis)
+    nbgrader COURSE_DIR    write an nbgrader course: nbgrader_config.py, source/<id>/<id>.ipynb
+    release DIR            write what students get; gradescope ZIP: a Gradescope autograder
+
+Which assignment of grading.yml a submission is graded as: --assignment, else the one whose
+package the submission holds. Student code runs in sandboxed worker processes
+(autograder/sandbox/) unless --in-process.
+"""
+import argparse
+import random
+import sys
+import warnings
+from pathlib import Path
+
+from autograder import KIT
+from autograder.engine import messages, results
+
+
+def main(argv=None):
+    parser = argparse.ArgumentParser(prog="python -m autograder", description=__doc__.splitlines()[0])
+    commands = parser.add_subparsers(dest="command", required=True)
+
+    grade = commands.add_parser("grade", help="grade submissions (directories that hold an assignment's package)")
+    grade.add_argument("paths", nargs="*", type=Path, help="submissions (default: assignments/)")
+    grade.add_argument("--json", type=Path, help="write the result of one submission as JSON")
+    grade.add_argument("--out", type=Path, help="batch: write DIR/<name>.json and DIR/grades.csv")
+    grade.add_argument("--config", type=Path, help="grading.yml to use (default: the kit's)")
+    grade.add_argument("--assignment", help="the assignment of grading.yml to grade as (default: found from the submission)")
+    grade.add_argument("--reference", type=Path, default=KIT / "solutions",
+                       help="directory holding the reference package (default: solutions/)")
+    grade.add_argument("--public-only", action="store_true", help="skip the hidden checks")
+    grade.add_argument("--seed", type=int, help="seed for the hidden checks (default: random)")
+    grade.add_argument("--workers", type=int, help="batch: submissions graded at once (default: cores; --in-process: 1)")
+    grade.add_argument("--plots", type=Path, metavar="DIR",
+                       help="where attention fails, save pictures of your weights next to the expected ones in DIR")
+    grade.add_argument("--force", action="store_true", help="batch: grade again what --out already has")
+    grade.add_argument("--shard", metavar="K/N", help="batch: grade only shard K of N (stable split by submission id)")
+    grade.add_argument("--in-process", action="store_true",
+                       help="run student code in this process (no sandbox: only for code you trust)")
+
+    grade.add_argument("--lang", choices=["en", "ko"],
+                       help="language of the messages, the table and the JSON's messages "
+                            "(default: MHA_LAB_LANG, else the locale, else en)")
+    grade.add_argument("--gradescope", type=Path, metavar="RESULTS_JSON",
+                       help="write Gradescope's results.json (the submission may be the step files themselves)")
+
+    release = commands.add_parser("release", help="write what students get (no reference, no hidden checks)")
+    release.add_argument("out", type=Path, help="a directory that does not exist yet")
+    release.add_argument("--classroom", choices=["command", "fractional", "private"], default="command",
+                         help="GitHub Classroom workflow: all-or-nothing per step, fractional scores, or fractional "
+                              "with the hidden checks from a private kit (--kit-repo)")
+    release.add_argument("--kit-repo", metavar="OWNER/NAME", help="--classroom private: the private kit's repository")
+    release.add_argument("--assignment", help="release only this assignment (default: every one in grading.yml)")
+    gradescope = commands.add_parser("gradescope", help="write a Gradescope autograder zip")
+    gradescope.add_argument("out", type=Path, help="the zip file to write")
+    gradescope.add_argument("--assignment", help="the assignment it grades (default: the first in grading.yml)")
+
+    nbgrader = commands.add_parser("nbgrader", help="write an nbgrader course (config and source notebook)")
+    nbgrader.add_argument("course_dir", type=Path, help="the course directory (created if needed)")
+
+    skeleton = commands.add_parser("skeleton", help="regenerate assignments/<id>/ and solutions/<id>.ipynb from solutions/<id>/")
+    skeleton.add_argument("--check", action="store_true", help="only report whether they are up to date")
+
+    fingerprints = commands.add_parser(
+        "fingerprints", help="regenerate each assignment's fingerprints.json: the known mistakes on the public checks")
+    fingerprints.add_argument("--check", action="store_true", help="only report whether it is up to date")
+
+    merge = commands.add_parser("merge", help="merge batch out directories (e.g. shards) into one")
+    merge.add_argument("dirs", nargs="+", type=Path, help="out directories of grade --out")
+    merge.add_argument("--out", type=Path, required=True, help="the merged directory")
+    report = commands.add_parser("report", help="class report from batch out directories")
+    report.add_argument("dirs", nargs="+", type=Path, help="out directories of grade --out")
+    report.add_argument("--html", type=Path, help="write the self-contained HTML report here")
+    report.add_argument("--json", type=Path, help="write the report's data as JSON here")
+    report.add_argument("--lang", choices=["en", "ko"], default="en", help="language of the report")
+    report.add_argument("--threshold", type=float, default=0.6, help="similarity above which a pair is listed")
+    report.add_argument("--assignment", help="the assignment of grading.yml the results are of (default: from them)")
+
+    notebook = commands.add_parser("student-notebook",
+                                   help="write the students' notebook of an assignment (Jupyter, Colab): public checks only")
+    notebook.add_argument("out", type=Path, help="the .ipynb to write")
+    notebook.add_argument("--assignment", help="the assignment (default: the first in grading.yml)")
+
+    args = parser.parse_args(argv)
+    from autograder.engine.config import ConfigError, precheck
+    try:
+        precheck(getattr(args, "config", None))  # before any process starts or torch loads
+        return run(args)
+    except ConfigError as error:
+        print(f"error: {error}", file=sys.stderr)
+        return 2
+
+
+def run(args):
+    if args.command == "student-notebook":
+        return run_student_notebook(args)
+    if args.command in ("merge", "report"):
+        from autograder.routes.report_cli import run as run_report_command
+        return run_report_command(args)
+    if args.command == "fingerprints":
+        return run_fingerprints(args)
+    if args.command == "skeleton":
+        return run_skeleton(args)
+    if args.command == "nbgrader":
+        return run_nbgrader(args)
+    if args.command in ("release", "gradescope"):
+        from autograder.routes.release import gradescope_zip, release as write_release
+        if args.command == "release" and args.out.exists():
+            print(f"error: {args.out} already exists", file=sys.stderr)
+            return 2
+        if args.command == "release" and (args.classroom == "private") != bool(args.kit_repo):
+            print("error: --classroom private needs --kit-repo OWNER/NAME (and --kit-repo needs it)", file=sys.stderr)
+            return 2
+        written = (write_release(args.out, args.classroom, args.assignment, args.kit_repo) if args.command == "release"
+                   else gradescope_zip(args.out, args.assignment))
+        print(f"wrote {written}")
+        return 0
+    with messages.speaking(args.lang):  # this process and the batch's processes (MHA_LAB_LANG)
+        return run_grade(args)
+
+
+def run_student_notebook(args):
+    from autograder.engine import config as grading_config
+    from autograder.routes.course import notebook_text
+    from autograder.routes.student_notebook import student_notebook
+
+    try:
+        config = grading_config.load(assignment=args.assignment)
+    except grading_config.ConfigError as error:
+        print(f"error: {error}", file=sys.stderr)
+        return 2
+    args.out.write_text(notebook_text(student_notebook(config)), encoding="utf-8")
+    print(f"wrote {args.out}")
+    return 0
+
+
+def run_grade(args):
+    shard = None
+    if args.shard:
+        from autograder.engine.shard import ShardError, parse_shard
+        try:
+            shard = parse_shard(args.shard)
+        except ShardError as error:
+            print(f"error: {error}", file=sys.stderr)
+            return 2
+        if not args.out:
+            print("error: --shard needs --out DIR", file=sys.stderr)
+            return 2
+    paths = args.paths or [KIT / "assignments"]
+    if len(paths) > 1 and not args.out:
+        print("error: several submissions need --out DIR (one JSON each and grades.csv)", file=sys.stderr)
+        return 2
+    from autograder.engine import config as grading_config
+
+    graded = grading_config.load_all(args.config)  # all of it (check ids, forbidden names) before a process starts
+    if not args.in_process:
+        from autograder.sandbox import fork_server
+        fork_server.start("autograder.engine.remote")  # it imports its torch while this process goes on
+    from autograder.engine.batch import grade_batch
+    from autograder.engine.runner import grade
+
+    if args.assignment:
+        chosen = [grading_config.choose(graded, args.assignment, args.config or grading_config.default_path())]
+    else:
+        chosen = grading_config.found_in(graded, paths[0]) or graded[:1]
+    if len(chosen) > 1 and (args.out or args.json or args.gradescope):
+        print(f"error: {paths[0]} holds several assignments ({', '.join(c.id for c in chosen)}): "
+              "choose one with --assignment", file=sys.stderr)
+        return 2
+    reference = None if args.public_only else args.reference
+    for config in chosen:
+        if reference is not None and not (Path(reference) / config.package).is_dir():
+            print(f"error: no reference {config.package}/ in {reference} (use --public-only without one)",
+                  file=sys.stderr)
+            return 2
+    isolate = not args.in_process
+    seed = args.seed if args.seed is not None else random.SystemRandom().randrange(2**31)
+    warnings.simplefilter("ignore")  # warnings from torch or student code never reach our stderr
+    if args.out:
+        graded = grade_batch(paths, chosen[0], args.out, workers=args.workers, reference=reference, seed=seed,
+                             force=args.force, isolate=isolate, shard=shard)
+        failed = [name for name, result in graded.items() if result is None]
+        print(f"graded {len(graded) - len(failed)} submissions into {args.out}/ (grades.csv, one JSON each)")
+        if failed:
+            print(f"error: the grader failed on {len(failed)} submission(s): {', '.join(failed)}; "
+                  "run the same command again to grade them", file=sys.stderr)
+            return 1
+        return 0
+    if args.gradescope:
+        return run_gradescope(paths[0], chosen[0], reference, seed, isolate, args.gradescope)
+    from autograder.routes.plots import pictures_for
+    for number, config in enumerate(chosen):
+        result = grade(paths[0], config, reference=reference, seed=seed, isolate=isolate,
+                       pictures=pictures_for(args.plots))
+        print(("\n" if number else "") + results.table(result))
+        if result.output:
+            print("\n" + messages.render("printed_output") + "\n" + result.output)
+        if args.json:
+            results.write_json(result, args.json)
+    return 0
+
+
+def run_gradescope(upload, config, reference, seed, isolate, results_path):
+    """Grade a Gradescope upload and write its results.json (and the table, for the log)."""
+    import json
+    import time
+
+    from autograder.routes.release import gradescope_results
+    from autograder.engine.runner import grade
+
+    started = time.monotonic()
+    result = grade(upload, config, reference=reference, seed=seed, isolate=isolate)
+    print(results.table(result))
+    data = gradescope_results(result, time.monotonic() - started)
+    Path(results_path).write_text(json.dumps(data, indent=2) + "\n", encoding="utf-8")
+    return 0
+
+
+def run_nbgrader(args):
+    from autograder.engine import config as grading_config
+    from autograder.routes.course import write_course
+
+    try:
+        written = write_course(args.course_dir, grading_config.load_all())
+    except FileExistsError as error:
+        print(f"error: {error}", file=sys.stderr)
+        return 2
+    for path in written:
+        print(f"wrote {path}")
+    print(f"next: cd {args.course_dir} && nbgrader generate_assignment {written[1].parent.name} --create")
+    return 0
+
+
+def run_skeleton(args):
+    from autograder.engine import config as grading_config
+    from autograder.engine.skeleton import write_skeletons
+    from autograder.routes.course import write_course_notebook
+
+    changed = []
+    for config in grading_config.load_all():
+        changed += write_skeletons(KIT / "solutions" / config.package, KIT / "assignments" / config.package,
+                                   dry_run=args.check)
+        try:
+            changed += write_course_notebook(config, dry_run=args.check)
+        except ImportError:  # nbformat comes with the instructor extra
+            print(f"solutions/{config.package}.ipynb left as it is: pip install -e .[instructor] to regenerate it",
+                  file=sys.stderr)
+    for path in changed:
+        print(f"{'out of date' if args.check else 'wrote'}: {path.relative_to(KIT)}")
+    if args.check and changed:
+        print("run `python -m autograder skeleton` to regenerate", file=sys.stderr)
+        return 1
+    return 0
+
+
+def run_fingerprints(args):
+    import json
+
+    from autograder.engine import config as grading_config
+    from autograder.engine import fingerprints
+
+    stale = []
+    for config in grading_config.load_all():
+        fresh = json.loads(json.dumps(fingerprints.generate(config)))  # as it reads back from the file
+        path = fingerprints.path_of(config.id)
+        if args.check:
+            if not fingerprints.same(fingerprints.load(config.id), fresh):
+                stale.append(path)
+            continue
+        fingerprints.write(fresh, path)
+        print(f"wrote {path.relative_to(KIT)}")
+    for path in stale:
+        print(f"out of date: {path.relative_to(KIT)}; run `python -m autograder fingerprints`", file=sys.stderr)
+    return 1 if stale else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,181 @@
+"""The nbgrader course: one notebook per assignment, made from solutions/<id>/*.py and grading.yml.
+
+    python -m autograder nbgrader COURSE_DIR     # nbgrader_config.py + source/<id>/<id>.ipynb
+
+The notebook teaches the steps in grading.yml's order. For each step: the files it grades that
+no earlier step showed (the file's docstring as a markdown cell, then a solution cell that writes
+the file with `%%writefile <id>/<file>`, its `### BEGIN/END SOLUTION` regions untouched), then a
+locked check cell worth the step's points that calls routes.notebook.check_step with those
+points (frozen: a later edit of grading.yml needs a regeneration, and check_step says so). The hidden
+checks are switched on between `### BEGIN/END HIDDEN TESTS`, which nbgrader removes from the
+students' copy and from the feedback. A copy is kept in solutions/<id>.ipynb, and
+`python -m autograder skeleton --check` fails when it is out of date.
+
+`notebook_files` reads the files back out of a (student's) notebook, so that every other route
+can grade a notebook exactly as nbgrader does.
+"""
+import ast
+import json
+from pathlib import Path
+
+from autograder import KIT
+from autograder.engine.submission import writefile_pattern
+
+PLACEHOLDER = 'raise NotImplementedError("TODO")'  # the skeleton's, so both copies read the same
+
+INTRODUCTION = """# {title}
+
+{about}
+
+Each step below has an explanation, a code cell to complete and a check cell.
+
+* Run the setup cell first. Each code cell writes one file of the package `{package}/` (the first
+  line, `%%writefile {package}/<file>.py`, does that): **run it again after every change**.
+* Replace every `raise NotImplementedError("TODO")` with your code. Keep the `%%writefile` line.
+* The check cell after a step grades it: it prints a table with the points and, for each check
+  that failed, what is wrong. The grader runs more checks later, with other sizes.
+* Conventions: batch first, `(B, ...)`; B batch, L length, D = d_model, H heads,
+  d_k = D // H; a mask is a bool tensor with True = BLOCKED.
+"""
+
+SETUP = """import os
+
+os.makedirs({package!r}, exist_ok=True)  # the solution cells write their files here
+from autograder.routes.notebook import check_step"""
+
+CHECK = """hidden = False
+### BEGIN HIDDEN TESTS
+hidden = True
+### END HIDDEN TESTS
+check_step({step_id!r}, hidden=hidden, assignment={assignment!r}, points={points!r})"""
+
+NBGRADER_CONFIG = """# nbgrader configuration of the MHA Lab course, written by `python -m autograder nbgrader`.
+import os
+
+c = get_config()  # noqa: F821 - provided by nbgrader
+c.CourseDirectory.root = os.path.dirname(os.path.abspath(__file__))
+c.CourseDirectory.course_id = "mha-lab"
+# The students' copy shows the same placeholder as the skeletons in assignments/.
+c.ClearSolutions.code_stub = {{"python": {placeholder!r}}}
+# Feedback must not show what runs the hidden checks.
+c.GenerateFeedback.preprocessors = [
+    "nbgrader.preprocessors.GetGrades",
+    "nbgrader.preprocessors.ClearHiddenTests",
+    "nbconvert.preprocessors.CSSHTMLHeaderPreprocessor",
+]
+# One notebook imports torch and grades every step (the cuda step on a simulated GPU).
+c.Execute.timeout = {timeout}
+"""
+
+
+def nbgrader_metadata(grade_id, solution=False, grade=False, locked=False, points=None):
+    meta = {"grade": grade, "grade_id": grade_id, "locked": locked, "schema_version": 3,
+            "solution": solution, "task": False}
+    if points is not None:
+        meta["points"] = points
+    return {"nbgrader": meta}
+
+
+def split_docstring(source):
+    """(docstring, the code after it) of a module's source."""
+    tree = ast.parse(source)
+    first = tree.body[0] if tree.body else None
+    if not (isinstance(first, ast.Expr) and isinstance(first.value, ast.Constant)
+            and isinstance(first.value.value, str)):
+        return "", source
+    rest = source.splitlines(keepends=True)[first.end_lineno:]
+    return ast.get_docstring(tree), "".join(rest).lstrip("\n")
+
+
+def file_cells(package, name, source):
+    """Markdown (the module docstring) and the solution cell that writes <package>/<name>."""
+    import nbformat
+
+    doc, code = split_docstring(source)
+    stem = name.removesuffix(".py")
+    text = f"### `{package}/{name}`\n\n{doc.strip()}" if doc else f"### `{package}/{name}`"
+    return [
+        nbformat.v4.new_markdown_cell(text, id=f"about-{stem}"),
+        nbformat.v4.new_code_cell(f"%%writefile {package}/{name}\n{code.rstrip()}\n", id=f"file-{stem}",
+                                  metadata=nbgrader_metadata(f"file_{stem}", solution=True)),
+    ]
+
+
+def course_notebook(config, solutions=None):
+    """The instructor's notebook (solutions and hidden-test switches in) from `config` (an
+    Assignment) and its reference files (solutions/<id>/ unless given)."""
+    import nbformat
+
+    solutions = Path(solutions or KIT / "solutions" / config.package)
+    modules = config.step_modules()
+    about, _ = split_docstring((solutions / "__init__.py").read_text(encoding="utf-8")) \
+        if (solutions / "__init__.py").is_file() else ("", "")
+    cells = [
+        nbformat.v4.new_markdown_cell(INTRODUCTION.format(title=config.title, about=about.strip(),
+                                                          package=config.package), id="introduction"),
+        nbformat.v4.new_code_cell(SETUP.format(package=config.package), id="setup",
+                                  metadata=nbgrader_metadata("setup", locked=True)),
+    ]
+    shown = set()
+    for step in config.steps:
+        cells.append(nbformat.v4.new_markdown_cell(f"## Step: {step.title} ({step.points:g} points)",
+                                                   id=f"step-{step.id}"))
+        for name in modules[step.id].FILES:
+            if name not in shown:
+                shown.add(name)
+                cells += file_cells(config.package, name, (solutions / name).read_text(encoding="utf-8"))
+        cells.append(nbformat.v4.new_code_cell(
+            CHECK.format(step_id=step.id, assignment=config.id, points=step.points), id=f"check-{step.id}",
+            metadata=nbgrader_metadata(f"check_{step.id}", grade=True, locked=True, points=step.points)))
+    notebook = nbformat.v4.new_notebook(cells=cells, metadata={
+        "kernelspec": {"name": "python3", "display_name": "Python 3", "language": "python"},
+        "language_info": {"name": "python"},
+    })
+    nbformat.validate(notebook)
+    return notebook
+
+
+def notebook_text(notebook):
+    return json.dumps(notebook, indent=1, ensure_ascii=False, sort_keys=True) + "\n"
+
+
+def write_course_notebook(config, target=None, dry_run=False):
+    """Regenerate solutions/<id>.ipynb; return [target] if it changed (or would)."""
+    text = notebook_text(course_notebook(config))
+    target = Path(target or KIT / "solutions" / f"{config.package}.ipynb")
+    if target.is_file() and target.read_text(encoding="utf-8") == text:
+        return []
+    if not dry_run:
+        target.write_text(text, encoding="utf-8")
+    return [target]
+
+
+def write_course(course_dir, graded, timeout=900):
+    """An nbgrader course in `course_dir`: nbgrader_config.py and, per Assignment of `graded`
+    (one or a list), source/<id>/<id>.ipynb."""
+    graded = graded if isinstance(graded, list) else [graded]
+    course_dir = Path(course_dir)
+    targets = [course_dir / "nbgrader_config.py",
+               *(course_dir / "source" / config.id / f"{config.package}.ipynb" for config in graded)]
+    existing = [str(path) for path in targets if path.exists()]
+    if existing:
+        raise FileExistsError(f"already there: {', '.join(existing)}")
+    targets[0].parent.mkdir(parents=True, exist_ok=True)
+    targets[0].write_text(NBGRADER_CONFIG.format(placeholder=PLACEHOLDER, timeout=timeout), encoding="utf-8")
+    for config, target in zip(graded, targets[1:]):
+        target.parent.mkdir(parents=True)
+        target.write_text(notebook_text(course_notebook(config)), encoding="utf-8")
+    return targets
+
+
+def fill_notebook(notebook, files, package):
+    """A copy of `notebook` whose `%%writefile <package>/<file>` cells hold `files[<file>]` instead."""
+    import nbformat
+
+    notebook = nbformat.from_dict(json.loads(json.dumps(notebook)))
+    for cell in notebook.cells:
+        first = cell.source.partition("\n")[0]
+        match = cell.cell_type == "code" and writefile_pattern(package).match(first.strip())
+        if match and match.group(1) in files:
+            cell.source = f"{first}\n{files[match.group(1)]}"
+    return notebook

@@ -1,0 +1,311 @@
+"""pytest integration for students: one pytest test per public check, then the score table.
+
+assignments/test_checks.py parametrizes one test over `public_checks(__file__)` (every public
+check of every assignment of grading.yml whose package is beside it); assignments/conftest.py
+registers StudentPlugin, which records each check's outcome and prints the per-step table at
+the end of the run. Student code runs in this process, so an exception in it shows a
+normal traceback into the student's file; a per-check time limit comes from pytest-timeout.
+"""
+from pathlib import Path
+
+import pytest
+
+from autograder.engine import config as grading_config
+from autograder.engine import messages, results
+from autograder.engine.check import ContractError, Fail
+from autograder.engine.diagnosis import Record, diagnose
+from autograder.engine.forbidden import watching
+from autograder.engine.runner import (HangGuard, Observation, check_inputs, check_seed, clone, device_mode, forbidden_in_source, judge,
+                     known_failure, mode_note, near_miss, warm_up_grader, not_checked, observe, raised, score_step)
+from autograder.engine.submission import Package, SubmissionError
+from autograder.engine.summary import summarise_text
+
+def pytest_addoption(parser):
+    parser.addoption("--cuda", action="store_true", default=False,
+                     help="without a GPU, also run the cuda step on a simulated CUDA device "
+                          "(a few seconds: it loads PyTorch's fake-tensor machinery)")
+    parser.addoption("--step", action="append", default=[], metavar="ID",
+                     help="run only this step's checks (may repeat); exact, unlike -k")
+    parser.addoption("--plots", nargs="?", const="plots", default=None, metavar="DIR",
+                     help="where attention or masking fails, save pictures of your attention weights next to "
+                          "the expected ones (in DIR, default plots/)")
+    parser.addoption("--assignment", action="append", default=[], metavar="ID",
+                     help="run only this assignment's checks (may repeat)")
+    parser.addoption("--lang", choices=messages.LANGUAGES, default=None,
+                     help="language of the messages and the score table: en or ko "
+                          "(default: MHA_LAB_LANG, else the locale, else en)")
+
+
+def pytest_collection_modifyitems(config, items):
+    """--step ID, --assignment ID: keep only those checks (a -k substring would also pick others)."""
+    steps, assignments = set(config.getoption("step") or ()), set(config.getoption("assignment") or ())
+    if not steps and not assignments:
+        return
+    keep, drop = [], []
+    for item in items:
+        check = getattr(item, "callspec", None) and item.callspec.params.get("check")
+        wanted = check is not None and (not steps or check.step in steps) and \
+            (not assignments or check.assignment in assignments)
+        (keep if wanted else drop).append(item)
+    if drop:
+        config.hook.pytest_deselected(items=drop)
+        items[:] = keep
+
+
+def find_config(start):
+    """The nearest grading.yml at or above `start`, else the kit's own."""
+    for directory in [Path(start).resolve(), *Path(start).resolve().parents]:
+        if (directory / "grading.yml").is_file():
+            return directory / "grading.yml"
+    return grading_config.default_path()
+
+
+def present_assignments(directory):
+    """The Assignments of the nearest grading.yml whose package is in `directory`; a malformed
+    grading.yml stops pytest with its message (a usage error: file, line and what is wrong, no
+    traceback)."""
+    directory = Path(directory)
+    try:
+        graded = grading_config.load_all(find_config(directory))
+    except grading_config.ConfigError as error:
+        raise pytest.UsageError(str(error)) from None
+    return [config for config in graded if (directory / config.package).is_dir()]
+
+
+def public_checks(test_file):
+    """pytest params, one per public check of the steps in grading.yml, in step order, each
+    with the step's time limit, for each assignment whose package is beside `test_file`."""
+    present = present_assignments(Path(test_file).parent)
+    params = []
+    for config in present:
+        prefix = f"{config.id}-" if len(present) > 1 else ""
+        for step in config.steps:
+            for check in config.step_modules()[step.id].CHECKS:
+                if check.visibility == "public":
+                    params.append(pytest.param(check, id=f"{prefix}{step.id}-{check.id}",
+                                               marks=[pytest.mark.timeout(step.timeout)]))
+    return params
+
+
+def run_public_check(check, lab):
+    """Run one check in this process; fail the test with the check's message if it fails.
+    `lab`: the StudentPlugin of the run (the `lab` fixture).
+
+    Exceptions from student code propagate, so pytest shows the traceback into their file;
+    only the expected kinds (the TODO still there, a broken file, a missing layer, a forbidden
+    call) become a one-line message."""
+    __tracebackhide__ = True
+    config, student = lab.config(check.assignment), lab.package(check.assignment)
+    step = config.step(check.step)
+    mode = None
+    if check.requires == "cuda":
+        mode, reason = device_mode(step, simulate=lab.simulate_cuda)
+        if mode is None:
+            pytest.skip(messages.render("not_checked", reason=messages.render(reason)))
+        lab.modes[(check.assignment, check.step)] = mode
+    skipped = lab.hangs.skipped(check)
+    if skipped is not None:  # the step's code has hung once: not run again (no second wait)
+        lab.verdicts[check] = skipped.error
+        pytest.fail(messages.render(skipped.error.message_id, **skipped.error.params), pytrace=False)
+    fail = lab.forbidden_source(check, step)
+    inputs = check_inputs(check, check_seed(check))
+    if mode is not None:
+        inputs["mode"] = mode
+    observation, expected = Observation(), None
+    if fail is None:
+        try:
+            with watching(step.forbidden) as seen:
+                observation.values = check.observe(student, **clone(inputs))
+            observation.forbidden = tuple(seen)
+        except (NotImplementedError, SubmissionError, ContractError) as error:
+            fail = known_failure(error, student)  # other exceptions propagate: pytest shows the traceback
+        except Exception as error:
+            fail = near_miss(error, student)  # a misspelt name: said in one line
+            if fail is None:
+                # recorded as the grader records it, for the diagnosis; pytest shows the traceback
+                observation.error = raised(error, student)
+                lab.records[check] = Record(check, inputs, observation, observation.error,
+                                            expected=check.expected(**clone(inputs)))
+                raise
+        observation.error = fail
+    if not observation.forbidden:  # also for an error: the diagnosis judges the known mistakes on it
+        expected = check.expected(**clone(inputs))
+    if fail is None:
+        fail = judge(check, inputs, observation, expected, step.tolerance)
+    lab.records[check] = Record(check, inputs, observation, fail, expected=expected)
+    if not_checked(fail):
+        pytest.skip(messages.render(fail.message_id, **fail.params))
+    if fail:
+        lab.verdicts[check] = fail
+        pytest.fail(messages.render(fail.message_id, **fail.params), pytrace=False)
+
+
+def student_traceback(excinfo, student) -> None:
+    """Cut the traceback pytest shows to the frames of the student's own files, ending at the
+    innermost of them (the grader's frames, and torch's below the student's line, are noise to
+    a student), and summarise tensors in the exception's text. Left whole when no frame is theirs."""
+    directory = str(getattr(student, "_directory", "") or "")
+    if not directory:
+        return
+    entries = list(excinfo.traceback)
+    theirs = [i for i, entry in enumerate(entries) if str(entry.path).startswith(directory + "/")]
+    if not theirs:
+        return
+    test_frame = entries[:1] if "test_" in Path(str(entries[0].path)).name else []
+    excinfo.traceback = _pytest_traceback([*test_frame, *(entries[i] for i in theirs)])
+    text = str(excinfo.value)
+    short = summarise_text(text)
+    if short != text:
+        try:
+            excinfo.value.args = (short,)
+        except (AttributeError, TypeError):  # an exception type whose args cannot be set
+            pass
+
+
+def in_student_code(excinfo, student) -> bool:
+    """True if a frame of the traceback is in the student's files."""
+    directory = str(getattr(student, "_directory", "") or "")
+    return bool(directory) and any(str(entry.path).startswith(directory + "/") for entry in excinfo.traceback)
+
+
+def _pytest_traceback(entries):
+    from _pytest._code.code import Traceback
+    return Traceback(entries)
+
+
+@pytest.fixture(scope="session")
+def lab(request):
+    """The run's StudentPlugin: the assignments, the student's packages, what each check gave."""
+    return request.config.pluginmanager.get_plugin(PLUGIN_NAME)
+
+
+PLUGIN_NAME = "mha-lab"
+
+
+class StudentPlugin:
+    """Records every check's outcome and prints the per-step score table at the end."""
+
+    def __init__(self, submission_dir, simulate_cuda=True, lang=None):
+        self._previous_lang = messages.use_language(lang)  # undone in pytest_unconfigure
+        self.submission_dir = Path(submission_dir)
+        self.simulate_cuda = simulate_cuda
+        self.configs = {config.id: config for config in present_assignments(self.submission_dir)}
+        for config in self.configs.values():
+            config.simulate_cuda = simulate_cuda
+        self.outcomes = {}  # check -> (passed, Fail or None)
+        self.verdicts = {}  # check -> the Fail that run_public_check reported for it
+        self.records = {}  # check -> its Record (inputs, observation, verdict), for the diagnosis
+        self.modes = {}  # (assignment, step) -> the device mode its checks ran in
+        self.source_scans = {}  # (assignment, step) -> runner.forbidden_in_source's verdict
+        self.packages = {}  # assignment -> the student's package
+        self.hangs = HangGuard()  # the steps whose code hung: their other checks are not run
+        self.plots = None  # --plots DIR
+
+    def config(self, assignment_id):
+        return self.configs[assignment_id]
+
+    def reference(self, config):
+        """The reference solutions beside grading.yml, if this copy of the kit has them
+        (an instructor's checkout does; a student release does not: then only probes run)."""
+        directory = find_config(self.submission_dir).parent / "solutions"
+        return directory if (directory / config.package).is_dir() else None
+
+    def package(self, assignment_id):
+        """The student's package of an assignment, loaded file by file on first use."""
+        if assignment_id not in self.packages:
+            self.packages[assignment_id] = Package.load(self.submission_dir, self.configs[assignment_id].package)
+        return self.packages[assignment_id]
+
+    def forbidden_source(self, check, step):
+        """runner.forbidden_in_source, once per step and run."""
+        key = check.assignment, check.step
+        if key not in self.source_scans:
+            module = self.configs[check.assignment].step_modules()[check.step]
+            self.source_scans[key] = forbidden_in_source(module, step, self.package(check.assignment))
+        return self.source_scans[key]
+
+    def pytest_sessionstart(self, session):
+        """Short tracebacks unless the student asks for others (--tb=long): one line per frame of
+        their code, no dumps of the arguments (tensors) of each frame."""
+        if session.config.option.tbstyle == "auto":
+            session.config.option.tbstyle = "short"
+        self.plots = session.config.getoption("plots", None)
+        warm_up_grader()
+
+    @pytest.hookimpl(hookwrapper=True)
+    def pytest_runtest_makereport(self, item, call):
+        check = getattr(item, "callspec", None) and item.callspec.params.get("check")
+        if check is not None and call.excinfo is not None and check.assignment in self.packages:
+            student_traceback(call.excinfo, self.packages[check.assignment])
+        outcome = yield
+        report_ = outcome.get_result()
+        check = getattr(item, "callspec", None) and item.callspec.params.get("check")
+        if check is None or (report_.when != "call" and not report_.failed):
+            return
+        if report_.skipped and check.requires == "cuda":
+            prefix = "Skipped: " + messages.render("not_checked", reason="")
+            self.outcomes[check] = (None, Fail("not_checked", {"reason": str(report_.longrepr[-1]).removeprefix(prefix)}))
+        elif report_.passed:
+            self.outcomes[check] = (True, None)
+        elif report_.failed:
+            self.outcomes[check] = (False, self.failure(check, call.excinfo))
+
+    def failure(self, check, excinfo):
+        if check in self.verdicts:
+            return self.verdicts.pop(check)
+        if excinfo is None:
+            return Fail("raised", {"type": "Error", "message": "(setup failed)", "where": "pytest"})
+        if excinfo.errisinstance(pytest.fail.Exception) and "Timeout" in str(excinfo.value):
+            # pytest-timeout's message; its traceback above shows where the code was stuck
+            step = self.configs[check.assignment].step(check.step)
+            fail = Fail("timeout", {"seconds": step.timeout, "where": messages.render("traceback_above")})
+            if in_student_code(excinfo, self.packages.get(check.assignment)):  # not the grader's own slowness
+                self.hangs.note(check, Observation(error=fail))
+            return fail
+        return raised(excinfo.value, self.packages.get(check.assignment))
+
+    def pytest_unconfigure(self, config):
+        """Print the tables last, after pytest's own summary, where students look."""
+        try:
+            self.print_tables(config)
+        finally:
+            messages.restore_language(self._previous_lang)
+
+    def print_tables(self, config):
+        terminal = config.pluginmanager.get_plugin("terminalreporter")
+        if terminal is None:
+            return
+        for assignment in self.configs.values():
+            result = self.result(assignment)
+            if result.steps:
+                terminal.write_sep("=", messages.render("pytest.section"))
+                title = messages.render("table.public_title", assignment=assignment.title)
+                terminal.write_line(results.table(result, title=title))
+
+    def result(self, assignment):
+        """The GradeResult of the checks that ran for `assignment`, with diagnoses."""
+        steps = []
+        for step in assignment.steps:
+            module = assignment.step_modules()[step.id]
+            outcomes = [(check, *self.outcomes[check]) for check in module.CHECKS if check in self.outcomes]
+            if not outcomes:
+                continue
+            result = score_step(step, outcomes)
+            public = [check for check in module.CHECKS if check.visibility == "public"]
+            if len(outcomes) < len(public):  # -k, -x, --lf, --sw: a step score would not be the truth
+                result.status, result.checks_run, result.checks_total = "partial", len(outcomes), len(public)
+            if (assignment.id, step.id) in self.modes:
+                result.mode = mode_note(self.modes[(assignment.id, step.id)])
+            records = [self.records[check] for check, passed, _ in outcomes if check in self.records]
+            student = self.packages.get(assignment.id)
+            if any(passed is False for _, passed, _ in outcomes) and student is not None:
+                result.diagnoses = diagnose(
+                    module, records, lambda c, package, i, timeout=step.timeout: (
+                        package is student and self.hangs.skipped(c)) or observe(c, package, i, timeout),
+                    student, step.tolerance, reference=self.reference(assignment))
+                if self.plots is not None:
+                    from autograder.routes.plots import save_pictures
+                    result.pictures = save_pictures(Path(self.plots), step.id, records)
+            steps.append(result)
+        return results.GradeResult(assignment=assignment.title, submission=str(self.submission_dir), steps=steps,
+                                   steps_total=len(assignment.steps))

@@ -1,0 +1,303 @@
+"""What leaves the instructor's kit: a student release, and a Gradescope autograder zip.
+
+* `release(out)`: assignments/ (skeletons, public checks), the parts of autograder/ that the public
+  checks need with every hidden check cut out, grading.yml, a student README, requirements.txt
+  and a pyproject.toml that lets `pytest assignments/` find the grader. No reference code, no
+  hidden check, no known mistake: the diagnosis works from fingerprints (fingerprints.json), and
+  the compiled message catalogs (English, Korean) keep only the diagnoses those fingerprints and
+  the probes can give.
+* `gradescope_zip(out)`: setup.sh, run_autograder and the whole kit (reference and hidden checks
+  included: the zip stays on Gradescope's side). run_autograder grades /autograder/submission
+  in the sandbox and writes /autograder/results/results.json.
+"""
+import shutil
+import tempfile
+import zipfile
+from pathlib import Path
+
+from autograder import KIT
+from autograder.engine.assignment import folder as assignment_folder
+
+HIDDEN_MARKER = "# ### BEGIN HIDDEN CHECKS"
+PROBES_MARKER = "# ### PROBES"
+# What a student's run needs of the grader: the engine and the in-process routes, each
+# assignment's public checks, fingerprints and messages, and the sandbox (the Classroom workflow
+# grades in it, so that the student's code never runs in the process that writes the grade).
+# Not the known mistakes (a second reference), not the instructor's commands.
+STUDENT_PARTS = ["__init__.py", "__main__.py", "engine", "sandbox", "routes/__init__.py", "routes/pytest_plugin.py",
+                 "routes/notebook.py", "routes/plots.py", "routes/classroom.py", "routes/course.py", "routes/cli.py",
+                 "assignments/__init__.py"]
+ASSIGNMENT_PARTS = ["__init__.py", "fingerprints.json", "warmup.py"]  # and its compiled catalogs
+CPU_INDEX = "https://download.pytorch.org/whl/cpu"  # PyTorch's CPU-only wheels: no CUDA packages
+REQUIREMENTS = ["torch>=2.3,<3", "numpy", "pytest>=8", "pytest-timeout>=2.2", "PyYAML>=6",
+                "pyseccomp>=0.1.2; platform_system == 'Linux'"]
+
+
+def requirements_text():
+    """The student's requirements.txt: torch from PyTorch's CPU index (PyPI's Linux torch bundles
+    CUDA, several GB). The CPU index is an extra one, so that the rest still comes from PyPI; its
+    `+cpu` builds outrank PyPI's of the same version. A CUDA build installed before is kept."""
+    return ("# CPU build of torch (no GPU needed). For a CUDA build, install torch first from the\n"
+            "# index pytorch.org/get-started names for your CUDA (e.g. --index-url https://download.pytorch.org/whl/cu128).\n"
+            f"--extra-index-url {CPU_INDEX}\n" + "\n".join(REQUIREMENTS) + "\n")
+
+
+def strip_hidden(source, hidden_classes=()):
+    """A checks module without its hidden checks: every class in `hidden_classes` (the ones
+    that declare visibility "hidden", found by loading the module) and, where the module marks
+    it, the region from the hidden marker up to the probes (helpers only hidden checks use)."""
+    import ast
+
+    if HIDDEN_MARKER in source:
+        head, rest = source.split(HIDDEN_MARKER, 1)
+        probes = rest[rest.index(PROBES_MARKER):] if PROBES_MARKER in rest else ""
+        source = head.rstrip() + ("\n\n\n" + probes if probes else "\n")
+    lines = source.splitlines(keepends=True)
+    cut = set()
+    for node in ast.parse(source).body:
+        if isinstance(node, ast.ClassDef) and node.name in hidden_classes:
+            start = min([node.lineno] + [d.lineno for d in node.decorator_list])
+            cut.update(range(start - 1, node.end_lineno))
+    return "".join(line for number, line in enumerate(lines) if number not in cut)
+
+
+def release(out, classroom="command", assignment=None, kit_repository=None):
+    """Write the student release into directory `out` (which must not exist yet): every
+    assignment of grading.yml (or only `assignment`), with a GitHub Classroom workflow per
+    assignment in `classroom` mode ("command", "fractional", or "private": hidden checks too,
+    from the private kit `kit_repository`; see routes/classroom.py). Built aside and renamed at
+    the end: a failed release leaves nothing that blocks the next."""
+    from autograder.engine import config as grading_config
+
+    out = Path(out)
+    if out.exists():
+        raise FileExistsError(f"{out} already exists")
+    graded = grading_config.load_all()  # a bad grading.yml stops here: nothing written
+    if assignment is not None:
+        graded = [grading_config.choose(graded, assignment, grading_config.default_path())]
+    out.parent.mkdir(parents=True, exist_ok=True)
+    partial = Path(tempfile.mkdtemp(prefix=f".{out.name}.partial-", dir=out.parent))
+    partial.chmod(0o755)  # mkdtemp's 0700 would carry over to the release
+    try:
+        write_release(partial, graded, classroom, kit_repository)
+        partial.rename(out)
+    except BaseException:
+        shutil.rmtree(partial, ignore_errors=True)
+        raise
+    return out
+
+
+def write_release(out, graded, classroom, kit_repository=None):
+    """release() into the existing empty directory `out`, for the Assignments `graded`."""
+    from autograder.engine.catalogs import write_student_catalogs
+    from autograder.routes.classroom import private_workflow, workflow
+
+    workflows = out / ".github" / "workflows"
+    workflows.mkdir(parents=True)
+    for config in graded:
+        name = "classroom.yml" if len(graded) == 1 else f"classroom-{config.id}.yml"
+        text = private_workflow(config, kit_repository) if classroom == "private" else workflow(config, classroom)
+        (workflows / name).write_text(text)
+    ignore = shutil.ignore_patterns("__pycache__", "*.pyc")
+    (out / "assignments").mkdir()
+    for path in (KIT / "assignments").iterdir():
+        if path.is_file():
+            shutil.copyfile(path, out / "assignments" / path.name)
+    grader = out / "autograder"
+    for part in STUDENT_PARTS:
+        source, target = KIT / "autograder" / part, grader / part
+        target.parent.mkdir(parents=True, exist_ok=True)
+        if source.is_dir():
+            shutil.copytree(source, target, ignore=ignore)
+        else:
+            shutil.copyfile(source, target)
+    for config in graded:
+        shutil.copytree(KIT / "assignments" / config.package, out / "assignments" / config.package, ignore=ignore)
+        here, there = assignment_folder(config.id), grader / "assignments" / config.id
+        there.mkdir(parents=True)
+        for part in ASSIGNMENT_PARTS:
+            if (here / part).is_dir():
+                shutil.copytree(here / part, there / part, ignore=ignore)
+            elif (here / part).is_file():
+                shutil.copyfile(here / part, there / part)
+        (there / "checks").mkdir()
+        modules = config.step_modules()
+        shutil.copyfile(here / "checks" / "__init__.py", there / "checks" / "__init__.py")
+        for step_id, module in modules.items():
+            hidden = {type(check).__name__ for check in module.CHECKS if check.visibility == "hidden"}
+            source = (here / "checks" / f"{step_id}.py").read_text()
+            (there / "checks" / f"{step_id}.py").write_text(strip_hidden(source, hidden))
+    keep = set().union(*(public_message_ids(config) for config in graded))
+    write_student_catalogs(grader, lambda message_id: student_message(message_id, keep))
+    _write_config(out / "grading.yml", graded)
+    (out / "requirements.txt").write_text(requirements_text())
+    # pytest's cache stays on (--lf, --sw, -x then --lf work): it holds only test ids, and a
+    # student's ids are the public checks'; .gitignore keeps it out of the student's repository.
+    (out / "pyproject.toml").write_text('[tool.pytest.ini_options]\npythonpath = ["."]\n')
+    (out / ".gitignore").write_text(".pytest_cache/\n__pycache__/\n")
+    (out / "README.md").write_text(student_readme(graded))
+    return out
+
+
+def _write_config(target, graded):
+    """grading.yml, or only the entries of the assignments released when not all of them are."""
+    from autograder.engine import config as grading_config
+
+    text = grading_config.default_path().read_text()
+    if len(graded) == len(grading_config.load_all()):
+        target.write_text(text)
+        return
+    import yaml
+    data = yaml.safe_load(text)
+    if "assignments" in data:
+        data["assignments"] = [a for a in data["assignments"] if a["id"] in {c.id for c in graded}]
+    target.write_text("# The assignments of this release, from the instructor's grading.yml.\n"
+                      + yaml.safe_dump(data, sort_keys=False, allow_unicode=True))
+
+
+def public_message_ids(config) -> set:
+    """The diagnosis ids (`diagnosis.<id>` in the catalog, without the prefix) that a student's
+    run of the public checks of `config`'s steps can give: the mistakes the shipped fingerprints
+    name for those steps, the probes' diagnoses and no_known_mistake. The release's catalogs keep
+    these and drop every other diagnosis: their text would describe what the hidden checks look
+    for. The one place that decides what the release's messages carry."""
+    from autograder.engine.fingerprints import load
+
+    shipped = load(config.id).get("steps", {})
+    modules = config.step_modules()
+    keep = {"no_known_mistake"}
+    for step in config.steps:
+        keep |= set(shipped.get(step.id, {}).get("order", ()))
+        keep |= {probe.diagnosis for probe in modules[step.id].PROBES}
+    return keep
+
+
+def student_message(message_id: str, keep: set) -> bool:
+    """Whether a student release ships this message: every one but the diagnoses outside `keep`
+    (public_message_ids)."""
+    return not message_id.startswith("diagnosis.") or message_id.removeprefix("diagnosis.") in keep
+
+
+def student_readme(graded):
+    rows = "\n".join(f"| `{c.package}/` | `{s.id}` | {s.title} | {s.points:g} |" for c in graded for s in c.steps)
+    titles = "; ".join(f"{c.title} (`assignments/{c.package}/`)" for c in graded)
+    return f"""# {titles}
+
+Fill in the TODOs in `assignments/<package>/*.py`, step by step, and check your work as often as you like:
+
+```bash
+pip install -r requirements.txt      # once: torch (the CPU build: no GPU needed, no CUDA download), pytest, ...
+pytest assignments/                  # every step: one test per check, then a score table
+pytest assignments/ -k masking       # one step
+pytest assignments/ --cuda           # also the cuda step, on a simulated GPU if you have no real one
+pytest assignments/ --lang ko        # 메시지와 점수표를 한국어로 (or: export MHA_LAB_LANG=ko)
+```
+
+`requirements.txt` takes torch from PyTorch's CPU wheel index (`{CPU_INDEX}`). To use an NVIDIA GPU,
+install a CUDA build of torch first, with the `--index-url` that https://pytorch.org/get-started
+gives for your CUDA version (e.g. `pip install torch --index-url https://download.pytorch.org/whl/cu128`);
+`pip install -r requirements.txt` keeps it.
+
+Each file starts with an explanation of its step. Tensors are batch-first, and a mask is a bool
+tensor with **True = blocked** (as in `nn.MultiheadAttention`; `F.scaled_dot_product_attention`
+uses the opposite). A failing check says what was expected and what your code gave; under a
+failing step, lines starting with `?` suggest what probably went wrong.
+
+| package | step | what | points |
+|---|---|---|---|
+{rows}
+
+Your grade also runs hidden checks (other sizes, other random inputs), so write general code,
+not code fitted to the public checks. Calling the PyTorch function a step asks you to write
+(e.g. `F.scaled_dot_product_attention` in the attention step) scores zero for that step.
+"""
+
+
+SETUP_SH = """#!/usr/bin/env bash
+# Gradescope: install the grader's dependencies (a CPU build of torch: no CUDA packages).
+set -euo pipefail
+apt-get update -qq && apt-get install -y -qq python3 python3-pip python3-venv g++ bubblewrap libseccomp2 > /dev/null
+python3 -m venv /autograder/venv
+/autograder/venv/bin/pip install -q torch==2.13.0 --index-url {cpu_index}
+/autograder/venv/bin/pip install -q numpy pytest pytest-timeout PyYAML tqdm pyseccomp
+"""
+
+RUN_AUTOGRADER = """#!/usr/bin/env bash
+# Gradescope: grade /autograder/submission, write /autograder/results/results.json.
+# To try it locally (README.md, "Releasing to students"): MHA_LAB_GRADESCOPE_ROOT replaces
+# /autograder, MHA_LAB_PYTHON the Python that setup.sh installs ($ROOT/venv/bin/python).
+set -uo pipefail
+ROOT="${MHA_LAB_GRADESCOPE_ROOT:-/autograder}"
+PYTHON="${MHA_LAB_PYTHON:-$ROOT/venv/bin/python}"
+cd "$ROOT/source"
+mkdir -p "$ROOT/results"
+"$PYTHON" -m autograder grade "$ROOT/submission" --assignment {assignment} --gradescope "$ROOT/results/results.json"
+"""
+
+
+def gradescope_zip(out, assignment=None):
+    """Write the Gradescope autograder zip to `out`, grading `assignment` (default: the first in
+    grading.yml; a Gradescope assignment grades one). grading.yml is validated first (a zip with
+    a broken one would fail on every submission), and the zip is written aside, then renamed."""
+    from autograder.engine import config as grading_config
+
+    config = grading_config.load(assignment=assignment)
+    out = Path(out)
+    partial = out.with_name(f".{out.name}.partial")
+    try:
+        _write_gradescope_zip(partial, config)
+        partial.replace(out)
+    except BaseException:
+        partial.unlink(missing_ok=True)
+        raise
+    return out
+
+
+def _write_gradescope_zip(out, config):
+    with zipfile.ZipFile(out, "w", zipfile.ZIP_DEFLATED) as archive:
+        for name, text in (("setup.sh", SETUP_SH.replace("{cpu_index}", CPU_INDEX)),
+                           ("run_autograder", RUN_AUTOGRADER.replace("{assignment}", config.id))):
+            info = zipfile.ZipInfo(name)
+            info.external_attr = 0o755 << 16
+            archive.writestr(info, text)
+        for top in ("autograder", "solutions", "assignments"):
+            for path in sorted((KIT / top).rglob("*")):
+                if path.is_file() and "__pycache__" not in path.parts:
+                    archive.write(path, path.relative_to(KIT).as_posix())
+        archive.write(KIT / "grading.yml", "grading.yml")
+
+
+def gradescope_results(result, execution_time, hidden_visibility="after_published"):
+    """Gradescope's results.json for a GradeResult: one test per check."""
+    from autograder.engine import messages
+    tests = []
+    for step in result.steps:
+        notes = "\n".join(d["message"] for d in step.diagnoses)
+        for check in step.checks:
+            if check.passed is None:
+                continue
+            output = check.message
+            if check.passed is False and notes:
+                output += "\n" + messages.render("probable_causes") + "\n" + notes
+            tests.append({"name": f"{step.id}: {check.id}", "score": round(check.points, 4),
+                          "max_score": round(check.max_points, 4),
+                          "status": "passed" if check.passed else "failed", "output": output,
+                          "visibility": "visible" if check.visibility == "public" else hidden_visibility})
+    return {"score": round(result.score, 4), "execution_time": round(execution_time, 2),
+            "output": gradescope_summary(result)
+                      + (f"\n\n{messages.render('your_output')}\n{result.output}" if result.output else ""),
+            "stdout_visibility": "hidden",  # the log's table has the hidden checks' points
+            "tests": tests}
+
+
+def gradescope_summary(result):
+    """The top-level text students see at once: the public checks' points only. The total with
+    the hidden checks would tell what they scored before grades are published (their tests are
+    `after_published`); Gradescope shows the score itself by its own visibility rules."""
+    public = [c for step in result.steps for c in step.checks if c.visibility == "public" and c.passed is not None]
+    hidden = sum(1 for step in result.steps for c in step.checks if c.visibility != "public" and c.passed is not None)
+    text = (f"{result.assignment}: public checks {sum(c.points for c in public):.2f} / "
+            f"{sum(c.max_points for c in public):.2f}")
+    if hidden:
+        text += f"\n{hidden} hidden checks count too; their results show once grades are published."
+    return text

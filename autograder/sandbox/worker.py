@@ -1,0 +1,328 @@
+"""Run student code in sandboxed worker processes; the judge never imports it.
+
+Judge side, one submission at a time per Worker:
+
+    with Worker(files, "mha", preload="autograder.engine.remote") as worker:  # it starts booting here
+        worker.send(wire.dumps(...))                        # a message for the preload's serve()
+        reply = worker.receive(seconds)                     # its answer, or TimeoutError / WorkerGone
+
+Workers come from the worker server (fork_server.py), which imports the `preload` module once
+(for grading: torch with one thread, every checks module, the fake CUDA device warmed up), so
+each worker is a cheap fork of a process that has never seen the reference or the known
+mistakes. A worker holds a socket to the judge and an output file the judge made, nothing else;
+it sets up its private scratch and confines itself (confine.py) before the judge sends it the
+submission's files. One is forked ahead of need for each Worker open (a spare), so the next
+submission does not wait for a fork; no worker ever gets a second submission. A worker sends
+back nothing but plain data (wire.py). The judge enforces a time limit on every answer by
+killing the worker; a worker that dies costs only what it was doing: a fresh one takes the rest.
+
+This module knows nothing of checks or grades: the preload module does (autograder/engine/remote.py).
+"""
+import os
+import select
+import socket
+import struct
+import threading
+import time
+from multiprocessing.connection import Connection
+
+from autograder.sandbox import wire
+from autograder.sandbox.confine import close_other_fds, confine, private_scratch
+from autograder.sandbox.fork_server import WorkerServer
+
+GRACE = 1.0  # seconds the judge waits past a check's limit before killing (the worker's own alarm comes first)
+OUTPUT_LIMIT = 8 * 1024 * 1024  # bytes a worker may write (its printing included)
+SHOWN_OUTPUT = 4000  # characters of a student's printing kept in the result
+SCRATCH_BYTES = 64 << 20  # bytes: the size of a worker's private scratch file system
+THREADS = 16  # tasks (threads) a worker may run at once: torch with one thread needs a few
+CLEAN_ENV = {"PATH": "/usr/bin:/bin", "LANG": "C.UTF-8", "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"}
+
+
+# ---------------------------------------------------------------------------- in the worker
+
+
+def worker_main(channel_fd, output_fd, server_layers, fallback_scratch, serve):
+    """Entry point of a worker process, forked by the worker server (fork_server.py) with two
+    descriptors from the judge: its channel and its output file. Sets up a private scratch, waits
+    for its submission (a worker may be forked before it is needed), confines itself, then hands
+    the channel to `serve(conn, scratch, setup)`, which answers the judge's messages."""
+    os.dup2(output_fd, 1)
+    os.dup2(output_fd, 2)
+    os.lseek(1, 0, os.SEEK_END)
+    null = os.open("/dev/null", os.O_RDONLY)
+    os.dup2(null, 0)
+    close_other_fds([channel_fd])
+    conn = Connection(channel_fd)
+    # The directory the server made for this worker becomes a private tmpfs where the kernel
+    # allows it (seen by this process alone); else it stays a plain directory, kept apart by Landlock.
+    scratch = fallback_scratch
+    private = private_scratch(scratch, SCRATCH_BYTES)
+    try:
+        setup = wire.loads(conn.recv_bytes())
+    except EOFError:
+        return
+    os.chdir(scratch)
+    package = str(setup["package"])
+    if not package.isidentifier():
+        return
+    os.mkdir(package, 0o700)
+    for name, data in setup["files"].items():
+        fd = os.open(os.path.join(package, name), os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600)
+        with os.fdopen(fd, "wb") as f:
+            f.write(data)
+    os.environ.clear()
+    os.environ.update(CLEAN_ENV, HOME=scratch)
+    layers = [*server_layers, *(["private-scratch"] if private else []),
+              *confine(scratch, setup["memory_bytes"], OUTPUT_LIMIT, THREADS, setup.get("cpu"))]
+    conn.send_bytes(wire.dumps({"ready": layers}))
+    serve(conn, scratch, setup)
+
+
+# ---------------------------------------------------------------------------- in the judge
+
+_encoded = {}  # id(inputs) -> (inputs, their wire form); holding inputs keeps the id theirs
+
+
+def encoded(inputs):
+    """wire.encode(inputs), once per inputs object (a batch sends the same inputs to every worker)."""
+    entry = _encoded.get(id(inputs))
+    if entry is None or entry[0] is not inputs:
+        if len(_encoded) > 5_000:
+            _encoded.clear()
+        entry = _encoded[id(inputs)] = (inputs, wire.encode(inputs))
+    return entry[1]
+
+
+_spares = []  # [(process, connection, output fd)]: workers forked ahead of need, not yet given a submission
+_spares_forking = [0]  # spares being forked in the background
+_open_workers = [0]  # Workers open now (how many spares a batch can use at once)
+_spares_lock = threading.Lock()
+_cpu_load = {}  # cpu -> open Workers pinned to it
+
+
+def fork_worker(preload):
+    """A fresh worker process from the worker server, waiting for its setup message: (its
+    handle, the judge's end of its channel, the output file it writes to)."""
+    judge_end, worker_end = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
+    output = os.memfd_create("mha-lab-output", os.MFD_CLOEXEC)
+    try:
+        process = WorkerServer.shared(preload).fork(worker_end.fileno(), output)
+    except BaseException:
+        judge_end.close()
+        os.close(output)
+        raise
+    finally:
+        worker_end.close()
+    return process, Connection(judge_end.detach()), output
+
+
+def take_worker(preload):
+    """A spare worker if one is waiting, else a freshly forked one; either way, a spare is forked
+    in the background for the next submission, so its fork is off the judge's critical path.
+    A spare has run nothing but the fork server's warm-up: no submission ever shares a worker."""
+    with _spares_lock:
+        taken = None
+        while _spares and taken is None:
+            process, conn, output = _spares.pop()
+            if process.is_alive():
+                taken = process, conn, output
+            else:
+                conn.close()
+                os.close(output)
+        wanted = _open_workers[0] - len(_spares) - _spares_forking[0]
+        if wanted > 0:
+            _spares_forking[0] += 1
+            threading.Thread(target=_fork_spare, args=(preload,), daemon=True).start()
+    return taken or fork_worker(preload)
+
+
+def _fork_spare(preload):
+    try:
+        spare = fork_worker(preload)
+    except Exception:  # noqa: BLE001 - shutting down, say: the next submission forks its own
+        spare = None
+    with _spares_lock:
+        _spares_forking[0] -= 1
+        if spare is not None:
+            _spares.append(spare)
+
+
+def _take_cpu():
+    """The core with the fewest open Workers on it (this process's cores), or None."""
+    try:
+        cpus = sorted(os.sched_getaffinity(0))
+    except (AttributeError, OSError):
+        return None
+    with _spares_lock:
+        cpu = min(cpus, key=lambda c: _cpu_load.get(c, 0))
+        _cpu_load[cpu] = _cpu_load.get(cpu, 0) + 1
+    return cpu
+
+
+def _release_cpu(cpu):
+    if cpu is not None:
+        with _spares_lock:
+            _cpu_load[cpu] -= 1
+
+
+def read_message(conn, seconds):
+    """The next message a worker sends on `conn`, whole within `seconds`, or TimeoutError.
+
+    multiprocessing's recv_bytes waits for ever once a message has begun, and a worker that
+    student code has taken over could begin one and stop; this reads the same framing (a 4-byte
+    big-endian length, then the bytes) with a deadline."""
+    deadline = time.monotonic() + seconds
+    size, = struct.unpack("!i", _read_exactly(conn.fileno(), 4, deadline))
+    if not 0 <= size <= wire.MAX_MESSAGE:
+        raise wire.WireError("message too large")
+    return _read_exactly(conn.fileno(), size, deadline)
+
+
+def _read_exactly(fd, count, deadline):
+    chunks = []
+    while count:
+        remaining = deadline - time.monotonic()
+        if remaining <= 0 or not select.select([fd], [], [], remaining)[0]:
+            raise TimeoutError
+        chunk = os.read(fd, min(count, 1 << 20))
+        if not chunk:
+            raise EOFError
+        chunks.append(chunk)
+        count -= len(chunk)
+    return b"".join(chunks)
+
+
+class WorkerGone(Exception):
+    """The worker ended (or was killed) before it answered: `exitcode` says how (negative: a signal)."""
+
+    def __init__(self, exitcode):
+        super().__init__(exitcode)
+        self.exitcode = exitcode
+
+
+class Worker:
+    """The judge's handle on the sandboxed worker process(es) of one submission.
+
+    `files` ({name: bytes}) become the package `package/` in the worker's scratch; `preload`
+    names the module the worker server imports once (its warm_up() and its serve(conn, scratch,
+    setup), which answers the judge's messages)."""
+
+    def __init__(self, files: dict, package: str, preload: str, memory_bytes: int = 2 << 30):
+        self.files, self.package, self.preload = files, package, preload
+        self.memory_bytes = memory_bytes
+        self.process = None
+        self.conn = None
+        self.outputs = []  # the output file of every worker this submission had, in order
+        self.layers = []
+        self.exitcode = None
+        self.booting = False
+        self.counted = False  # in _open_workers
+        self.cpu = None
+
+    def __enter__(self):
+        if not self.counted:
+            self.counted = True
+            with _spares_lock:
+                _open_workers[0] += 1
+            self.cpu = _take_cpu()
+        if self.files:
+            self.launch()  # it boots while the judge scans the files and makes the inputs
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+
+    def launch(self):
+        """Start a fresh worker on a fresh copy of the submission; wait_ready() before use."""
+        self.stop()
+        setup = wire.dumps({"files": self.files, "package": self.package, "memory_bytes": self.memory_bytes,
+                            "cpu": self.cpu})
+        for attempt in range(3):  # a spare that died while it waited: take the next one
+            self.process, self.conn, output = take_worker(self.preload)
+            self.outputs.append(output)
+            try:
+                self.conn.send_bytes(setup)
+                break
+            except OSError:
+                self.conn.close()
+                if attempt == 2:
+                    raise RuntimeError("a grading worker did not start") from None
+        self.booting = True
+
+    def wait_ready(self):
+        """Wait until the worker is confined and ready; one that dies before it has run any
+        student code (killed from outside, say) is replaced."""
+        for attempt in range(3):
+            if not self.booting:
+                return
+            if not self.conn.poll(120):
+                break
+            try:
+                self.layers = wire.loads(read_message(self.conn, 10))["ready"]
+                self.booting = False
+            except (EOFError, OSError, TimeoutError, wire.WireError, KeyError, TypeError):
+                self.launch()
+        if self.booting:
+            raise RuntimeError("a grading worker did not start")
+
+    def stop(self, wait=True):
+        """Kill the worker if it still runs; with `wait`, wait for it and remember how it ended."""
+        if self.process is not None:
+            if self.process.is_alive():
+                self.process.kill()
+            if wait:
+                self.process.join(5)
+                self.exitcode = self.process.exitcode
+            self.conn.close()
+            self.process = None
+            self.booting = False
+
+    def close(self):
+        # Not waiting: the exit status of a worker killed after its last task tells nothing.
+        self.stop(wait=False)
+        for output in self.outputs:
+            os.close(output)
+        self.outputs = []
+        if self.counted:
+            self.counted = False
+            with _spares_lock:
+                _open_workers[0] -= 1
+            _release_cpu(self.cpu)
+
+    def output(self):
+        """What the student's code printed (cut to SHOWN_OUTPUT characters), read from the
+        files the judge made: never from a path the worker could have made."""
+        data = b"".join(os.pread(fd, 4 * SHOWN_OUTPUT + 4, 0) for fd in self.outputs)
+        text = data.decode("utf-8", errors="replace")
+        return text[:SHOWN_OUTPUT] + ("\n[... output cut ...]" if len(text) > SHOWN_OUTPUT else "")
+
+    def send(self, message) -> None:
+        """Send one message (wire.dumps'd bytes) to the worker, starting a fresh one first if the
+        last has gone."""
+        if self.process is None or not self.process.is_alive():
+            self.launch()
+        self.wait_ready()
+        self.conn.send_bytes(message)
+
+    def receive(self, seconds: float):
+        """The worker's next message (decoded), whole within `seconds` (+ GRACE). On overrun,
+        the worker is killed and TimeoutError raised; if it ended, WorkerGone; if what it sent
+        is malformed, it is killed and wire.WireError raised."""
+        try:
+            return wire.loads(read_message(self.conn, seconds + GRACE))
+        except TimeoutError:
+            # Overran: its own alarm did not stop it (a long native call, say), or a message
+            # stalled half-way (student code that took over the worker's pipe).
+            self.stop()
+            raise
+        except (EOFError, OSError):
+            self.process.join(5)  # it is dying: wait for its exit status
+        except wire.WireError:
+            self.stop()
+            raise
+        self.stop()
+        raise WorkerGone(self.exitcode)
+
+    @property
+    def alive(self) -> bool:
+        return self.process is not None
