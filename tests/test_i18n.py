@@ -1,0 +1,319 @@
+"""Korean and English: the gettext catalogs, the choice of language, and real runs in Korean.
+
+The catalog checks (autograder/catalogs.py) run on the kit's catalogs, where they must find
+nothing, and on copies with one planted defect each, where they must name it.
+"""
+import json
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from babel.messages.pofile import read_po, write_po
+
+from autograder.engine import assignment as assignments
+from autograder.engine import catalogs, messages
+from autograder.engine.results import CheckResult, GradeResult, StepResult, display_width, table
+from conftest import ASSIGNMENTS, KIT, SOLUTIONS
+
+LOCALE_VARIABLES = ("MHA_LAB_LANG", "LC_ALL", "LC_MESSAGES", "LANG")
+PYBABEL = Path(sys.executable).parent / "pybabel"
+
+
+@pytest.fixture
+def no_language(monkeypatch):
+    """No language in the environment: neither MHA_LAB_LANG nor a locale."""
+    for name in LOCALE_VARIABLES:
+        monkeypatch.delenv(name, raising=False)
+
+
+def copy_catalogs(root):
+    """A copy of the kit's catalogs under `root`, as a CATALOGS-like tuple (assignment, engine)."""
+    copied = []
+    for directory, domain in messages.CATALOGS:
+        target = root / Path(directory).relative_to(messages.GRADER)
+        shutil.copytree(directory, target)
+        copied.append((target, domain))
+    return tuple(copied)
+
+
+def po(copied, domain, lang):
+    """The .po file of `domain` in `lang` (the assignment domain: the mha assignment's)."""
+    directory = next(d for d, name in copied if name == domain and (domain != "assignment" or "mha" in Path(d).parts))
+    return directory / lang / "LC_MESSAGES" / f"{domain}.po"
+
+
+def edit(path, change):
+    """Rewrite a .po file after `change(catalog)`."""
+    with open(path, "rb") as f:
+        catalog = read_po(f)
+    change(catalog)
+    with open(path, "wb") as f:
+        write_po(f, catalog, width=0)
+
+
+def compile_catalogs(copied):
+    """The documented compile commands (messages.py, README), on a copy."""
+    for directory, domain in copied:
+        subprocess.run([str(PYBABEL), "compile", "-d", str(directory), "-D", domain], check=True,
+                       capture_output=True)
+
+
+# --- the catalogs ---------------------------------------------------------------------------
+
+def test_the_catalogs_are_complete_translated_and_consistent():
+    assert catalogs.problems() == []
+
+
+def test_every_message_has_english_and_korean_with_the_same_placeholders():
+    english, korean = messages.catalog("en"), messages.catalog("ko")
+    assert len(english) > 150 and set(korean) == set(english)
+    for message_id, text in english.items():
+        assert korean[message_id] and korean[message_id] != text, f"{message_id}: not translated"
+        assert catalogs.placeholders(korean[message_id]) == catalogs.placeholders(text), message_id
+    # the assignment's own messages live in its domain, the engine's in the engine's
+    mha = catalogs.texts(catalogs.read(assignments.folder("mha") / "locale" / "en" / "LC_MESSAGES" / "assignment.po"))
+    engine = catalogs.texts(catalogs.read(po(messages.CATALOGS, "autograder", "en")))
+    assert "diagnosis.scale_by_d_model" in mha and "mask_changes_kept_keys" in mha
+    assert "raised" in engine and "diagnosis.no_known_mistake" in engine and "table.total" in engine
+    every = [catalogs.texts(catalogs.read(directory / "en" / "LC_MESSAGES" / f"{domain}.po"))
+             for directory, domain in messages.CATALOGS]
+    ids = [i for texts in every for i in texts]
+    assert sorted({i for i in ids if ids.count(i) > 1}) == [], "an id in two catalogs: one would hide the other"
+
+
+def test_korean_uses_the_course_terms():
+    korean = messages.catalog("ko")
+    for message_id, term in [("diagnosis.scale_by_d_model", "어텐션"), ("diagnosis.mask_after_softmax", "마스킹"),
+                             ("diagnosis.mask_after_softmax", "소프트맥스"), ("diagnosis.mha_split_without_transpose", "헤드를 분할"),
+                             ("diagnosis.pad_left", "패딩"), ("diagnosis.scale_after_softmax", "스케일링")]:
+        assert term in korean[message_id], message_id
+
+
+PLANTED = [  # (language, domain, id, how the entry is spoiled, what problems() must say)
+    ("ko", "assignment", "diagnosis.rows_not_normalised",
+     lambda m: setattr(m, "string", m.string.replace("{high:.3g}", "")), "placeholders"),
+    ("ko", "autograder", "timeout", lambda m: setattr(m, "string", m.string.replace("{seconds:g}", "{seconds}")),
+     "placeholders"),
+    ("ko", "autograder", "raised", lambda m: setattr(m, "string", m.string.replace("{type}", "{kind}")), "placeholders"),
+    ("ko", "autograder", "raised", lambda m: setattr(m, "string", ""), "no translation"),
+    ("en", "assignment", "diagnosis.no_scale", lambda m: setattr(m, "string", ""), "no translation"),
+    ("ko", "autograder", "shape", lambda m: m.flags.add("fuzzy"), "marked fuzzy"),
+    ("ko", "autograder", "values", lambda m: setattr(m, "string", m.string + " {"), "not a format string"),
+]
+
+
+@pytest.mark.parametrize("lang, domain, message_id, spoil, said", PLANTED)
+def test_a_planted_catalog_defect_is_named(tmp_path, lang, domain, message_id, spoil, said):
+    copied = copy_catalogs(tmp_path)
+    edit(po(copied, domain, lang), lambda catalog: spoil(catalog[message_id]))
+    found = catalogs.problems(copied)
+    assert len(found) == 1 and f"{message_id}: {said}" in found[0], found
+
+
+def test_a_deleted_translation_is_named(tmp_path):
+    copied = copy_catalogs(tmp_path)
+    edit(po(copied, "autograder", "ko"), lambda catalog: catalog.delete("table.total"))
+    assert [p.split(": ", 1)[1] for p in catalogs.problems(copied)] == ["table.total: missing"]
+
+
+def test_the_mo_files_are_compiled_from_the_po_files(tmp_path):
+    assert catalogs.stale_mo_files() == [], "run pybabel compile (see autograder/messages.py)"
+    copied = copy_catalogs(tmp_path)
+    korean = po(copied, "assignment", "ko")
+    edit(korean, lambda catalog: setattr(catalog["diagnosis.no_softmax"], "string", "소프트맥스가 없습니다"))
+    assert catalogs.stale_mo_files(copied) == [korean.with_suffix(".mo")]
+    compile_catalogs(copied)
+    assert catalogs.stale_mo_files(copied) == []
+    assert messages.translations("ko", copied).gettext("diagnosis.no_softmax") == "소프트맥스가 없습니다"
+    korean.with_suffix(".mo").unlink()
+    assert catalogs.stale_mo_files(copied) == [korean.with_suffix(".mo")]
+
+
+def test_the_catalogs_are_package_data():
+    tomllib = pytest.importorskip("tomllib")
+    globs = tomllib.loads((KIT / "pyproject.toml").read_text())["tool"]["setuptools"]["package-data"]["autograder"]
+    shipped = {path for pattern in globs for path in (KIT / "autograder").glob(pattern)}
+    files = {path for directory, _ in messages.CATALOGS for path in Path(directory).rglob("*")
+             if path.suffix in (".po", ".mo", ".pot")}
+    assert len(files) == 5 * len(messages.CATALOGS) and files <= shipped  # a template, 2 .po, 2 .mo each
+
+
+# --- the choice of language -----------------------------------------------------------------
+
+def test_the_language_comes_from_lang_then_mha_lab_lang_then_the_locale(no_language, monkeypatch):
+    assert messages.language() == "en"
+    monkeypatch.setenv("LANG", "ko_KR.UTF-8")
+    assert messages.language() == "ko"
+    monkeypatch.setenv("LC_MESSAGES", "en_US.UTF-8")
+    assert messages.language() == "en"
+    monkeypatch.setenv("LC_ALL", "ko_KR.UTF-8")
+    assert messages.language() == "ko"
+    monkeypatch.setenv("MHA_LAB_LANG", "en")
+    assert messages.language() == "en"
+    assert messages.language("ko") == "ko"
+    monkeypatch.setenv("MHA_LAB_LANG", "ko")
+    assert messages.language("en") == "en"
+
+
+@pytest.mark.parametrize("value", ["fr", "C.UTF-8", "POSIX", "xx-YY"])
+def test_an_unknown_language_is_english(no_language, monkeypatch, value):
+    monkeypatch.setenv("MHA_LAB_LANG", value)
+    assert messages.language() == "en"
+    assert messages.render("step_not_implemented") == "not implemented yet"
+    assert messages.render("step_not_implemented", lang=value) == "not implemented yet"
+
+
+def test_render_speaks_the_chosen_language(no_language, monkeypatch):
+    params = {"type": "ValueError", "message": "bad", "where": "heads.py, line 3"}
+    assert messages.render("raised", **params) == "your code raised ValueError: bad (heads.py, line 3)"
+    assert messages.render("raised", lang="ko", **params) == "코드에서 ValueError 예외가 발생했습니다: bad (heads.py, line 3)"
+    monkeypatch.setenv("MHA_LAB_LANG", "ko")
+    assert messages.render("raised", **params).startswith("코드에서 ValueError")
+    assert messages.render("timeout", seconds=2.5, where="w").startswith("2.5초 후에")
+    assert messages.render("raised", lang="en", **params).startswith("your code raised")
+    monkeypatch.setenv("MHA_LAB_LANG", "fr")
+    monkeypatch.setenv("LANG", "ko_KR.UTF-8")  # MHA_LAB_LANG decides, even when it is unknown
+    assert messages.render("raised", **params).startswith("your code raised")
+    with pytest.raises(KeyError):
+        messages.render("no_such_message")
+    with pytest.raises(KeyError):
+        messages.render("no_such_message", lang="ko")
+
+
+def test_speaking_sets_and_restores_mha_lab_lang(no_language):
+    with messages.speaking("ko"):
+        assert os.environ["MHA_LAB_LANG"] == "ko" and messages.render("table.total") == "합계"
+        with messages.speaking(None):
+            assert messages.language() == "ko"
+    assert "MHA_LAB_LANG" not in os.environ and messages.render("table.total") == "total"
+
+
+def test_the_assignment_catalog_comes_first_and_english_fills_a_missing_translation(tmp_path):
+    copied = copy_catalogs(tmp_path)
+    edit(po(copied, "autograder", "ko"), lambda catalog: catalog.delete("missing_file"))
+    edit(po(copied, "assignment", "ko"), lambda catalog: catalog.add("raised", "과제 카탈로그: {type} {message} {where}"))
+    compile_catalogs(copied)
+    chain = messages.translations("ko", copied)
+    assert chain.gettext("missing_file") == "{file} is missing"
+    assert chain.gettext("raised") == "과제 카탈로그: {type} {message} {where}"
+    assert chain.gettext("shape") == messages.catalog("ko")["shape"]
+    with pytest.raises(KeyError):
+        chain.gettext("no_such_message")
+
+
+def test_the_grade_command_refuses_an_unknown_lang():
+    completed = subprocess.run([sys.executable, "-m", "autograder", "grade", "--lang", "fr"], cwd=KIT,
+                               capture_output=True, text=True)
+    assert completed.returncode == 2 and "--lang" in completed.stderr
+
+
+# --- the score table and the routes ---------------------------------------------------------
+
+def two_step_result():
+    failing = StepResult("attention", "Scaled dot-product attention", 0.0, 15.0, [
+        CheckResult("weights", False, 0.0, 7.5, "public", messages.render("shape", name="weights", expected=(2, 3), got=(3, 2))),
+        CheckResult("output", True, 0.0, 7.5, "public")],
+        diagnoses=[{"id": "no_scale", "message": messages.render("diagnosis.no_scale")}])
+    passing = StepResult("padding", "Pad a batch", 10.0, 10.0, [CheckResult("basic", True, 10.0, 10.0, "public")])
+    skeleton = StepResult("embedding", "Embedding", 0.0, 5.0, [], status="not_implemented")
+    return GradeResult("MHA", "submission", [passing, failing, skeleton])
+
+
+def test_the_score_table_in_korean_and_in_english(no_language, monkeypatch):
+    english = table(two_step_result())
+    assert "  total       10.00 / 30" in english and "x weights: weights: expected shape (2, 3), got (3, 2)" in english
+    assert "not implemented yet" in english
+    monkeypatch.setenv("MHA_LAB_LANG", "ko")
+    korean = table(two_step_result())
+    assert "x weights: weights: 기대한 shape는 (2, 3)인데 (3, 2)입니다" in korean
+    assert "? 어텐션 가중치가 점수를 sqrt(d_k)로 나누지 않았을 때의 값과 같습니다" in korean
+    assert "아직 구현하지 않았습니다" in korean and "total" not in korean
+    lines = korean.splitlines()
+    total, padding = next(x for x in lines if "합계" in x), next(x for x in lines if "padding" in x)
+    # the scores line up on screen: 합계 takes four columns
+    assert display_width(total[:total.index("10.00")]) == display_width(padding[:padding.index("10.00")])
+
+
+def test_gradescope_output_in_korean(no_language, monkeypatch):
+    from autograder.routes.release import gradescope_results
+    english = gradescope_results(two_step_result(), 1.0)
+    assert "What probably went wrong in this step:" in english["tests"][1]["output"]
+    monkeypatch.setenv("MHA_LAB_LANG", "ko")
+    korean = gradescope_results(two_step_result(), 1.0)
+    failed = next(t for t in korean["tests"] if t["status"] == "failed")
+    assert "이 단계에서 잘못되었을 가능성이 있는 부분:" in failed["output"] and "기대한 shape는" in failed["output"]
+
+
+def test_the_notebook_check_speaks_its_lang_argument(tmp_path, capsys, no_language):
+    from autograder.routes.notebook import check_step
+    shutil.copytree(ASSIGNMENTS / "mha", tmp_path / "mha")
+    assert check_step("padding", directory=tmp_path, lang="ko") == 0.0
+    out = capsys.readouterr().out
+    assert "아직 구현하지 않았습니다" in out and "합계" in out
+    assert "MHA_LAB_LANG" not in os.environ
+    check_step("padding", directory=tmp_path)
+    assert "not implemented yet" in capsys.readouterr().out
+
+
+def failing_copy(tmp_path):
+    """A student's copy of the kit whose attention divides by sqrt(d_model): one failing step,
+    the others passing."""
+    root = tmp_path / "kit"
+    (root / "assignments").mkdir(parents=True)
+    for name in ("conftest.py", "test_checks.py"):
+        shutil.copy(ASSIGNMENTS / name, root / "assignments" / name)
+    shutil.copytree(SOLUTIONS / "mha", root / "assignments" / "mha")
+    attention = root / "assignments" / "mha" / "attention.py"
+    source = attention.read_text()
+    old = "d_k = q.size(-1)  #"
+    assert source.count(old) == 1
+    attention.write_text(source.replace(old, "d_k = q.size(-1) * q.size(1)  #"))
+    shutil.copy(KIT / "grading.yml", root / "grading.yml")
+    return root
+
+
+def line_of(output, start):
+    return next(line for line in output.splitlines() if line.strip().startswith(start))
+
+
+@pytest.mark.slow
+def test_pytest_assignments_in_korean(tmp_path):
+    """`pytest assignments/ --lang ko`: --lang beats MHA_LAB_LANG; the section, the table, the
+    failure messages and the diagnosis are Korean."""
+    root = failing_copy(tmp_path)
+    # PYTHONPATH: this kit's autograder, not another checkout's (an editable install may point there)
+    env = {**os.environ, "MHA_LAB_LANG": "en", "PYTHONPATH": str(KIT)}
+    completed = subprocess.run([sys.executable, "-m", "pytest", "assignments", "-p", "no:cacheprovider", "--lang", "ko"],
+                               cwd=root, capture_output=True, text=True, env=env, timeout=600)
+    out = completed.stdout
+    assert completed.returncode == 1, out[-3000:]
+    assert "MHA Lab 점수 (공개 검사)" in out and "공개 검사 결과입니다" in out
+    assert "10.00 / 10" in line_of(out, "padding ")
+    assert "0.00 / 15" in line_of(out, "attention ")
+    assert "허용 오차를 벗어났습니다" in out  # the failing checks' messages (pytest's and the table's)
+    assert "? 어텐션 가중치가 sqrt(d_k)(헤드 하나의 크기)가 아니라 sqrt(d_model)" in out
+    assert "80.00 / 95" in line_of(out, "합계")
+    cuda = line_of(out, "cuda ")
+    assert cuda.count("검사하지 않음:") == 1 and "GPU가 없습니다" in cuda
+    assert "values out of tolerance" not in out and "MHA Lab score" not in out
+
+
+@pytest.mark.slow
+def test_grade_json_in_korean(tmp_path):
+    root = failing_copy(tmp_path)
+    out = tmp_path / "result.json"
+    completed = subprocess.run([sys.executable, "-m", "autograder", "grade", str(root / "assignments"), "--public-only",
+                                "--in-process", "--lang", "ko", "--json", str(out)],
+                               cwd=KIT, capture_output=True, text=True, timeout=600)
+    assert completed.returncode == 0, completed.stderr[-3000:]
+    assert "합계" in completed.stdout
+    result = json.loads(out.read_text(encoding="utf-8"))
+    steps = {step["id"]: step for step in result["steps"]}
+    failed = [c for c in steps["attention"]["checks"] if c["passed"] is False]
+    assert failed and all("허용 오차를 벗어났습니다" in c["message"] for c in failed)
+    assert [d["message"] for d in steps["attention"]["diagnoses"]] == [messages.render("diagnosis.scale_by_d_model", lang="ko")]
+    assert steps["padding"]["score"] == 10 and all(c["message"] == "" for c in steps["padding"]["checks"])
+    assert "mode_note" not in steps["cuda"] or "장치에서 채점했습니다" in steps["cuda"]["mode_note"]

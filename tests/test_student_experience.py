@@ -1,0 +1,320 @@
+"""Issue 14, the student's experience: a hang costs one time limit, partial runs tell the truth,
+one mistake is reported in its own terms, failure output ends in the student's code."""
+import re
+
+import pytest
+
+from autograder.engine import config as grading_config
+from autograder.engine.runner import grade
+from conftest import KIT, SOLUTIONS
+from test_pytest_assignments import pytest_in, student_copy
+
+ENDLESS_PAD = ("    if len(sequences) == 0:", "    while True:\n        pass\n    if len(sequences) == 0:")
+
+
+def endless_padding(source):
+    return source.replace(*ENDLESS_PAD)
+
+
+def short_timeout_config(seconds):
+    return grading_config.parse((grading_config.default_path()).read_text().replace("timeout: 10", f"timeout: {seconds}"))
+
+
+def padding_messages(result):
+    return [c.message for c in result.step("padding").checks if c.passed is False]
+
+
+@pytest.mark.parametrize("isolate", [False, True], ids=["in_process", "sandboxed"])
+def test_grade_charges_one_time_limit_per_hung_step(submission, isolate):
+    """The first padding check hangs; the step's other checks are skipped after the hang (not
+    run again, so no second wait); the next step is graded in full."""
+    padding = endless_padding((SOLUTIONS / "mha" / "padding.py").read_text())
+    result = grade(submission(files={"padding.py": padding}), short_timeout_config(0.5),
+                   steps=["padding", "embedding"], isolate=isolate)
+    ids = [c.message_id for c in result.step("padding").checks]
+    assert ids.count("timeout") == 1 and ids[0] == "timeout"
+    assert set(ids[1:]) == {"skipped_after_hang"} and len(ids) > 2
+    first = result.step("padding").checks[0].id
+    assert all(f"check {first} of this step hung" in m and m.startswith("stopped after 0.5 s")
+               for m in padding_messages(result)[1:])
+    assert result.step("padding").score == 0
+    assert result.step("embedding").score == result.step("embedding").max_score
+
+
+def test_a_time_limit_spent_in_the_graders_own_code_is_not_the_students_hang():
+    from autograder.engine.assignment import step_modules
+    from autograder.engine.check import Fail
+    from autograder.engine.runner import GRADER_FRAME, HangGuard, Observation
+    check = step_modules("mha")["padding"].CHECKS[0]
+    guard = HangGuard()
+    assert not guard.note(check, Observation(error=Fail("timeout", {"seconds": 1, "where": GRADER_FRAME})))
+    assert guard.skipped(check) is None
+    assert guard.note(check, Observation(error=Fail("timeout", {"seconds": 1, "where": "mha/padding.py, line 3"})))
+    assert guard.skipped(check).error.message_id == "skipped_after_hang"
+
+
+def test_pytest_charges_one_time_limit_per_hung_step(tmp_path):
+    grading = (KIT / "grading.yml").read_text().replace("timeout: 10", "timeout: 1")
+    root = student_copy(tmp_path, SOLUTIONS / "mha", grading)
+    padding = root / "assignments" / "mha" / "padding.py"
+    padding.write_text(endless_padding(padding.read_text()))
+    out = pytest_in(root, "--step", "padding", "--step", "embedding").stdout
+    table = out[out.index("MHA Lab score"):]
+    failures = re.findall(r"^\s+x (\w+): (.*)$", table, flags=re.M)
+    timeouts = [check for check, message in failures if "of this step hung" not in message]
+    skipped = [check for check, message in failures if "of this step hung" in message]
+    assert len(timeouts) == 1 and len(skipped) >= 2, table
+    assert "Timeout" in out  # pytest-timeout's report of the one check that hung
+    assert out.count("Timeout (>1.0s)") == 1, out[-4000:]
+    assert "5.00 / 5" in next(line for line in table.splitlines() if line.strip().startswith("embedding"))
+
+
+# ---------------------------------------------------------------------------- partial runs
+
+NO_MERGE_TRANSPOSE = ("x = x.transpose(1, 2).contiguous()", "x = x.contiguous()")
+
+
+def step_line(output, step):
+    table = output[output.index("MHA Lab score"):]
+    return next(line for line in table.splitlines() if line.strip().startswith(step + " "))
+
+
+def test_a_step_cut_short_by_k_shows_how_many_checks_ran_and_no_score(tmp_path):
+    root = student_copy(tmp_path, SOLUTIONS / "mha")
+    out = pytest_in(root, "-k", "attention").stdout
+    masking = step_line(out, "masking")  # -k attention picks some of masking's checks too
+    assert re.search(r"masking\s+-- / 15 +\d of 7 checks run", masking), masking
+    assert "15.00 / 15" in step_line(out, "attention")
+    total = step_line(out, "total")
+    assert "partial run" in total and "of 9 steps" in total, total
+
+
+def test_x_stops_at_the_first_failure_and_the_step_is_not_scored_as_zero(tmp_path):
+    root = student_copy(tmp_path, SOLUTIONS / "mha")
+    heads = root / "assignments" / "mha" / "heads.py"
+    heads.write_text(heads.read_text().replace(*NO_MERGE_TRANSPOSE))
+    out = pytest_in(root, "-x").stdout
+    line = step_line(out, "split_heads")
+    assert "0.00 /" not in line and re.search(r"-- / 15 +\d of \d checks run", line), line
+    assert "partial run" in step_line(out, "total")
+
+
+def hidden_and_public_ids():
+    """Test ids of the public and of the hidden checks, as pytest names them: `step-check`, or
+    `assignment-step-check` where several assignments are beside each other."""
+    from autograder.engine.assignment import known, step_modules
+    public, hidden = set(), set()
+    for assignment_id in known():
+        for step_id, module in step_modules(assignment_id).items():
+            for check in module.CHECKS:
+                ids = {f"{step_id}-{check.id}", f"{assignment_id}-{step_id}-{check.id}"}
+                (public if check.visibility == "public" else hidden).update(ids)
+    return public, hidden - public
+
+
+@pytest.mark.slow
+def test_release_keeps_pytest_cache_for_lf_and_it_holds_only_public_ids(tmp_path):
+    """In the student release, --lf reruns the failed checks (shown as a partial run) and the
+    cache holds nothing but the ids of public checks."""
+    import json
+    import os
+    import shutil
+    import subprocess
+    import sys
+
+    from autograder.routes.release import release
+    root = release(tmp_path / "release")
+    shutil.rmtree(root / "assignments" / "mha")
+    shutil.copytree(SOLUTIONS / "mha", root / "assignments" / "mha")
+    heads = root / "assignments" / "mha" / "heads.py"
+    heads.write_text(heads.read_text().replace(*NO_MERGE_TRANSPOSE))
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
+
+    def run(*args):
+        return subprocess.run([sys.executable, "-m", "pytest", "assignments", *args], cwd=root, env=env,
+                              capture_output=True, text=True, timeout=300).stdout
+
+    first = run()
+    assert "15.00 / 15" not in step_line(first, "split_heads")
+    again = run("--lf")
+    assert "run-last-failure: rerun previous" in again, again[-3000:]
+    assert re.search(r"-- / 15 +\d of \d checks run", step_line(again, "split_heads"))
+    assert "partial run" in step_line(again, "total")
+    public, hidden = hidden_and_public_ids()
+    cached = "\n".join(path.read_text() for path in (root / ".pytest_cache").rglob("*") if path.is_file())
+    ids = set()
+    for path in (root / ".pytest_cache" / "v" / "cache").glob("*"):
+        value = json.loads(path.read_text())
+        ids |= set(value if isinstance(value, (list, dict)) else [value])
+    assert ids and all(re.fullmatch(r"assignments/test_checks\.py::test_check\[[\w-]+\]", i) for i in ids), ids
+    assert {i.split("[")[1][:-1] for i in ids} <= public
+    assert not any(f"[{h}]" in cached for h in hidden)
+
+
+# ---------------------------------------------------------------------------- one mistake, one cause
+
+
+def failing_messages(result, step):
+    return [c.message for c in result.step(step).checks if c.passed is False]
+
+
+def test_a_syntax_error_is_named_with_its_line_in_the_step_that_imports_the_file(config, submission):
+    heads = (SOLUTIONS / "mha" / "heads.py").read_text().replace("B, L, D = x.shape", "B, L, D = x.shape)")
+    line = next(n for n, text in enumerate(heads.splitlines(), 1) if "x.shape)" in text)
+    result = grade(submission(files={"heads.py": heads}), config)
+    dependent = failing_messages(result, "multi_head_attention")
+    assert dependent and all(m.startswith(f"cannot be graded because mha/heads.py line {line} has a syntax error: "
+                                          "B, L, D = x.shape)") and "mha/mha.py imports mha/heads.py" in m
+                             for m in dependent), dependent
+    own = failing_messages(result, "split_heads")
+    assert all(f"mha/heads.py has a syntax error on line {line}" in m and "the line reads: B, L, D = x.shape)" in m
+               for m in own), own
+
+
+FOWARD = ("    def forward(self, query, key=None, value=None, pad_mask=None):",
+          "    def foward(self, query, key=None, value=None, pad_mask=None):")
+
+
+@pytest.mark.parametrize("isolate", [False, True], ids=["in_process", "sandboxed"])
+def test_a_misspelt_forward_is_named_as_a_near_miss(config, submission, isolate):
+    mha = (SOLUTIONS / "mha" / "mha.py").read_text().replace(*FOWARD)
+    result = grade(submission(files={"mha.py": mha}), config, steps=["multi_head_attention"], isolate=isolate)
+    messages = failing_messages(result, "multi_head_attention")
+    assert messages and all("MultiHeadAttention has no `forward`, but it has `foward`: a typo?" in m
+                            for m in messages), messages
+    assert result.step("multi_head_attention").status != "not_implemented"
+
+
+def test_a_misspelt_function_is_named_as_a_near_miss(config, submission):
+    masking = (SOLUTIONS / "mha" / "masking.py").read_text().replace("def causal_mask(", "def casual_mask(")
+    result = grade(submission(files={"masking.py": masking}), config, steps=["masking"])
+    assert any("mha/masking.py has no `causal_mask`, but it has `casual_mask`" in m
+               for m in failing_messages(result, "masking"))
+
+
+def test_pytest_names_a_misspelt_forward_in_one_line(tmp_path):
+    root = student_copy(tmp_path, SOLUTIONS / "mha")
+    mha = root / "assignments" / "mha" / "mha.py"
+    mha.write_text(mha.read_text().replace(*FOWARD))
+    out = pytest_in(root, "--step", "multi_head_attention").stdout
+    assert "has no `forward`, but it has `foward`" in out
+    assert "not implemented yet" not in step_line(out, "multi_head_attention")
+
+
+def test_softmax_over_the_queries_is_named_as_attentions_mistake_in_masking(config, submission):
+    attention = (SOLUTIONS / "mha" / "attention.py").read_text().replace(
+        "weights = torch.softmax(scores, dim=-1)", "weights = torch.softmax(scores, dim=-2)")
+    result = grade(submission(files={"attention.py": attention}), config, steps=["attention", "masking"])
+    assert result.step("attention").score < result.step("attention").max_score
+    masked = [c for c in result.step("masking").checks if c.passed is False]
+    assert masked and all(c.message_id == "mask_needs_attention" for c in masked), [c.message for c in masked]
+    assert all("step attention's mistake" in c.message for c in masked)
+
+
+# ---------------------------------------------------------------------------- clean failure output
+
+
+def failures_section(out):
+    start = out.index("= FAILURES =")
+    ends = [out.find(marker, start) for marker in ("= warnings summary", "= short test summary")]
+    return out[start:min(e for e in ends if e > 0)]
+
+
+def test_pytest_traceback_ends_in_the_students_line_without_grader_or_torch_frames(tmp_path):
+    root = student_copy(tmp_path, SOLUTIONS / "mha")
+    output = root / "assignments" / "mha" / "output.py"
+    output.write_text(output.read_text().replace("return self.w_o(merged)", "return self.w_o(merged.T)"))
+    section = failures_section(pytest_in(root, "--step", "output_projection").stdout)
+    assert "assignments/mha/output.py:" in section and "E   RuntimeError" in section
+    assert "autograder" not in section and "torch/nn/modules" not in section, section
+    lines = section.splitlines()
+    error = next(i for i, line in enumerate(lines) if line.startswith("E   RuntimeError"))
+    last_frame = max(i for i, line in enumerate(lines[:error]) if re.match(r"\S+\.py:\d+: in ", line))
+    assert lines[last_frame].startswith("assignments/mha/output.py:"), section
+    assert " = tensor(" not in section  # no argument dumps
+
+
+BIG_TENSOR_IN_MESSAGE = ("        return self.w_o(merged)", "        raise ValueError(f'cannot use {merged}')")
+
+
+def test_a_tensor_in_an_exception_is_summarised(tmp_path, config, submission):
+    output = (SOLUTIONS / "mha" / "output.py").read_text()
+    assert BIG_TENSOR_IN_MESSAGE[0] in output
+    broken = output.replace(*BIG_TENSOR_IN_MESSAGE)
+    result = grade(submission(files={"output.py": broken}), config, steps=["output_projection"])
+    messages = failing_messages(result, "output_projection")
+    assert messages and all("ValueError: cannot use tensor(<3-d, values " in m and len(m) < 300 for m in messages)
+    root = student_copy(tmp_path, SOLUTIONS / "mha")
+    (root / "assignments" / "mha" / "output.py").write_text(broken)
+    section = failures_section(pytest_in(root, "--step", "output_projection").stdout)
+    assert "E   ValueError: cannot use tensor(<3-d, values " in section, section
+    assert max(len(line) for line in section.splitlines()) < 200
+
+
+# ---------------------------------------------------------------------------- pictures (--plots)
+
+SOFTMAX_OVER_QUERIES = ("weights = torch.softmax(scores, dim=-1)", "weights = torch.softmax(scores, dim=-2)")
+
+
+def test_grade_plots_draw_the_failing_attention_weights_and_the_table_points_to_them(tmp_path, config, submission):
+    from autograder.engine.results import table
+    from autograder.routes.plots import pictures_for
+    attention = (SOLUTIONS / "mha" / "attention.py").read_text().replace(*SOFTMAX_OVER_QUERIES)
+    path = submission(files={"attention.py": attention})
+    plain = grade(path, config, steps=["padding", "attention", "masking"])
+    assert not any(step.pictures for step in plain.steps)
+    result = grade(path, config, steps=["padding", "attention", "masking"], pictures=pictures_for(tmp_path / "plots"))
+    drawn = {step.id: step.pictures for step in result.steps}
+    assert drawn["padding"] == [] and drawn["attention"] and drawn["masking"]
+    for picture in drawn["attention"] + drawn["masking"]:
+        assert open(picture, "rb").read(8) == b"\x89PNG\r\n\x1a\n"
+        assert f"a picture of your attention weights next to the expected ones: {picture}" in table(result)
+
+
+def test_pytest_plots_option_saves_pictures_where_attention_fails(tmp_path):
+    root = student_copy(tmp_path, SOLUTIONS / "mha")
+    attention = root / "assignments" / "mha" / "attention.py"
+    attention.write_text(attention.read_text().replace(*SOFTMAX_OVER_QUERIES))
+    out = pytest_in(root, "--step", "attention", "--plots").stdout
+    pictures = sorted((root / "plots").glob("attention-*.png"))
+    assert pictures and all(str(p.relative_to(root)) in out for p in pictures), out[-2000:]
+
+
+# ---------------------------------------------------------------------------- the student notebook
+
+
+def run_notebook(notebook, directory):
+    """Execute `notebook` headless in `directory`; {step id: points its check cell returned}."""
+    import nbformat
+    from nbclient import NotebookClient
+
+    notebook = nbformat.from_dict(notebook)
+    notebook.cells.append(nbformat.v4.new_code_cell("import autograder; print(autograder.__file__)", id="where"))
+    NotebookClient(notebook, timeout=600, kernel_name="python3", resources={"metadata": {"path": str(directory)}}).execute()
+    points = {}
+    for cell in notebook.cells:
+        if cell.get("id", "").startswith("check-"):
+            value = next(o for o in cell.outputs if o.output_type == "execute_result")["data"]["text/plain"]
+            points[cell["id"].removeprefix("check-")] = float(value)
+    where = "".join(o.get("text", "") for o in notebook.cells[-1].outputs)
+    return points, where
+
+
+@pytest.mark.slow
+def test_student_notebook_runs_headless_and_scores_as_pytest_does(tmp_path, config):
+    from autograder.routes.course import fill_notebook
+    from autograder.routes.student_notebook import student_notebook
+    notebook = student_notebook(config)
+    text = "".join(cell.source for cell in notebook.cells)
+    assert "BEGIN HIDDEN" not in text and "hidden=True" not in text
+    (tmp_path / "skeleton").mkdir()
+    points, where = run_notebook(notebook, tmp_path / "skeleton")
+    assert where.startswith(str(tmp_path / "skeleton")), where  # the grader it unpacked, not another
+    assert not (tmp_path / "skeleton" / "solutions").exists()
+    assert set(points) == {step.id for step in config.steps} and set(points.values()) == {0.0}
+    solved = fill_notebook(notebook, {f.name: f.read_text() for f in (SOLUTIONS / "mha").glob("*.py")}, "mha")
+    (tmp_path / "solved").mkdir()
+    points, _ = run_notebook(solved, tmp_path / "solved")
+    out = pytest_in(student_copy(tmp_path / "kit", SOLUTIONS / "mha"), "--cuda").stdout
+    for step in config.steps:
+        assert f"{points[step.id]:.2f} / {step.points:g}" in step_line(out, step.id), (step.id, points)

@@ -1,0 +1,81 @@
+"""The worked examples in the reference's docstrings (`>>>` lines and the output below them) are
+what the reference really prints: each is run with doctest against the reference package, loaded
+as the package students write (`mha`, `kv_cache`, ...), and any difference fails.
+
+Students read these examples in the skeletons and in the course notebook and compare them with
+their own code's output, so a stale example would teach a wrong answer."""
+import ast
+import doctest
+import importlib
+import sys
+from pathlib import Path
+
+import pytest
+
+from autograder.engine import config as grading_config
+from autograder.engine.submission import Package
+from conftest import SOLUTIONS
+
+# Every step file of mha shows one worked example at least (issue 14: teach like the seeds).
+MHA_STEP_FILES = ["padding", "embedding", "projection", "heads", "attention", "masking", "output", "mha"]
+
+
+def reference_files():
+    """(package, file stem) of each reference file of every assignment in grading.yml."""
+    return [(assignment.package, path.stem)
+            for assignment in grading_config.load_all()
+            for path in sorted((SOLUTIONS / assignment.package).glob("*.py"))]
+
+
+def run_examples(root: Path, package: str, stem: str, fresh: bool = False):
+    """Run the docstring examples of root/<package>/<stem>.py, imported as <package>.<stem>.
+
+    With `fresh`, each docstring's examples start from an empty namespace, as in a new notebook
+    cell: they must import what they use. Returns (failed, attempted, doctest's report)."""
+    saved = {name: module for name, module in sys.modules.items()
+             if name == package or name.startswith(package + ".")}
+    report = []
+    try:
+        Package.load(root, package)
+        module = importlib.import_module(f"{package}.{stem}")
+        finder = doctest.DocTestFinder(exclude_empty=True)
+        runner = doctest.DocTestRunner(verbose=False)
+        for test in finder.find(module, f"{package}.{stem}", globs={} if fresh else None):
+            runner.run(test, out=report.append)
+        failed, attempted = runner.summarize(verbose=False)
+    finally:
+        for name in [name for name in sys.modules if name == package or name.startswith(package + ".")]:
+            del sys.modules[name]
+        sys.modules.update(saved)
+    return failed, attempted, "".join(report)
+
+
+@pytest.mark.parametrize("package, stem", reference_files())
+def test_examples_print_what_the_reference_prints(package, stem):
+    failed, _, report = run_examples(SOLUTIONS, package, stem)
+    assert failed == 0, report
+
+
+@pytest.mark.parametrize("stem", MHA_STEP_FILES)
+def test_every_mha_step_has_a_self_contained_worked_example(stem):
+    """Each step's module docstring has examples, and they run in an empty namespace (a student
+    pastes them into a fresh notebook cell: the module's own imports are not there)."""
+    docstring = ast.get_docstring(ast.parse((SOLUTIONS / "mha" / f"{stem}.py").read_text(encoding="utf-8")))
+    assert ">>> " in docstring, f"solutions/mha/{stem}.py: no worked example in the module docstring"
+    failed, attempted, report = run_examples(SOLUTIONS, "mha", stem, fresh=True)
+    assert attempted >= 3 and failed == 0, report
+
+
+def test_a_wrong_expected_output_fails(tmp_path):
+    """The check can fail: one printed value changed in a copy of the reference is reported."""
+    copy = tmp_path / "mha"
+    copy.mkdir()
+    for path in (SOLUTIONS / "mha").glob("*.py"):
+        (copy / path.name).write_text(path.read_text(encoding="utf-8"), encoding="utf-8")
+    source = (copy / "padding.py").read_text(encoding="utf-8")
+    expected = "    tensor([[5, 2, 7],\n            [3, 0, 0]])\n"
+    assert source.count(expected) == 1
+    (copy / "padding.py").write_text(source.replace(expected, expected.replace("[3, 0, 0]", "[3, 0, 1]")),
+                                     encoding="utf-8")
+    failed, _, report = run_examples(tmp_path, "mha", "padding")
+    assert failed == 1 and "[3, 0, 1]" in report and "[3, 0, 0]" in report
