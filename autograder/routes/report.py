@@ -1,0 +1,421 @@
+"""The class report's data: what the whole class got wrong, from the batch results.
+
+    entries = load_out_dirs([Path("grades")])        # what `grade ... --out grades/` wrote
+    data = build(entries, similarity=find_similar(entries, skeleton_dir))
+    json.dumps(data)                                  # `report --json`; report_html renders it
+
+Everything here works on the result JSON dicts (README: "JSON result"), never on live grading
+objects, so the report can be rebuilt at any time from the out directories alone, and the
+aggregates are pure functions that tests feed with hand-made dicts. Rendering (HTML, charts,
+the report's own words in English and Korean) lives in autograder/report_html.py.
+"""
+import ast
+import copy
+import csv
+import json
+import statistics
+from collections import Counter
+from pathlib import Path
+
+from autograder.engine.submission import package_root
+
+# Check outcomes that mean the worker ran out of time, or the interpreter died (runner.py).
+HANG_IDS = {"timeout"}
+CRASH_IDS = {"worker_crashed", "worker_exited", "bad_worker_message"}
+UNEXPLAINED = "no_known_mistake"  # diagnosis.py: a failure no cataloged mistake reproduces
+
+
+class ReportError(ValueError):
+    """An out directory that cannot be read (exit code 2, the file named)."""
+
+
+def load_out_dirs(dirs: list) -> list:
+    """One entry per submission found in the out directories of `grade --out`:
+    {"id", "path", "result": the JSON dict, or None where grades.csv has an empty row (the grader
+    failed on it), "file": where the JSON was}. A later directory's copy of an id wins."""
+    entries = {}
+    for out in map(Path, dirs):
+        if not out.is_dir():
+            raise ReportError(f"{out}: not a directory (expected the --out of a batch grade)")
+        csv_path = out / "grades.csv"
+        if csv_path.exists():
+            with open(csv_path, newline="", encoding="utf-8") as f:
+                for row in csv.DictReader(f):
+                    if row.get("submission"):
+                        entries.setdefault(row["submission"], {"id": row["submission"], "path": row.get("path", ""),
+                                                               "result": None, "file": None})
+        for json_path in sorted(out.glob("*.json")):
+            try:
+                data = json.loads(json_path.read_text(encoding="utf-8"))
+            except ValueError as error:
+                raise ReportError(f"{json_path}: not valid JSON ({error})") from None
+            if not isinstance(data, dict) or "steps" not in data:
+                continue  # not a result (a report.json written beside them, say)
+            entry = entries.setdefault(json_path.stem, {"id": json_path.stem, "path": "", "result": None, "file": None})
+            entry.update(result=data, file=str(json_path))
+            entry["path"] = entry["path"] or data.get("submission", "")
+    return sorted(entries.values(), key=lambda entry: entry["id"])
+
+
+def build(entries: list, step_docs: dict = None, similarity: dict = None, histogram_bins: int = 10) -> dict:
+    """The whole report as one JSON-ready dict (see the functions below for each part)."""
+    graded = [entry for entry in entries if entry["result"] is not None]
+    return {
+        "summary": summary(entries, histogram_bins),
+        "misconceptions": misconceptions(graded, step_docs or {}),
+        "steps": per_step(graded),
+        "public_vs_hidden": public_vs_hidden(graded),
+        "runtime": runtime(graded),
+        "similarity": similarity or {"pairs": [], "threshold": None, "compared": 0, "more": 0, "common_over": None},
+        "students": students(entries),
+    }
+
+
+def summary(entries: list, bins: int = 10) -> dict:
+    """Counts, mean and median of the total scores of the graded submissions, a histogram, and
+    the submissions that could not be graded or had nothing to grade, with the reason."""
+    results = [entry["result"] for entry in entries if entry["result"] is not None]
+    scores = [result["score"] for result in results]
+    max_score = max((result["max_score"] for result in results), default=0)
+    problems = []
+    for entry in entries:
+        reason = not_graded_reason(entry["result"])
+        if reason:
+            problems.append({"id": entry["id"], "reason": reason})
+    return {
+        "submissions": len(entries),
+        "graded": len(results),
+        "mean": round(statistics.fmean(scores), 4) if scores else None,
+        "median": round(statistics.median(scores), 4) if scores else None,
+        "max_score": max_score,
+        "full_marks": sum(1 for result in results if result["score"] >= result["max_score"] > 0),
+        "histogram": histogram(scores, 0, max_score, bins),
+        "not_graded": problems,
+        "not_graded_reasons": dict(Counter(problem["reason"] for problem in problems).most_common()),
+    }
+
+
+def not_graded_reason(result) -> str:
+    """None for a submission with something graded, else why not: `grader_failed` (no JSON),
+    `missing_package` (no package in it), `nothing_implemented` (every step still a TODO)."""
+    if result is None:
+        return "grader_failed"
+    ids = {check.get("message_id") for step in result["steps"] for check in step["checks"]}
+    if "missing_package" in ids:
+        return "missing_package"
+    implementable = [step for step in result["steps"] if step.get("status") != "not_checked"]
+    if implementable and all(step.get("status") == "not_implemented" for step in implementable):
+        return "nothing_implemented"
+    return None
+
+
+def histogram(values: list, low: float, high: float, bins: int) -> list:
+    """[{"low", "high", "count"}]: `bins` equal bins over [low, high], the last one closed."""
+    if high <= low:
+        return [{"low": low, "high": high, "count": len(values)}] if values else []
+    width = (high - low) / bins
+    counts = [0] * bins
+    for value in values:
+        counts[min(bins - 1, max(0, int((value - low) / width)))] += 1
+    return [{"low": round(low + i * width, 4), "high": round(low + (i + 1) * width, 4), "count": count}
+            for i, count in enumerate(counts)]
+
+
+def misconceptions(graded: list, step_docs: dict) -> list:
+    """One row per diagnosis id found in the results, most frequent first: how many students,
+    in which steps, the explanation most of them got, and the paragraph of the skeleton that
+    teaches the step (`step_docs`: {step id: text}, see skeleton_paragraphs)."""
+    rows = {}
+    for entry in graded:
+        for step in entry["result"]["steps"]:
+            for diagnosis in step.get("diagnoses", []):
+                row = rows.setdefault(diagnosis["id"], {"id": diagnosis["id"], "students": [], "steps": [],
+                                                        "messages": Counter()})
+                if entry["id"] not in row["students"]:
+                    row["students"].append(entry["id"])
+                if step["id"] not in row["steps"]:
+                    row["steps"].append(step["id"])
+                row["messages"][diagnosis.get("message", "")] += 1
+    out = []
+    for row in rows.values():
+        out.append({
+            "id": row["id"],
+            "count": len(row["students"]),
+            "share": round(len(row["students"]) / len(graded), 4) if graded else 0,
+            "steps": row["steps"],
+            "students": sorted(row["students"]),
+            "message": row["messages"].most_common(1)[0][0],
+            "unexplained": row["id"] == UNEXPLAINED,
+            "teaching": {step: step_docs[step] for step in row["steps"] if step in step_docs},
+        })
+    # The lesson plan: most frequent first; "no known mistake" last among equals.
+    return sorted(out, key=lambda row: (-row["count"], row["unexplained"], row["id"]))
+
+
+def per_step(graded: list) -> list:
+    """Per step, in the order of the results: the scores, how many got full / partial / zero /
+    left it unimplemented, and its checks ordered by pass rate (the hardest first)."""
+    order, steps = [], {}
+    for entry in graded:
+        for step in entry["result"]["steps"]:
+            if step["id"] not in steps:
+                order.append(step["id"])
+                steps[step["id"]] = {"id": step["id"], "title": step.get("title", ""), "max_score": step["max_score"],
+                                     "scores": [], "outcomes": Counter(), "checks": {}}
+            row = steps[step["id"]]
+            row["max_score"] = max(row["max_score"], step["max_score"])
+            row["scores"].append(step["score"])
+            row["outcomes"][step_outcome(step)] += 1
+            for check in step["checks"]:
+                tally = row["checks"].setdefault(check["id"], {"id": check["id"], "visibility": check.get("visibility"),
+                                                               "passed": 0, "failed": 0, "not_run": 0})
+                tally["passed" if check["passed"] else "not_run" if check["passed"] is None else "failed"] += 1
+    out = []
+    for step_id in order:
+        row = steps[step_id]
+        checks = list(row["checks"].values())
+        for check in checks:
+            ran = check["passed"] + check["failed"]
+            check["pass_rate"] = round(check["passed"] / ran, 4) if ran else None
+        checks.sort(key=lambda c: (c["pass_rate"] if c["pass_rate"] is not None else 2, c["id"]))
+        scores = row["scores"]
+        out.append({
+            "id": step_id, "title": row["title"], "max_score": row["max_score"],
+            "mean": round(statistics.fmean(scores), 4), "median": round(statistics.median(scores), 4),
+            "outcomes": {key: row["outcomes"].get(key, 0) for key in ("full", "partial", "zero", "not_implemented",
+                                                                       "not_checked")},
+            "histogram": histogram(scores, 0, row["max_score"], 5),
+            "checks": checks,
+        })
+    return out
+
+
+def step_outcome(step: dict) -> str:
+    if step.get("status") in ("not_implemented", "not_checked"):
+        return step["status"]
+    if step["max_score"] and step["score"] >= step["max_score"]:
+        return "full"
+    return "partial" if step["score"] > 0 else "zero"
+
+
+def public_vs_hidden(graded: list) -> list:
+    """Per step, the students who pass every public check of it but fail hidden ones (code
+    fitted to the visible tests, or a case the public checks do not reach), with those checks."""
+    out = {}
+    for entry in graded:
+        for step in entry["result"]["steps"]:
+            public = [c for c in step["checks"] if c.get("visibility") == "public"]
+            hidden_failed = [c["id"] for c in step["checks"] if c.get("visibility") == "hidden" and c["passed"] is False]
+            if public and hidden_failed and all(c["passed"] for c in public):
+                row = out.setdefault(step["id"], {"step": step["id"], "students": []})
+                row["students"].append({"id": entry["id"], "hidden_failed": hidden_failed,
+                                        "lost": round(sum(c["max_points"] - c["points"] for c in step["checks"]
+                                                          if c["id"] in hidden_failed), 4)})
+    return [dict(row, count=len(row["students"])) for row in out.values()]
+
+
+def runtime(graded: list, slowest: int = 10) -> dict:
+    """The slowest submissions (the JSON's duration_s, where the grader recorded it), and every
+    check stopped for time (hangs) or that killed its interpreter (crashes)."""
+    timed = sorted((entry for entry in graded if entry["result"].get("duration_s") is not None),
+                   key=lambda entry: -entry["result"]["duration_s"])
+    hangs, crashes = [], []
+    for entry in graded:
+        for step in entry["result"]["steps"]:
+            for check in step["checks"]:
+                kind = _failure_kind(check)
+                if kind:
+                    (hangs if kind == "hang" else crashes).append(
+                        {"id": entry["id"], "step": step["id"], "check": check["id"], "message": check.get("message", "")})
+    durations = [entry["result"]["duration_s"] for entry in timed]
+    return {
+        "slowest": [{"id": entry["id"], "duration_s": entry["result"]["duration_s"]} for entry in timed[:slowest]],
+        "mean_s": round(statistics.fmean(durations), 3) if durations else None,
+        "total_s": round(sum(durations), 3) if durations else None,
+        "hangs": hangs,
+        "crashes": crashes,
+    }
+
+
+def _failure_kind(check: dict) -> str:
+    message_id = check.get("message_id")
+    if message_id is None:  # results written before message ids were in the JSON: the English text
+        message = check.get("message", "")
+        message_id = ("timeout" if message.startswith("stopped after") else
+                      "worker_crashed" if message.startswith("your code crashed the interpreter") else
+                      "worker_exited" if message.startswith("your code ended the Python process") else None)
+    return "hang" if message_id in HANG_IDS else "crash" if message_id in CRASH_IDS else None
+
+
+def students(entries: list) -> list:
+    """One row per submission: its score per step, its diagnoses, and its whole result."""
+    rows = []
+    for entry in entries:
+        result = entry["result"]
+        rows.append({
+            "id": entry["id"], "path": entry["path"],
+            "score": result["score"] if result else None,
+            "max_score": result["max_score"] if result else None,
+            "steps": {step["id"]: step["score"] for step in result["steps"]} if result else {},
+            "diagnoses": sorted({d["id"] for step in result["steps"] for d in step.get("diagnoses", [])}) if result else [],
+            "not_graded": not_graded_reason(result),
+            "result": result,
+        })
+    return rows
+
+
+def skeleton_paragraphs(skeleton_package: Path, step_files: dict) -> dict:
+    """{step id: the module docstring of the skeleton file that teaches it} (`step_files`:
+    {step id: [file names]}, the checks' FILES; the first one where a step grades several, as
+    `masking` grades masking.py and the mask path of attention.py)."""
+    out = {}
+    for step_id, files in step_files.items():
+        for name in files[:1]:
+            path = Path(skeleton_package) / name
+            try:
+                doc = ast.get_docstring(ast.parse(path.read_text(encoding="utf-8")))
+            except (OSError, SyntaxError):
+                doc = None
+            if doc:
+                out[step_id] = {"file": f"{Path(skeleton_package).name}/{name}", "text": doc}
+    return out
+
+
+def find_similar(entries: list, skeleton_package: Path, threshold: float = 0.6, limit: int = 50,
+                 common_share: float = 0.1, min_common: int = 3, min_overlap: int = 80) -> dict:
+    """Pairs of submissions whose code is unusually alike, by copydetect (winnowed k-gram
+    fingerprints of the tokenised code, names and literals normalised), file by file
+    (attention.py against attention.py). Two kinds of text are no evidence and are removed
+    before comparing: the skeleton's (copydetect's boilerplate), and passages that more than
+    max(`min_common`, `common_share` of the class) submissions share (as MOSS does: the usual
+    way to write a line, or the reference everyone was shown). A pair's similarity, per side:
+    its remaining tokens found in the other, over all its files. Pairs where either side is at
+    least `threshold` and at least `min_overlap` tokens match are kept, the most matched tokens
+    first, at most `limit`, with the matching regions of each file as [(text, matched)] segments
+    (_segments) for a side-by-side view."""
+    import math
+
+    import numpy as np
+    from copydetect import CodeFingerprint, compare_files
+    from copydetect.utils import get_document_fingerprints, get_token_coverage
+
+    k, window = 25, 1  # copydetect's defaults: noise and guarantee thresholds of 25 tokens
+    # As copydetect's own detector does: every k-gram of every skeleton file is boilerplate.
+    skeleton = np.unique(np.array([h for path in sorted(Path(skeleton_package).glob("*.py"))
+                                   for h in CodeFingerprint(str(path), k, 1).hashes], dtype=np.int64))
+
+    def fingerprint(path, boilerplate):
+        try:
+            return CodeFingerprint(str(path), k, window, boilerplate=boilerplate, language="python")
+        except (OSError, UnicodeDecodeError, ValueError):
+            return None
+
+    def without(fp, boilerplate):
+        """`fp` with more boilerplate removed, from its tokenised code (tokenising is the cost)."""
+        lean = copy.copy(fp)
+        lean.hashes, lean.hash_idx = get_document_fingerprints(fp.filtered_code, k, window, boilerplate)
+        lean.token_coverage = get_token_coverage(lean.hash_idx, k, len(fp.filtered_code))
+        return lean
+
+    prints = {}  # id -> {file name: fingerprint without the skeleton}
+    for entry in entries:
+        root = Path(entry["path"]) if entry["path"] else None
+        if root is None or not root.is_dir():
+            continue
+        holder = package_root(root, Path(skeleton_package).name)  # where staging finds the package
+        package = holder / Path(skeleton_package).name if holder is not None else root
+        found = {path.name: fp for path in sorted(package.glob("*.py"))
+                 if (fp := fingerprint(path, skeleton)) is not None and fp.token_coverage}
+        if found:
+            prints[entry["id"]] = found
+    ids = sorted(prints)
+    limit_common = max(min_common, math.ceil(common_share * len(ids)))
+    frequency = Counter((name, h) for sid in ids for name, fp in prints[sid].items() for h in fp.hashes)
+    common = {}
+    for (name, h), count in frequency.items():
+        if count > limit_common:
+            common.setdefault(name, []).append(h)
+    # Candidate pairs: those sharing a passage that is neither skeleton nor common (an inverted
+    # index of the rare hashes: their lists are short by construction).
+    holders, rare_count = {}, Counter()
+    for sid in ids:
+        for name, fp in prints[sid].items():
+            for h in fp.hashes:
+                if frequency[(name, h)] <= limit_common:
+                    holders.setdefault((name, h), []).append(sid)
+                    rare_count[sid] += 1
+    shared = Counter()
+    for group in holders.values():
+        for i, a in enumerate(group):
+            for b in group[i + 1:]:
+                shared[(a, b)] += 1
+    candidates = [(a, b) for (a, b), count in shared.items()
+                  if count / max(1, min(rare_count[a], rare_count[b])) >= threshold / 2]
+    # Exact figures and matching regions for the candidates, with the common passages removed too.
+    bare = {}
+    for name, hashes in common.items():
+        bare[name] = np.unique(np.concatenate([skeleton, np.array(hashes, dtype=np.int64)]))
+    rare_prints = {}
+
+    def rare(sid):
+        if sid not in rare_prints:
+            rare_prints[sid] = {name: lean for name, fp in prints[sid].items()
+                                if (lean := without(fp, bare[name]) if name in bare else fp).token_coverage}
+        return rare_prints[sid]
+
+    pairs = []
+    for a, b in candidates:
+        left, right = rare(a), rare(b)
+        coverage_a = sum(fp.token_coverage for fp in left.values())
+        coverage_b = sum(fp.token_coverage for fp in right.values())
+        overlap_a = overlap_b = 0
+        regions = []
+        for name in sorted(set(left) & set(right)):
+            tokens, (share_a, share_b), (slices_a, slices_b) = compare_files(left[name], right[name])
+            if not tokens:
+                continue
+            overlap_a += share_a * left[name].token_coverage
+            overlap_b += share_b * right[name].token_coverage
+            regions.append({"file": name, "a": _segments(left[name].raw_code, slices_a),
+                            "b": _segments(right[name].raw_code, slices_b)})
+        sim_a = overlap_a / coverage_a if coverage_a else 0
+        sim_b = overlap_b / coverage_b if coverage_b else 0
+        if max(sim_a, sim_b) >= threshold and min(overlap_a, overlap_b) >= min_overlap:  # a < b: ids are sorted
+            pairs.append({"a": a, "b": b, "similarity_a": round(min(sim_a, 1.0), 4),
+                          "similarity_b": round(min(sim_b, 1.0), 4), "matched_tokens": int(min(overlap_a, overlap_b)),
+                          "regions": regions})
+    # Most shared unusual code first (MOSS orders by lines matched): a high share of a short file says less.
+    pairs.sort(key=lambda pair: (-pair["matched_tokens"], pair["a"], pair["b"]))
+    return {"threshold": threshold, "compared": len(ids), "common_over": limit_common, "pairs": pairs[:limit],
+            "more": max(0, len(pairs) - limit)}
+
+
+def _segments(text: str, slices, context: int = 3) -> list:
+    """`text` cut at copydetect's slices into [[piece, matched]], keeping the matched lines and
+    `context` lines around them; each run of lines left out becomes one ["⋯\n", False]."""
+    pieces, at = [], 0
+    if len(slices) and len(slices[0]):
+        for start, end in sorted(zip(map(int, slices[0]), map(int, slices[1]))):
+            start = max(start, at)
+            if start > at:
+                pieces.append((text[at:start], False))
+            if end > start:
+                pieces.append((text[start:end], True))
+            at = max(at, end)
+    if at < len(text):
+        pieces.append((text[at:], False))
+    lines = [[]]  # each line: its pieces (the newline stays with the line it ends)
+    for piece, hit in pieces:
+        for part in piece.splitlines(keepends=True):
+            lines[-1].append([part, hit])
+            if part.endswith("\n"):
+                lines.append([])
+    hits = [i for i, line in enumerate(lines) if any(hit and part.strip() for part, hit in line)]
+    keep = {j for i in hits for j in range(i - context, i + context + 1)}
+    out = []
+    for i, line in enumerate(lines):
+        if i in keep:
+            out.extend(line)
+        elif i - 1 in keep or (i == 0 and line):
+            out.append(["⋯\n", False])
+    return out

@@ -1,0 +1,394 @@
+"""The class report (`python -m autograder report`): its numbers, its HTML, and a real class.
+
+Fast tests feed report.py hand-made result dicts (the README's JSON shape); the slow one grades
+a small class for real (the reference, the skeleton, planted mistakes, two near-copies) and
+checks the report against the JSONs the grader wrote; one opens the HTML in headless Chromium.
+"""
+import csv
+import json
+import os
+import re
+import shutil
+import statistics
+import subprocess
+import sys
+from importlib.util import find_spec
+from pathlib import Path
+
+import pytest
+
+from autograder.routes import report
+from autograder.routes.report_html import REPORT_CATALOG, render
+from conftest import ASSIGNMENTS, KIT, SOLUTIONS
+from planted import PLANTED
+
+CHROMIUM = shutil.which("chromium") or ("/usr/bin/chromium" if Path("/usr/bin/chromium").exists() else None)
+IN_CI = bool(os.environ.get("MHA_LAB_CI"))  # CI installs the instructor extra and chromium: never skip there
+
+
+def needs(module):
+    return pytest.mark.skipif(not IN_CI and find_spec(module) is None,
+                              reason=f"{module} is not installed: pip install -e .[instructor]")
+
+
+def check(cid, passed, visibility="public", points=1.0, message_id=None, message=""):
+    return {"id": cid, "passed": passed, "points": points if passed else 0.0, "max_points": points,
+            "visibility": visibility, "message": message, "message_id": message_id}
+
+
+def step(sid, checks, diagnoses=(), status="graded"):
+    return {"id": sid, "title": sid.title(), "score": sum(c["points"] for c in checks),
+            "max_score": sum(c["max_points"] for c in checks), "status": status, "checks": checks,
+            "diagnoses": [{"id": d, "message": f"explained: {d}"} for d in diagnoses]}
+
+
+def result(steps, duration=None, output=""):
+    data = {"assignment": "MHA", "submission": "", "score": sum(s["score"] for s in steps),
+            "max_score": sum(s["max_score"] for s in steps), "seed": 1, "output": output, "sandbox": [],
+            "steps": steps}
+    if duration is not None:
+        data["duration_s"] = duration
+    return data
+
+
+def entry(sid, data, path=""):
+    return {"id": sid, "path": path, "result": data, "file": None}
+
+
+def good(duration=1.0):
+    return result([step("attention", [check("basic_weights", True), check("random_sizes", True, "hidden")]),
+                   step("masking", [check("causal", True), check("hidden_masks", True, "hidden")])], duration)
+
+
+def scale_mistake(duration=1.0):
+    return result([step("attention", [check("basic_weights", False), check("random_sizes", False, "hidden")],
+                        ["scale_by_d_model"]),
+                   step("masking", [check("causal", True), check("hidden_masks", True, "hidden")])], duration)
+
+
+def fitted_to_public():
+    return result([step("attention", [check("basic_weights", True), check("random_sizes", False, "hidden")],
+                        ["no_known_mistake"]),
+                   step("masking", [check("causal", True), check("hidden_masks", True, "hidden")])], 2.5)
+
+
+def hang_and_crash():
+    return result([step("attention", [check("basic_weights", False, message_id="timeout", message="stopped after 10 s"),
+                                      check("random_sizes", False, "hidden", message_id="worker_crashed")]),
+                   step("masking", [check("causal", None), check("hidden_masks", False, "hidden")])], 30.0)
+
+
+def todo():
+    return result([step("attention", [check("basic_weights", False, message_id="not_implemented")], status="not_implemented"),
+                   step("masking", [check("causal", False, message_id="not_implemented")], status="not_implemented")])
+
+
+def small_class():
+    return [entry("ann", good(0.5)), entry("bo", scale_mistake()), entry("cy", scale_mistake()),
+            entry("di", fitted_to_public()), entry("ed", hang_and_crash()), entry("fay", todo()), entry("gus", None)]
+
+
+def test_summary_counts_scores_and_says_why_some_were_not_graded():
+    summary = report.summary(small_class())
+    scores = [4.0, 2.0, 2.0, 3.0, 0.0, 0.0]
+    assert summary["submissions"] == 7 and summary["graded"] == 6
+    assert summary["mean"] == pytest.approx(statistics.fmean(scores), abs=1e-4)
+    assert summary["median"] == pytest.approx(statistics.median(scores))
+    assert summary["full_marks"] == 1
+    assert sum(b["count"] for b in summary["histogram"]) == 6
+    assert summary["histogram"][-1]["count"] == 1  # the top bin is closed: 4/4 lands in it
+    assert {p["id"]: p["reason"] for p in summary["not_graded"]} == {"fay": "nothing_implemented",
+                                                                    "gus": "grader_failed"}
+    started = todo()
+    started["steps"][0] = good()["steps"][0]  # one step done, one still a TODO: graded
+    assert report.not_graded_reason(started) is None
+
+
+def test_misconceptions_are_counted_per_student_and_sorted_by_frequency():
+    docs = {"attention": {"file": "mha/attention.py", "text": "divide by sqrt(d_k)"}}
+    rows = report.misconceptions([e for e in small_class() if e["result"]], docs)
+    assert [(r["id"], r["count"], r["steps"], r["students"]) for r in rows] == [
+        ("scale_by_d_model", 2, ["attention"], ["bo", "cy"]),
+        ("no_known_mistake", 1, ["attention"], ["di"])]
+    assert rows[0]["message"] == "explained: scale_by_d_model"
+    assert rows[0]["teaching"] == {"attention": docs["attention"]}
+    assert rows[1]["unexplained"]
+    # one student with the same mistake seen in two steps is one student, in both steps
+    twice = scale_mistake()
+    twice["steps"][1]["diagnoses"] = twice["steps"][0]["diagnoses"]
+    again = report.misconceptions([entry("bo", twice), entry("cy", scale_mistake())], docs)
+    assert [(r["count"], r["steps"]) for r in again] == [(2, ["attention", "masking"])]
+
+
+def test_checks_are_ordered_by_pass_rate_hardest_first():
+    steps = report.per_step([e for e in small_class() if e["result"]])
+    attention = next(s for s in steps if s["id"] == "attention")
+    assert [(c["id"], c["passed"], c["failed"]) for c in attention["checks"]] == [
+        ("random_sizes", 1, 4), ("basic_weights", 2, 4)]
+    assert attention["outcomes"] == {"full": 1, "partial": 1, "zero": 3, "not_implemented": 1, "not_checked": 0}
+    masking = next(s for s in steps if s["id"] == "masking")
+    causal = next(c for c in masking["checks"] if c["id"] == "causal")
+    assert (causal["passed"], causal["failed"], causal["not_run"]) == (4, 1, 1)
+
+
+def test_public_vs_hidden_lists_only_who_passes_every_public_check():
+    rows = report.public_vs_hidden([e for e in small_class() if e["result"]])
+    assert rows == [{"step": "attention", "count": 1,
+                     "students": [{"id": "di", "hidden_failed": ["random_sizes"], "lost": 1.0}]}]
+
+
+def test_runtime_finds_the_slowest_hangs_and_crashes():
+    runtime = report.runtime([e for e in small_class() if e["result"]])
+    assert [row["id"] for row in runtime["slowest"]][:2] == ["ed", "di"]
+    assert [(h["id"], h["check"]) for h in runtime["hangs"]] == [("ed", "basic_weights")]
+    assert [(c["id"], c["check"]) for c in runtime["crashes"]] == [("ed", "random_sizes")]
+    # results written before message ids were in the JSON: the English text says it
+    old = hang_and_crash()
+    for s in old["steps"]:
+        for c in s["checks"]:
+            c.pop("message_id")
+    assert len(report.runtime([entry("old", old)])["hangs"]) == 1
+
+
+def test_load_out_dirs_reads_jsons_and_the_rows_the_grader_failed_on(tmp_path):
+    out = tmp_path / "grades"
+    out.mkdir()
+    (out / "ann.json").write_text(json.dumps(good()))
+    (out / "report.json").write_text(json.dumps({"summary": {}}))  # not a result: ignored
+    with open(out / "grades.csv", "w", newline="") as f:
+        writer = csv.writer(f)
+        writer.writerow(["submission", "path", "attention", "masking", "total", "max_score"])
+        writer.writerow(["ann", "/class/ann", 2, 2, 4, 4])
+        writer.writerow(["gus", "/class/gus", "", "", "", ""])
+    entries = report.load_out_dirs([out])
+    assert [(e["id"], e["path"], e["result"] is not None) for e in entries] == [
+        ("ann", "/class/ann", True), ("gus", "/class/gus", False)]
+    (out / "bad.json").write_text("{")
+    with pytest.raises(report.ReportError, match="bad.json"):
+        report.load_out_dirs([out])
+
+
+def write_submission(root, files):
+    (root / "mha").mkdir(parents=True)
+    for name, text in files.items():
+        (root / "mha" / name).write_text(text)
+    return root
+
+
+OWN_CODE = '''
+def scaled_dot_product_attention(q, k, v, mask=None):
+    scores = torch.matmul(q, k.transpose(-2, -1)) / math.sqrt(q.shape[-1])
+    if mask is not None:
+        scores = scores.masked_fill(mask, torch.finfo(scores.dtype).min)
+    weights = torch.softmax(scores, dim=-1)
+    out = torch.matmul(weights, v)
+    return out, weights
+'''
+OTHER_CODE = '''
+def scaled_dot_product_attention(q, k, v, mask=None):
+    d = q.size(-1)
+    logits = torch.einsum("...qd,...kd->...qk", q, k) * d ** -0.5
+    if mask is not None:
+        logits = torch.where(mask, torch.full_like(logits, -1e9), logits)
+    probs = logits.exp() / logits.exp().sum(dim=-1, keepdim=True)
+    return torch.einsum("...qk,...kd->...qd", probs, v), probs
+'''
+
+
+@needs("copydetect")
+def test_similarity_finds_the_copy_and_ignores_the_skeleton(tmp_path):
+    skeleton_text = (ASSIGNMENTS / "mha" / "attention.py").read_text()
+    skeleton = tmp_path / "skeleton"
+    write_submission(skeleton, {"attention.py": skeleton_text})
+    head = skeleton_text[:skeleton_text.index("def scaled_dot_product_attention")]  # docstring, imports
+    renamed = OWN_CODE.replace("scores", "s").replace("weights", "w")  # renaming hides nothing
+    students = {
+        "orig": write_submission(tmp_path / "orig", {"attention.py": head + OWN_CODE}),
+        "copy": write_submission(tmp_path / "copy", {"attention.py": head + renamed}),
+        "other": write_submission(tmp_path / "other", {"attention.py": head + OTHER_CODE}),
+        "todo1": write_submission(tmp_path / "todo1", {"attention.py": skeleton_text}),
+        "todo2": write_submission(tmp_path / "todo2", {"attention.py": skeleton_text}),
+    }
+    for i in range(4):  # with "other", five students write OTHER_CODE: the usual way here, no lead
+        students[f"usual{i}"] = write_submission(tmp_path / f"usual{i}", {"attention.py": head + OTHER_CODE})
+    entries = [entry(sid, good(), str(path)) for sid, path in students.items()]
+    found = report.find_similar(entries, skeleton / "mha", threshold=0.5)
+    assert [(p["a"], p["b"]) for p in found["pairs"]] == [("copy", "orig")]
+    pair = found["pairs"][0]
+    assert pair["similarity_a"] > 0.9 and pair["similarity_b"] > 0.9
+    matched = "".join(text for text, hit in pair["regions"][0]["b"] if hit)
+    assert "masked_fill" in matched and "import" not in matched  # the skeleton's text is not a match
+    shown = "".join(text for text, _ in pair["regions"][0]["a"])  # the match, 3 lines around, ⋯ for the rest
+    assert shown.startswith("⋯\n") and renamed.strip() in shown and len(shown) < len(head)
+    assert found["common_over"] == 3
+    # with the usual code counted, the five who share OTHER_CODE are all alike
+    assert len(report.find_similar(entries, skeleton / "mha", threshold=0.5, min_common=10)["pairs"]) == 1 + 10
+
+
+@needs("jinja2")
+def test_the_catalog_has_every_key_in_both_languages_and_the_html_uses_it():
+    assert set(REPORT_CATALOG["en"]) == set(REPORT_CATALOG["ko"])
+    data = report.build(small_class())
+    html_ko = render(data, "ko")
+    assert "오개념" in html_ko and "유사도" in html_ko and 'lang="ko"' in html_ko
+    html_en = render(data, "en")
+    assert "Misconceptions" in html_en
+    for html in (html_en, html_ko):
+        assert "{" not in re.sub(r"<style>.*?</style>", "", html, flags=re.S)  # no placeholder left unfilled
+
+
+@needs("jinja2")
+def test_html_is_self_contained_and_escapes_student_text():
+    data = report.build([entry("ann", result(good()["steps"], output="<script>alert(1)</script>"))])
+    html = render(data)
+    assert "<script>" not in html and "&lt;script&gt;" in html
+    assert not re.search(r"""(src|href)=["']?(https?:|//)""", html)  # nothing fetched from elsewhere
+    assert "<svg" in html and 'id="s-ann"' in html
+
+
+def test_report_cli_refuses_a_missing_directory(tmp_path):
+    completed = subprocess.run([sys.executable, "-m", "autograder", "report", tmp_path / "nope", "--html",
+                                tmp_path / "r.html"], cwd=KIT, capture_output=True, text=True, timeout=300)
+    assert completed.returncode == 2 and "nope" in completed.stderr
+
+
+# A script added to a copy of the report only (the report itself has none): it records every
+# resource the page fetched or failed to fetch, and how many SVG shapes were laid out.
+PROBE = """<script>
+window.__failed = [];
+window.addEventListener("error", function (e) { var t = e.target || {}; window.__failed.push(t.src || t.href || String(e.message)); }, true);
+window.addEventListener("load", function () {
+  var shapes = Array.prototype.slice.call(document.querySelectorAll("svg.chart rect"));
+  var drawn = shapes.filter(function (r) { var b = r.getBBox(); return b.width > 0 && b.height > 0; }).length;
+  var out = document.createElement("pre"); out.id = "probe";
+  out.textContent = JSON.stringify({charts: document.querySelectorAll("svg.chart").length, drawn: drawn,
+    failed: window.__failed, fetched: performance.getEntriesByType("resource").map(function (r) { return r.name; })});
+  document.body.appendChild(out);
+});
+</script>"""
+
+
+def open_in_chromium(html, tmp_path):
+    page = tmp_path / "probe.html"
+    page.write_text(html.replace("<head>", "<head>" + PROBE, 1), encoding="utf-8")
+    completed = subprocess.run([CHROMIUM, "--headless", "--no-sandbox", "--disable-gpu", "--virtual-time-budget=5000",
+                                f"--user-data-dir={tmp_path / 'profile'}", "--dump-dom", page.as_uri()],
+                               capture_output=True, text=True, timeout=120)
+    found = re.search(r'<pre id="probe">(.*?)</pre>', completed.stdout, re.S)
+    assert found, f"chromium gave no probe result: {completed.stderr[-2000:]}"
+    return json.loads(found.group(1).replace("&quot;", '"').replace("&amp;", "&"))
+
+
+@needs("jinja2")
+@pytest.mark.skipif(CHROMIUM is None and not IN_CI,
+                    reason="no chromium executable (Debian: apt-get install chromium); CI installs it")
+def test_html_renders_its_charts_in_headless_chromium_and_loads_nothing(tmp_path):
+    assert CHROMIUM, "CI must install chromium (.ci/run)"
+    data = report.build(small_class())
+    probe = open_in_chromium(render(data, "ko"), tmp_path)
+    assert probe["failed"] == [] and probe["fetched"] == []
+    assert probe["charts"] == 1 + 2 * len(data["steps"])  # the class histogram, per step: outcomes + scores
+    assert probe["drawn"] >= 6  # bars with a size, laid out by the browser
+    # the probe itself can fail: a page that loads something missing is seen
+    broken = open_in_chromium(render(data).replace("</body>", '<img src="missing.png"></body>'), tmp_path)
+    assert any("missing.png" in url for url in broken["failed"])
+
+
+# ---------------------------------------------------------------------------------- a real class
+def make_student(root, planted=(), patches=()):
+    shutil.copytree(SOLUTIONS / "mha", root / "mha")
+    for name in planted:
+        mistake = next(p for p in PLANTED if p.name == name)
+        target = root / "mha" / mistake.file
+        target.write_text(mistake.apply(target.read_text()))
+    for file, old, new in patches:
+        target = root / "mha" / file
+        assert target.read_text().count(old) == 1
+        target.write_text(target.read_text().replace(old, new))
+    return root
+
+
+# pad_id honoured only without max_len: every public check passes (they use one or the other),
+# the hidden random batches (both at once) fail.
+FITTED = ("padding.py", "ids = torch.full((len(sequences), L), pad_id,",
+          "ids = torch.full((len(sequences), L), pad_id if max_len is None else 0,")
+# A distinctive rewrite of the whole-module forward pass shared by two students, one of whom
+# renamed the variables: the near-copies the similarity section must find.
+COPIED = ("heads.py", "def merge_heads(x):", '''def _unusual_helper(t, n):
+    pieces = [t[..., i::n] for i in range(n)]
+    stacked = torch.stack(pieces, dim=0)
+    return stacked.sum(dim=0) * 0 + t
+
+
+def merge_heads(x):''')
+COPIED_RENAMED = (COPIED[0], COPIED[1], COPIED[2].replace("pieces", "chunks").replace("stacked", "st"))
+
+
+@pytest.mark.slow
+@needs("jinja2")
+@needs("copydetect")
+def test_a_graded_class_gives_the_numbers_of_its_jsons(tmp_path):
+    cls = tmp_path / "class"
+    students = [
+        make_student(cls / "ref"),
+        make_student(cls / "d_model_a", ["scale_by_d_model"]),
+        make_student(cls / "d_model_b", ["scale_by_d_model"]),
+        make_student(cls / "softmax", ["softmax_wrong_dim"]),
+        make_student(cls / "fitted", patches=[FITTED]),
+        make_student(cls / "copy_a", patches=[COPIED]),
+        make_student(cls / "copy_b", patches=[COPIED_RENAMED]),
+    ]
+    shutil.copytree(ASSIGNMENTS / "mha", cls / "todo" / "mha")
+    students.append(cls / "todo")
+    (cls / "empty").mkdir()
+    students.append(cls / "empty")
+    out = tmp_path / "grades"
+    run = [sys.executable, "-m", "autograder"]
+    completed = subprocess.run([*run, "grade", *students, "--out", out, "--seed", "11"], cwd=KIT,
+                               capture_output=True, text=True, timeout=900)
+    assert completed.returncode == 0, completed.stderr
+    completed = subprocess.run([*run, "report", out, "--html", tmp_path / "r.html", "--json", tmp_path / "r.json",
+                                "--threshold", "0.5"], cwd=KIT, capture_output=True, text=True, timeout=600)
+    assert completed.returncode == 0, completed.stderr
+    data = json.loads((tmp_path / "r.json").read_text())
+    results = {p.stem: json.loads(p.read_text()) for p in out.glob("*.json")}
+
+    summary = data["summary"]
+    assert summary["submissions"] == summary["graded"] == len(results) == 9
+    assert summary["mean"] == pytest.approx(statistics.fmean(r["score"] for r in results.values()), abs=1e-3)
+    assert summary["median"] == pytest.approx(statistics.median(r["score"] for r in results.values()), abs=1e-3)
+    assert summary["full_marks"] == sum(r["score"] == r["max_score"] for r in results.values())
+    assert {p["id"]: p["reason"] for p in summary["not_graded"]} == {"todo": "nothing_implemented",
+                                                                    "empty": "missing_package"}
+
+    diagnosed = {}
+    for sid, r in results.items():
+        for s in r["steps"]:
+            for d in s["diagnoses"]:
+                diagnosed.setdefault(d["id"], set()).add(sid)
+    mis = {m["id"]: m for m in data["misconceptions"]}
+    assert {mid: set(m["students"]) for mid, m in mis.items()} == diagnosed
+    assert mis["scale_by_d_model"]["students"] == ["d_model_a", "d_model_b"]
+    assert mis["scale_by_d_model"]["steps"] == ["attention"]
+    assert data["misconceptions"][0]["id"] == "scale_by_d_model"  # the most frequent first
+    assert "sqrt(d_k)" in mis["scale_by_d_model"]["teaching"]["attention"]["text"]
+    assert set(mis["softmax_wrong_dim"]["students"]) == {"softmax"}
+
+    hidden = {row["step"]: [s["id"] for s in row["students"]] for row in data["public_vs_hidden"]}
+    assert hidden.get("padding") == ["fitted"]
+    assert results["fitted"]["steps"][0]["score"] < 10
+
+    attention = next(s for s in data["steps"] if s["id"] == "attention")
+    assert attention["mean"] == pytest.approx(statistics.fmean(
+        next(s["score"] for s in r["steps"] if s["id"] == "attention") for r in results.values()), abs=1e-3)
+
+    pairs = {(p["a"], p["b"]): p for p in data["similarity"]["pairs"]}
+    assert ("copy_a", "copy_b") in pairs
+    copied = "".join(text for region in pairs[("copy_a", "copy_b")]["regions"] if region["file"] == "heads.py"
+                     for text, hit in region["a"] if hit)
+    assert "_unusual_helper" in copied
+    assert not any("empty" in pair or "todo" in pair for pair in pairs)  # nothing of their own to compare
+
+    assert {row["id"] for row in data["runtime"]["slowest"]} <= set(results)
+    html = (tmp_path / "r.html").read_text()
+    assert html.count('<section class="student"') == 9
