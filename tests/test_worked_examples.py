@@ -16,8 +16,11 @@ from autograder.engine import config as grading_config
 from autograder.engine.submission import Package
 from conftest import SOLUTIONS
 
-# Every step file of mha shows one worked example at least (issue 14: teach like the seeds).
-MHA_STEP_FILES = ["padding", "embedding", "projection", "heads", "attention", "masking", "output", "mha"]
+# Every step file of every assignment shows one worked example at least, and explains its step in
+# Korean and in English (issue 14: teach like the seeds).
+STEP_FILES = [("mha", stem) for stem in
+              ["padding", "embedding", "projection", "heads", "attention", "masking", "output", "mha"]] \
+    + [("kv_cache", stem) for stem in ["cache", "decode", "gqa", "decoder"]]
 
 
 def reference_files():
@@ -56,14 +59,29 @@ def test_examples_print_what_the_reference_prints(package, stem):
     assert failed == 0, report
 
 
-@pytest.mark.parametrize("stem", MHA_STEP_FILES)
-def test_every_mha_step_has_a_self_contained_worked_example(stem):
+def module_docstring(package: str, stem: str) -> str:
+    return ast.get_docstring(ast.parse((SOLUTIONS / package / f"{stem}.py").read_text(encoding="utf-8"))) or ""
+
+
+@pytest.mark.parametrize("package, stem", STEP_FILES)
+def test_every_step_has_a_self_contained_worked_example(package, stem):
     """Each step's module docstring has examples, and they run in an empty namespace (a student
     pastes them into a fresh notebook cell: the module's own imports are not there)."""
-    docstring = ast.get_docstring(ast.parse((SOLUTIONS / "mha" / f"{stem}.py").read_text(encoding="utf-8")))
-    assert ">>> " in docstring, f"solutions/mha/{stem}.py: no worked example in the module docstring"
-    failed, attempted, report = run_examples(SOLUTIONS, "mha", stem, fresh=True)
+    assert ">>> " in module_docstring(package, stem), \
+        f"solutions/{package}/{stem}.py: no worked example in the module docstring"
+    failed, attempted, report = run_examples(SOLUTIONS, package, stem, fresh=True)
     assert attempted >= 3 and failed == 0, report
+
+
+@pytest.mark.parametrize("package, stem", STEP_FILES + [(package, "__init__") for package in ("mha", "kv_cache")])
+def test_every_step_is_explained_in_korean_and_english(package, stem):
+    """The module docstring has a Korean section, then an English one, and the Korean one is
+    written in Korean (Hangul), not left in English under the heading."""
+    docstring = module_docstring(package, stem)
+    assert "[한국어]" in docstring and "[English]" in docstring, f"solutions/{package}/{stem}.py"
+    korean = docstring.split("[한국어]", 1)[1].split("[English]", 1)[0]
+    hangul = sum("\uac00" <= ch <= "\ud7a3" for ch in korean)
+    assert hangul >= 100, f"solutions/{package}/{stem}.py: the [한국어] section has {hangul} Hangul syllables"
 
 
 def test_a_wrong_expected_output_fails(tmp_path):

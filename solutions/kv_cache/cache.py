@@ -1,12 +1,50 @@
-"""Step `kv_cache` — a key-value cache (키-값 캐시) for generating text one token at a time.
+"""Step `kv_cache` — 키-값 캐시 / a key-value cache, for generating text one token at a time.
 
-Why a cache? A decoder-only language model writes a sentence token by token. To choose token t
-it runs causal attention in which the NEW query (token t's) meets the keys and values of ALL
-tokens 0..t. Without a cache every step projects the whole prefix again: step t costs t
-projections, a text of n tokens about n^2 / 2. Yet the key and the value of an old token never
-change: under a causal mask a token's k and v depend only on that token and the ones before it,
-never on what comes later. So keep them. Each step computes k and v of the new token(s) only
-and appends them to what is kept; the prefix is never projected twice.
+[한국어]
+왜 필요한가: 디코더만 있는 언어 모델은 글을 토큰 하나씩 씁니다. 토큰 t를 고르려면 인과 어텐션을
+돌리는데, 이때 새 쿼리(토큰 t의 쿼리)가 토큰 0..t 모두의 키와 값을 봅니다. 캐시가 없으면 매
+단계마다 앞부분 전체를 다시 프로젝션합니다: 단계 t에서 프로젝션 t번, 토큰 n개짜리 글이면 모두 약
+n^2 / 2번입니다. 그런데 지나간 토큰의 키와 값은 절대 바뀌지 않습니다. 인과 마스크 아래에서 한
+토큰의 k, v는 그 토큰과 그 앞 토큰들로만 정해지고, 뒤에 오는 토큰과는 상관이 없기 때문입니다.
+그러니 한 번 계산한 것을 저장해 둡니다. 매 단계 새 토큰의 k, v만 계산해서 저장된 것 뒤에 붙이면,
+앞부분을 두 번 프로젝션할 일이 없습니다.
+
+왜 쿼리(Q)는 캐시하지 않을까요? 쿼리는 "지금 이 토큰이 무엇을 볼까"를 묻는 쪽입니다. 지나간
+토큰의 쿼리는 그 토큰의 출력을 만들 때 한 번 쓰였고, 그 출력은 이미 나왔습니다 (인과 마스크 때문에
+나중 토큰이 와도 바뀌지 않습니다). 다음 단계에 필요한 것은 새 토큰의 쿼리 하나와, 그것이 바라볼
+모든 키와 값뿐입니다. 그래서 키와 값만 캐시합니다.
+
+모양 (헤드별, 배치 먼저, mha 과제처럼 시퀀스는 dim 2):
+
+    새 청크의 k               (B, H_kv, L_new, d_k)      H_kv = 키/값 헤드 수 (gqa.py 참고)
+    새 청크의 v               (B, H_kv, L_new, d_v)      d_v는 d_k와 다를 수 있음
+    update 뒤 캐시된 K        (B, H_kv, L_past + L_new, d_k)
+    update 뒤 캐시된 V        (B, H_kv, L_past + L_new, d_v)
+
+이어 붙이기는 dim 2, 즉 시퀀스 축을 따라 torch.cat 합니다. dim 1은 헤드, dim 3은 특성입니다.
+크기가 우연히 맞으면 (예: 토큰 하나씩) 그 축으로 이어 붙여도 에러 없이 "돌아가지만" 모양이 틀린
+텐서가 됩니다: 토큰이 늘어나는 대신 헤드가 늘거나 벡터가 길어집니다.
+
+청크는 여러 토큰일 수도 있고 (프롬프트를 한 번에 처리: "프리필"), 토큰 하나일 수도 있습니다
+(생성한 토큰마다: "디코드"). len(cache)는 update 호출 횟수가 아니라 캐시된 위치(토큰) 수입니다.
+
+실제 추론 엔진은 최대 길이만큼 버퍼 하나를 미리 잡아 두고 그 안에 씁니다 ("정적 캐시"). torch.cat은
+매 단계 저장된 것 전체를 복사하기 때문입니다. 이어 붙이기는 더 단순하고 같은 값을 계산하며, 이
+단계가 요구하는 것도 이것입니다.
+
+[English]
+Why: a decoder-only language model writes a text token by token. To choose token t it runs
+causal attention in which the NEW query (token t's) meets the keys and values of ALL tokens
+0..t. Without a cache every step projects the whole prefix again: step t costs t projections, a
+text of n tokens about n^2 / 2. Yet the key and the value of an old token never change: under a
+causal mask a token's k and v depend only on that token and the ones before it, never on what
+comes later. So keep them. Each step computes k and v of the new token(s) only and appends them
+to what is kept; the prefix is never projected twice.
+
+Why not cache the queries (Q)? A query is the side that asks "what should this token look at
+now?". An old token's query was used once, to make that token's output, and that output is done
+(the causal mask keeps later tokens from changing it). The next step needs only the new token's
+query and every key and value it looks at. So only keys and values are cached.
 
 Shapes (per head, batch-first, the sequence on dim 2 as in the mha assignment):
 
@@ -16,76 +54,107 @@ Shapes (per head, batch-first, the sequence on dim 2 as in the mha assignment):
     cached V after update      (B, H_kv, L_past + L_new, d_v)
 
 Appending is torch.cat along dim 2, the SEQUENCE axis. dim 1 holds the heads and dim 3 the
-features; concatenating there also "works" (no error) but builds a tensor of the wrong shape:
-more heads, or longer vectors, instead of more tokens.
+features; when the sizes happen to agree (one token each, say) concatenating there also "works"
+(no error) but builds a tensor of the wrong shape: more heads, or longer vectors, instead of
+more tokens.
 
 A chunk may be several tokens (the prompt, processed at once: "prefill") or one token (each
-generated token: "decode"). Worked example, B = 1, H_kv = 1, d_k = d_v = 2:
-
-    >>> cache = KVCache()
-    >>> len(cache)                                    # nothing cached yet
-    0
-    >>> prompt = torch.tensor([[[[1., 1.], [2., 2.]]]])       # (1, 1, 2, 2): two tokens
-    >>> K, V = cache.update(prompt, prompt)
-    >>> K
-    tensor([[[[1., 1.],
-              [2., 2.]]]])
-    >>> new = torch.tensor([[[[3., 3.]]]])                    # (1, 1, 1, 2): one more token
-    >>> K, V = cache.update(new, new)
-    >>> K                                             # (1, 1, 3, 2): the old rows, then the new
-    tensor([[[[1., 1.],
-              [2., 2.],
-              [3., 3.]]]])
-    >>> len(cache)                                    # tokens (positions), not calls
-    3
-    >>> cache.reset(); len(cache)                     # ready for the next text
-    0
+generated token: "decode"). len(cache) is the number of cached positions (tokens), not of calls.
 
 Real inference engines preallocate one buffer of the maximum length and write into it (a
 "static cache"), because torch.cat copies everything kept at every step. Concatenating is
 simpler and computes the same values; it is what this step asks for.
+
+예시 / Example: B = 1, H_kv = 1, d_k = d_v = 2. 두 토큰짜리 프롬프트, 그다음 토큰 하나 / a two-token
+prompt, then one token:
+
+    >>> import torch
+    >>> from kv_cache.cache import KVCache
+    >>> cache = KVCache()
+    >>> len(cache)                    # 아직 아무것도 없음 / nothing cached yet
+    0
+    >>> k = torch.tensor([[[[1., 1.], [2., 2.]]]])    # (B=1, H_kv=1, L_new=2, d_k=2): 토큰 / tokens 0, 1
+    >>> K, V = cache.update(k, 10 * k)                # 프리필 / prefill
+    >>> K.shape                       # (B, H_kv, L, d_k)
+    torch.Size([1, 1, 2, 2])
+    >>> new = torch.tensor([[[[3., 3.]]]])            # (1, 1, 1, 2): 토큰 하나 더 / one more token
+    >>> K, V = cache.update(new, 10 * new)            # 디코드 / decode
+    >>> K            # (1, 1, 3, 2): 예전 행들 뒤에 새 행 / the old rows, then the new one
+    tensor([[[[1., 1.],
+              [2., 2.],
+              [3., 3.]]]])
+    >>> V            # (1, 1, 3, 2): 값도 같은 순서 / the values in the same order
+    tensor([[[[10., 10.],
+              [20., 20.],
+              [30., 30.]]]])
+    >>> len(cache)   # 호출 횟수(2)가 아니라 토큰 수 / tokens, not calls (2)
+    3
+    >>> one = torch.tensor([[[[1., 1.]]]])            # (1, 1, 1, 2): 토큰 하나 / one token
+    >>> torch.cat([one, new], dim=1).shape # 틀림: dim 1은 헤드 축 -> 헤드 2개 / wrong: two heads
+    torch.Size([1, 2, 1, 2])
+    >>> cache.reset(); len(cache)          # 다음 글을 위해 비움 / ready for the next text
+    0
 """
 import torch
 
 
 class KVCache:
-    """The keys and values of every position seen so far, per head: (B, H_kv, L, d_k / d_v).
+    """지금까지 본 모든 위치의 키와 값, 헤드별 / The keys and values of every position seen so far,
+    per head: (B, H_kv, L, d_k / d_v).
 
+    update(k, v)는 청크를 뒤에 붙이고 캐시 전체 (K, V)를 반환합니다; len(cache)는 캐시된 위치 수
+    L (비었으면 0); reset()은 캐시를 비웁니다.
     update(k, v) appends a chunk and returns the whole cache (K, V); len(cache) is the number of
     cached positions L (0 when empty); reset() empties the cache.
     """
 
     def __init__(self):
-        # TODO: start empty (e.g. self.k = self.v = None).
+        # TODO (kv_cache)
+        #   [한국어] 빈 캐시로 시작하세요 (예: self.k = self.v = None). 클래스 본문이 아니라 self에
+        #            만들어야 캐시 두 개가 내용을 공유하지 않습니다.
+        #   [English] start empty (e.g. self.k = self.v = None), on self and not in the class body,
+        #             so that two caches share nothing.
         ### BEGIN SOLUTION
         self.k = None  # (B, H_kv, L, d_k) once something is cached
         self.v = None  # (B, H_kv, L, d_v)
         ### END SOLUTION
 
     def update(self, k, v):
-        """k (B, H_kv, L_new, d_k), v (B, H_kv, L_new, d_v) -> (K, V), the whole cache after
-        appending them: K (B, H_kv, L_past + L_new, d_k), V (B, H_kv, L_past + L_new, d_v)."""
-        # TODO: the first chunk becomes the cache; later chunks are appended along the
-        # sequence axis (dim 2). Return the whole cache.
+        """k (B, H_kv, L_new, d_k), v (B, H_kv, L_new, d_v) -> (K, V): 이것들을 붙인 뒤의 캐시 전체 /
+        the whole cache after appending them: K (B, H_kv, L_past + L_new, d_k),
+        V (B, H_kv, L_past + L_new, d_v)."""
+        # TODO (kv_cache)
+        #   [한국어] 첫 청크는 그대로 캐시가 되고, 그 뒤 청크는 시퀀스 축(dim 2)을 따라 뒤에 붙입니다.
+        #            (B, H_kv, L_past, d_k) + (B, H_kv, L_new, d_k) -> (B, H_kv, L_past + L_new, d_k).
+        #            캐시 전체 (K, V)를 반환하세요.
+        #   [English] the first chunk becomes the cache; later chunks are appended along the
+        #             sequence axis (dim 2).
+        #             (B, H_kv, L_past, d_k) + (B, H_kv, L_new, d_k) -> (B, H_kv, L_past + L_new, d_k).
+        #             Return the whole cache (K, V).
         ### BEGIN SOLUTION
         if self.k is None:
             self.k, self.v = k, v  # (B, H_kv, L_new, d_k), (B, H_kv, L_new, d_v)
         else:
             self.k = torch.cat([self.k, k], dim=2)  # (B, H_kv, L_past + L_new, d_k)
             self.v = torch.cat([self.v, v], dim=2)  # (B, H_kv, L_past + L_new, d_v)
-        return self.k, self.v
+        return self.k, self.v  # (B, H_kv, L, d_k), (B, H_kv, L, d_v)
         ### END SOLUTION
 
     def __len__(self):
-        """The number of cached positions (tokens), 0 when empty."""
-        # TODO
+        """캐시된 위치(토큰) 수, 비었으면 0 / The number of cached positions (tokens), 0 when empty."""
+        # TODO (kv_cache)
+        #   [한국어] 캐시된 K (B, H_kv, L, d_k)의 L, 즉 dim 2의 크기를 반환하세요 (비었으면 0).
+        #   [English] return L of the cached K (B, H_kv, L, d_k), the size of dim 2 (0 when empty).
         ### BEGIN SOLUTION
-        return 0 if self.k is None else self.k.size(2)
+        return 0 if self.k is None else self.k.size(2)  # L of self.k (B, H_kv, L, d_k)
         ### END SOLUTION
 
     def reset(self):
-        """Forget everything: the next update starts a new sequence."""
-        # TODO
+        """모두 잊습니다: 다음 update가 새 시퀀스를 시작합니다 / Forget everything: the next update
+        starts a new sequence."""
+        # TODO (kv_cache)
+        #   [한국어] 캐시된 키와 값을 지워 처음 상태로 돌려놓으세요.
+        #   [English] drop the cached keys and values, back to the empty state.
         ### BEGIN SOLUTION
         self.k = None
         self.v = None

@@ -86,10 +86,10 @@ def split_heads(x, num_heads):  # x (B, L, D) -> (B, H, L, d_k)
     #   [English] check divisibility, then view + transpose as described above.
     #             (B, L, D) -> (B, L, H, d_k) -> (B, H, L, d_k).
     ### BEGIN SOLUTION
-    B, L, D = x.shape
+    B, L, D = x.shape  # x (B, L, D)
     if D % num_heads != 0:
         raise ValueError(f"d_model={D} is not divisible by num_heads={num_heads}")
-    d_k = D // num_heads
+    d_k = D // num_heads  # 헤드 하나의 크기 / the size of one head: (B, L, D) = (B, L, H * d_k)
     x = x.view(B, L, num_heads, d_k)  # (B, L, H, d_k)
     return x.transpose(1, 2)  # (B, H, L, d_k)
     ### END SOLUTION
@@ -103,7 +103,7 @@ def merge_heads(x):  # x (B, H, L, d_k) -> (B, L, H * d_k)
     #   [English] transpose back, make contiguous, view.
     #             (B, H, L, d_k) -> (B, L, H, d_k) -> (B, L, H*d_k).
     ### BEGIN SOLUTION
-    B, H, L, d_k = x.shape
+    B, H, L, d_k = x.shape  # x (B, H, L, d_k)
     x = x.transpose(1, 2).contiguous()  # (B, L, H, d_k)
     return x.view(B, L, H * d_k)  # (B, L, D)
     ### END SOLUTION

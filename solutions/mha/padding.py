@@ -75,11 +75,11 @@ def pad_batch(sequences, pad_id=0, max_len=None):  # -> ids (B, L), pad_mask (B,
     if len(sequences) == 0:
         raise ValueError("pad_batch needs at least one sequence")
     lengths = [len(seq) if max_len is None else min(len(seq), max_len) for seq in sequences]  # B ints
-    L = max(lengths) if max_len is None else max_len
+    L = max(lengths) if max_len is None else max_len  # ids (B, L)의 L / the L of ids (B, L)
     ids = torch.full((len(sequences), L), pad_id, dtype=torch.long)  # (B, L)
     pad_mask = torch.ones(len(sequences), L, dtype=torch.bool)  # (B, L)
     for b, (seq, n) in enumerate(zip(sequences, lengths)):
         ids[b, :n] = torch.tensor(list(seq[:n]), dtype=torch.long)  # (n,)
-        pad_mask[b, :n] = False
+        pad_mask[b, :n] = False  # (n,): 행 b의 실제 토큰 / the real tokens of row b
     return ids, pad_mask  # (B, L), (B, L)
     ### END SOLUTION
