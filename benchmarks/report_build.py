@@ -87,8 +87,7 @@ def main():
               paths=[str(cls / sid) for sid in ids])
 
     from autograder.routes import report
-    from autograder.assignments.mha.checks import step_modules
-    from autograder.routes.report_cli import SKELETON
+    from autograder.routes.report_cli import graded_assignment
     from autograder.routes.report_html import render
 
     timings = {}
@@ -96,11 +95,13 @@ def main():
     entries = report.load_out_dirs([out])
     timings["read the out directory"] = time.perf_counter() - t
     t = time.perf_counter()
-    docs = report.skeleton_paragraphs(SKELETON, {s: list(m.FILES) for s, m in step_modules().items()})
+    config = graded_assignment(entries)
+    skeleton = KIT / "assignments" / config.package
+    docs = report.skeleton_paragraphs(skeleton, {s: list(m.FILES) for s, m in config.step_modules().items()})
     data = report.build(entries, docs)
     timings["aggregates"] = time.perf_counter() - t
     t = time.perf_counter()
-    data["similarity"] = report.find_similar(entries, SKELETON)
+    data["similarity"] = report.find_similar(entries, skeleton)
     timings["similarity (copydetect, all pairs)"] = time.perf_counter() - t
     t = time.perf_counter()
     html = render(data, "en", [out])
@@ -119,7 +120,8 @@ def main():
         print(f"  {name:<52} {seconds:7.2f} s")
     pairs = data["similarity"]
     print(f"  similarity: {pairs['compared']} submissions, {pairs['compared'] * (pairs['compared'] - 1) // 2} pairs, "
-          f"{len(pairs['pairs']) + pairs['more']} at or above {pairs['threshold']:.0%}")
+          f"{len(pairs['pairs']) + pairs['more']} at or above {pairs['threshold']:.0%} ({len(pairs['pairs'])} listed), "
+          f"in {len(pairs['clusters'])} clusters (largest: {max((len(c['members']) for c in pairs['clusters']), default=0)})")
     print(f"  HTML: {len(html) / 1e6:.1f} MB; misconceptions: {len(data['misconceptions'])}")
     print(f"  written under {root}" + ("" if args.keep else " (a temporary directory)"))
 

@@ -11,13 +11,15 @@ import re
 import shutil
 import statistics
 import subprocess
+import struct
 import sys
+import zlib
 from importlib.util import find_spec
 from pathlib import Path
 
 import pytest
 
-from autograder.routes import report
+from autograder.routes import report, report_html
 from autograder.routes.report_html import REPORT_CATALOG, render
 from conftest import ASSIGNMENTS, KIT, SOLUTIONS
 from planted import PLANTED
@@ -90,12 +92,12 @@ def small_class():
 
 def test_summary_counts_scores_and_says_why_some_were_not_graded():
     summary = report.summary(small_class())
-    scores = [4.0, 2.0, 2.0, 3.0, 0.0, 0.0]
-    assert summary["submissions"] == 7 and summary["graded"] == 6
+    scores = [4.0, 2.0, 2.0, 3.0, 0.0]  # fay (all TODO) and gus (no result) are not in the mean
+    assert summary["submissions"] == 7 and summary["graded"] == 5
     assert summary["mean"] == pytest.approx(statistics.fmean(scores), abs=1e-4)
     assert summary["median"] == pytest.approx(statistics.median(scores))
     assert summary["full_marks"] == 1
-    assert sum(b["count"] for b in summary["histogram"]) == 6
+    assert sum(b["count"] for b in summary["histogram"]) == 5
     assert summary["histogram"][-1]["count"] == 1  # the top bin is closed: 4/4 lands in it
     assert {p["id"]: p["reason"] for p in summary["not_graded"]} == {"fay": "nothing_implemented",
                                                                     "gus": "grader_failed"}
@@ -140,8 +142,14 @@ def test_public_vs_hidden_lists_only_who_passes_every_public_check():
 def test_runtime_finds_the_slowest_hangs_and_crashes():
     runtime = report.runtime([e for e in small_class() if e["result"]])
     assert [row["id"] for row in runtime["slowest"]][:2] == ["ed", "di"]
-    assert [(h["id"], h["check"]) for h in runtime["hangs"]] == [("ed", "basic_weights")]
-    assert [(c["id"], c["check"]) for c in runtime["crashes"]] == [("ed", "random_sizes")]
+    assert [(h["id"], h["step"], h["checks"], h["count"]) for h in runtime["hangs"]] == [
+        ("ed", "attention", ["basic_weights"], 1)]
+    assert [(c["id"], c["checks"]) for c in runtime["crashes"]] == [("ed", ["random_sizes"])]
+    # a crash that fails every check of a step is one row per student and step, with the count
+    crashed = result([step("attention", [check(f"c{i}", False, message_id="worker_exited") for i in range(16)]),
+                      step("masking", [check("causal", False, message_id="worker_exited")])])
+    rows = report.runtime([entry("crash", crashed)])["crashes"]
+    assert [(r["step"], r["count"]) for r in rows] == [("attention", 16), ("masking", 1)]
     # results written before message ids were in the JSON: the English text says it
     old = hang_and_crash()
     for s in old["steps"]:
@@ -246,6 +254,74 @@ def test_html_is_self_contained_and_escapes_student_text():
     assert "<svg" in html and 'id="s-ann"' in html
 
 
+@needs("jinja2")
+def test_the_not_graded_are_counted_apart_and_the_mean_says_what_it_covers():
+    html = render(report.build(small_class()))
+    assert re.search(r'id="n-graded">5<', html) and re.search(r'id="n-not-graded">2<', html)
+    assert REPORT_CATALOG["en"]["summary.covers"].format(count=5, left=2) in html
+    assert "<th></th>" not in html  # every column says what it holds (the reason, the message)
+
+
+@needs("jinja2")
+def test_numbers_are_rounded_to_two_decimals_and_the_histogram_ticks_are_even():
+    entries = []
+    for i, score in enumerate([0.0, 12.5, 33.3333333, 78.2142857, 91.0, 100.0]):
+        data = result([step("attention", [check("a", True, points=score), check("b", False, points=100.0 - score)])])
+        entries.append(entry(f"s{i}", data))
+    html = render(report.build(entries))
+    assert "78.21 / 100" in html and "78.214" not in html and "33.333" not in html
+    histogram = html[html.index('<svg class="chart"'):html.index("</svg>")]
+    ticks = re.findall(r'<text x="[\d.]+" y="186" text-anchor="middle" class="tick">([^<]*)</text>', histogram)
+    assert ticks == ["0", "20", "40", "60", "80", "100"]
+    assert [report_html.tick_every(n) for n in (10, 5, 12, 7)] == [2, 1, 2, 7]
+
+
+def test_similar_pairs_are_grouped_into_clusters():
+    def pair(a, b, similarity):
+        return {"a": a, "b": b, "similarity_a": similarity, "similarity_b": similarity / 2}
+    pairs = [pair("a", "b", 0.9), pair("x", "y", 0.95), pair("b", "c", 0.7), pair("a", "c", 0.6)]
+    assert [(c["members"], c["pairs"], c["top"]) for c in report.clusters(pairs)] == [
+        (["a", "b", "c"], 3, 0.9), (["x", "y"], 1, 0.95)]
+
+
+def test_skeleton_lines_and_comments_beside_a_match_are_not_highlighted():
+    text = 'def f(x):\n    """What the skeleton says."""\n    # a comment\n    y = x * 2\n    return y\n'
+    # copydetect's slice runs from the first matched token to the last, over what lies between
+    pieces = report._segments(text, ([0], [len(text)]), {"def f(x):", '"""What the skeleton says."""'})
+    marked = "".join(piece for piece, hit in pieces if hit)
+    assert "y = x * 2" in marked and "return y" in marked
+    assert "skeleton" not in marked and "comment" not in marked and "def f" not in marked
+
+
+@needs("jinja2")
+def test_messages_and_titles_are_put_into_the_report_language():
+    from markupsafe import escape
+
+    from autograder.engine import messages
+
+    def values(lang):
+        return messages.render("values", lang, name="out", count=3, total=4, index=(0, 1), expected=0.5, got=0.25,
+                               max_abs=0.25, max_abs_index=(0, 1), max_rel=0.5, got_dtype="float64",
+                               expected_dtype="float64", tolerance=messages.render("tolerance", lang, atol=1e-9, rtol=1e-7))
+    assert report_html.relocalise(values("en"), "values", "ko") == values("ko")  # the tolerance inside it too
+    assert report_html.relocalise(values("ko"), "values", "en") == values("en")
+    assert report_html.relocalise("text of another kit", "values", "ko") == "text of another kit"
+    assert report_html.relocalise("whatever", "no.such.id", "ko") == "whatever"
+    attention = step("attention", [check("weights", False, message_id="values", message=values("en"))],
+                     ["scale_by_d_model"])
+    attention["title"] = messages.render("step_title.mha.attention", "en")
+    attention["diagnoses"][0]["message"] = messages.render("diagnosis.scale_by_d_model", "en")
+    masking = step("masking", [check("causal", True)])
+    masking["title"] = "A title an instructor wrote"  # not the catalog's: left as it is
+    data = report.build([entry("bo", result([attention, masking]))])
+    data["assignment"] = {"id": "mha", "title": "MHA"}
+    html = render(data, "ko")
+    for korean in (values("ko"), messages.render("diagnosis.scale_by_d_model", "ko"),
+                   messages.render("step_title.mha.attention", "ko"), "A title an instructor wrote"):
+        assert str(escape(korean)) in html
+    assert messages.render("diagnosis.scale_by_d_model", "en") not in html and "values out of tolerance" not in html
+
+
 def test_report_cli_refuses_a_missing_directory(tmp_path):
     completed = subprocess.run([sys.executable, "-m", "autograder", "report", tmp_path / "nope", "--html",
                                 tmp_path / "r.html"], cwd=KIT, capture_output=True, text=True, timeout=300)
@@ -253,27 +329,39 @@ def test_report_cli_refuses_a_missing_directory(tmp_path):
 
 
 # A script added to a copy of the report only (the report itself has none): it records every
-# resource the page fetched or failed to fetch, and how many SVG shapes were laid out.
+# resource the page fetched or failed to fetch, how many SVG shapes were laid out, the pictures'
+# decoded widths, how far the page or the student table overflow, and whether Hangul is drawn
+# with glyphs of its own (two syllables differ) or as the missing-glyph box (they are the same).
 PROBE = """<script>
 window.__failed = [];
 window.addEventListener("error", function (e) { var t = e.target || {}; window.__failed.push(t.src || t.href || String(e.message)); }, true);
+function glyphs(text) {
+  var canvas = document.createElement("canvas"); canvas.width = 80; canvas.height = 60;
+  var g = canvas.getContext("2d"); g.font = "40px " + getComputedStyle(document.body).fontFamily;
+  g.fillText(text, 10, 45); return canvas.toDataURL();
+}
 window.addEventListener("load", function () {
   var shapes = Array.prototype.slice.call(document.querySelectorAll("svg.chart rect"));
   var drawn = shapes.filter(function (r) { var b = r.getBBox(); return b.width > 0 && b.height > 0; }).length;
+  var table = document.getElementById("student-table");
   var out = document.createElement("pre"); out.id = "probe";
   out.textContent = JSON.stringify({charts: document.querySelectorAll("svg.chart").length, drawn: drawn,
-    failed: window.__failed, fetched: performance.getEntriesByType("resource").map(function (r) { return r.name; })});
+    failed: window.__failed, fetched: performance.getEntriesByType("resource").map(function (r) { return r.name; }),
+    pictures: Array.prototype.map.call(document.querySelectorAll("img.picture"), function (i) { return i.naturalWidth; }),
+    page_overflow: document.documentElement.scrollWidth - document.documentElement.clientWidth,
+    table_overflow: table ? table.getBoundingClientRect().width - table.parentElement.clientWidth : null,
+    hangul_drawn: glyphs("\uac00") !== glyphs("\ub098")});
   document.body.appendChild(out);
 });
 </script>"""
 
 
-def open_in_chromium(html, tmp_path):
+def open_in_chromium(html, tmp_path, env=None):
     page = tmp_path / "probe.html"
     page.write_text(html.replace("<head>", "<head>" + PROBE, 1), encoding="utf-8")
     completed = subprocess.run([CHROMIUM, "--headless", "--no-sandbox", "--disable-gpu", "--virtual-time-budget=5000",
-                                f"--user-data-dir={tmp_path / 'profile'}", "--dump-dom", page.as_uri()],
-                               capture_output=True, text=True, timeout=120)
+                                "--window-size=1280,2000", f"--user-data-dir={tmp_path / 'profile'}", "--dump-dom",
+                                page.as_uri()], capture_output=True, text=True, timeout=120, env=env)
     found = re.search(r'<pre id="probe">(.*?)</pre>', completed.stdout, re.S)
     assert found, f"chromium gave no probe result: {completed.stderr[-2000:]}"
     return json.loads(found.group(1).replace("&quot;", '"').replace("&amp;", "&"))
@@ -289,9 +377,67 @@ def test_html_renders_its_charts_in_headless_chromium_and_loads_nothing(tmp_path
     assert probe["failed"] == [] and probe["fetched"] == []
     assert probe["charts"] == 1 + 2 * len(data["steps"])  # the class histogram, per step: outcomes + scores
     assert probe["drawn"] >= 6  # bars with a size, laid out by the browser
+    assert probe["pictures"] == []
     # the probe itself can fail: a page that loads something missing is seen
     broken = open_in_chromium(render(data).replace("</body>", '<img src="missing.png"></body>'), tmp_path)
     assert any("missing.png" in url for url in broken["failed"])
+
+
+def tiny_png(path, width=12, height=5):
+    """A real PNG (red pixels), written without an imaging library."""
+    def chunk(kind, data):
+        return struct.pack(">I", len(data)) + kind + data + struct.pack(">I", zlib.crc32(kind + data))
+    rows = b"".join(b"\0" + b"\xff\0\0" * width for _ in range(height))
+    path.write_bytes(b"\x89PNG\r\n\x1a\n" + chunk(b"IHDR", struct.pack(">IIBBBBB", width, height, 8, 2, 0, 0, 0))
+                     + chunk(b"IDAT", zlib.compress(rows)) + chunk(b"IEND", b""))
+    return path
+
+
+# The steps of a whole assignment, with long ids: the student table must still fit the page.
+LONG_STEPS = ["padding", "embedding", "qkv_projection", "split_heads", "attention", "masking", "output_projection",
+              "multi_head_attention", "cuda"]
+
+
+def many_steps(scores, diagnoses=()):
+    return result([step(sid, [check("a", True, points=score), check("b", False, points=15 - score)],
+                        diagnoses if sid == "attention" else ()) for sid, score in zip(LONG_STEPS, scores)])
+
+
+@needs("jinja2")
+@pytest.mark.skipif(CHROMIUM is None and not IN_CI,
+                    reason="no chromium executable (Debian: apt-get install chromium); CI installs it")
+def test_the_student_table_fits_the_page_and_the_pictures_are_shown(tmp_path):
+    picture = tiny_png(tmp_path / "attention-weights.png")
+    with_picture = many_steps([15, 15, 10.3333, 15, 0, 12.5, 15, 15, 15], ["scale_by_d_model", "no_known_mistake"])
+    with_picture["steps"][4]["pictures"] = [str(picture), str(tmp_path / "gone.png")]  # one deleted since: left out
+    entries = [entry("a_student_with_a_long_name", with_picture)]
+    entries += [entry(f"student{i:02d}", many_steps([15 - i % 4] * 9, ["mha_split_without_transpose"]))
+                for i in range(12)]
+    data = report.build(entries)
+    assert data["students"][0]["pictures"] == {"attention": [str(picture)]}
+    html = render(data, "en")
+    assert html.count('<img class="picture" src="data:image/png;base64,') == 1  # in the file itself
+    probe = open_in_chromium(html, tmp_path)
+    assert probe["pictures"] == [12]  # decoded: the student's picture, as wide as it was drawn
+    assert probe["failed"] == [] and probe["fetched"] == []
+    assert probe["page_overflow"] <= 0 and probe["table_overflow"] <= 0
+
+
+def has_cjk_font():
+    try:
+        return bool(subprocess.run(["fc-list", ":lang=ko"], capture_output=True, text=True, timeout=60).stdout.strip())
+    except OSError:
+        return False
+
+
+@needs("jinja2")
+@pytest.mark.skipif((CHROMIUM is None or not has_cjk_font()) and not IN_CI,
+                    reason="needs chromium and a Korean font (Debian: apt-get install chromium fonts-noto-cjk)")
+def test_korean_text_is_drawn_with_hangul_glyphs(tmp_path):
+    html = render(report.build(small_class()), "ko")
+    assert re.search(r"font-family:[^;]*Noto Sans CJK KR", html)  # a font stack that can draw Hangul
+    assert open_in_chromium(html, tmp_path)["hangul_drawn"], \
+        "Hangul is drawn as missing-glyph boxes: install a Korean font (Debian: fonts-noto-cjk; .ci/run)"
 
 
 # ---------------------------------------------------------------------------------- a real class
@@ -344,7 +490,7 @@ def test_a_graded_class_gives_the_numbers_of_its_jsons(tmp_path):
     students.append(cls / "empty")
     out = tmp_path / "grades"
     run = [sys.executable, "-m", "autograder"]
-    completed = subprocess.run([*run, "grade", *students, "--out", out, "--seed", "11"], cwd=KIT,
+    completed = subprocess.run([*run, "grade", *students, "--out", out, "--seed", "11", "--plots"], cwd=KIT,
                                capture_output=True, text=True, timeout=900)
     assert completed.returncode == 0, completed.stderr
     completed = subprocess.run([*run, "report", out, "--html", tmp_path / "r.html", "--json", tmp_path / "r.json",
@@ -354,10 +500,11 @@ def test_a_graded_class_gives_the_numbers_of_its_jsons(tmp_path):
     results = {p.stem: json.loads(p.read_text()) for p in out.glob("*.json")}
 
     summary = data["summary"]
-    assert summary["submissions"] == summary["graded"] == len(results) == 9
-    assert summary["mean"] == pytest.approx(statistics.fmean(r["score"] for r in results.values()), abs=1e-3)
-    assert summary["median"] == pytest.approx(statistics.median(r["score"] for r in results.values()), abs=1e-3)
-    assert summary["full_marks"] == sum(r["score"] == r["max_score"] for r in results.values())
+    scored = {sid: r for sid, r in results.items() if sid not in ("todo", "empty")}  # nothing to grade in those
+    assert summary["submissions"] == len(results) == 9 and summary["graded"] == len(scored) == 7
+    assert summary["mean"] == pytest.approx(statistics.fmean(r["score"] for r in scored.values()), abs=1e-3)
+    assert summary["median"] == pytest.approx(statistics.median(r["score"] for r in scored.values()), abs=1e-3)
+    assert summary["full_marks"] == sum(r["score"] == r["max_score"] for r in scored.values())
     assert {p["id"]: p["reason"] for p in summary["not_graded"]} == {"todo": "nothing_implemented",
                                                                     "empty": "missing_package"}
 
@@ -380,7 +527,7 @@ def test_a_graded_class_gives_the_numbers_of_its_jsons(tmp_path):
 
     attention = next(s for s in data["steps"] if s["id"] == "attention")
     assert attention["mean"] == pytest.approx(statistics.fmean(
-        next(s["score"] for s in r["steps"] if s["id"] == "attention") for r in results.values()), abs=1e-3)
+        next(s["score"] for s in r["steps"] if s["id"] == "attention") for r in scored.values()), abs=1e-3)
 
     pairs = {(p["a"], p["b"]): p for p in data["similarity"]["pairs"]}
     assert ("copy_a", "copy_b") in pairs
@@ -392,3 +539,10 @@ def test_a_graded_class_gives_the_numbers_of_its_jsons(tmp_path):
     assert {row["id"] for row in data["runtime"]["slowest"]} <= set(results)
     html = (tmp_path / "r.html").read_text()
     assert html.count('<section class="student"') == 9
+    # --plots with --out: each student's pictures in out/pictures/<id>/, embedded in their section
+    saved = sorted(p.name for p in (out / "pictures" / "d_model_a").glob("*.png"))
+    attention_a = next(s for s in results["d_model_a"]["steps"] if s["id"] == "attention")
+    assert saved and sorted(Path(p).name for p in attention_a["pictures"]) == saved
+    assert not (out / "pictures" / "ref").exists()  # nothing failed: nothing drawn
+    section = html[html.index('id="s-d_model_a"'):html.index('id="s-d_model_b"')]
+    assert section.count('<img class="picture" src="data:image/png;base64,') == len(saved)

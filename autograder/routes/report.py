@@ -59,29 +59,34 @@ def load_out_dirs(dirs: list) -> list:
 
 def build(entries: list, step_docs: dict = None, similarity: dict = None, histogram_bins: int = 10) -> dict:
     """The whole report as one JSON-ready dict (see the functions below for each part)."""
-    graded = [entry for entry in entries if entry["result"] is not None]
+    # The aggregates cover the submissions with something graded: one with nothing to grade (all
+    # TODO, no package) or that the grader failed on is counted apart, with the reason.
+    graded = [entry for entry in entries if entry["result"] is not None and not not_graded_reason(entry["result"])]
     return {
         "summary": summary(entries, histogram_bins),
         "misconceptions": misconceptions(graded, step_docs or {}),
         "steps": per_step(graded),
         "public_vs_hidden": public_vs_hidden(graded),
-        "runtime": runtime(graded),
-        "similarity": similarity or {"pairs": [], "threshold": None, "compared": 0, "more": 0, "common_over": None},
+        "runtime": runtime([entry for entry in entries if entry["result"] is not None]),
+        "similarity": similarity or {"pairs": [], "threshold": None, "compared": 0, "more": 0, "common_over": None,
+                                     "clusters": []},
         "students": students(entries),
     }
 
 
 def summary(entries: list, bins: int = 10) -> dict:
-    """Counts, mean and median of the total scores of the graded submissions, a histogram, and
-    the submissions that could not be graded or had nothing to grade, with the reason."""
-    results = [entry["result"] for entry in entries if entry["result"] is not None]
-    scores = [result["score"] for result in results]
-    max_score = max((result["max_score"] for result in results), default=0)
-    problems = []
+    """Counts, mean and median of the total scores of the graded submissions (something in them
+    graded), a histogram, and the submissions that could not be graded or had nothing to grade
+    (left out of the mean), with the reason."""
+    problems, results = [], []
     for entry in entries:
         reason = not_graded_reason(entry["result"])
         if reason:
             problems.append({"id": entry["id"], "reason": reason})
+        else:
+            results.append(entry["result"])
+    scores = [result["score"] for result in results]
+    max_score = max((entry["result"]["max_score"] for entry in entries if entry["result"] is not None), default=0)
     return {
         "submissions": len(entries),
         "graded": len(results),
@@ -219,14 +224,21 @@ def runtime(graded: list, slowest: int = 10) -> dict:
     check stopped for time (hangs) or that killed its interpreter (crashes)."""
     timed = sorted((entry for entry in graded if entry["result"].get("duration_s") is not None),
                    key=lambda entry: -entry["result"]["duration_s"])
-    hangs, crashes = [], []
+    hangs, crashes = [], []  # one row per student and step: its checks stopped (or killed) that way
     for entry in graded:
         for step in entry["result"]["steps"]:
+            rows = {}
             for check in step["checks"]:
                 kind = _failure_kind(check)
                 if kind:
-                    (hangs if kind == "hang" else crashes).append(
-                        {"id": entry["id"], "step": step["id"], "check": check["id"], "message": check.get("message", "")})
+                    row = rows.get(kind)
+                    if row is None:
+                        row = rows[kind] = {"id": entry["id"], "step": step["id"], "checks": [], "count": 0,
+                                            "message": check.get("message", ""),
+                                            "message_id": check.get("message_id")}
+                        (hangs if kind == "hang" else crashes).append(row)
+                    row["checks"].append(check["id"])
+                    row["count"] += 1
     durations = [entry["result"]["duration_s"] for entry in timed]
     return {
         "slowest": [{"id": entry["id"], "duration_s": entry["result"]["duration_s"]} for entry in timed[:slowest]],
@@ -259,9 +271,26 @@ def students(entries: list) -> list:
             "steps": {step["id"]: step["score"] for step in result["steps"]} if result else {},
             "diagnoses": sorted({d["id"] for step in result["steps"] for d in step.get("diagnoses", [])}) if result else [],
             "not_graded": not_graded_reason(result),
+            "pictures": picture_files(entry),
             "result": result,
         })
     return rows
+
+
+def picture_files(entry: dict) -> dict:
+    """{step id: [paths]}: the pictures `grade --out DIR --plots` saved for this submission (the
+    JSON's steps[].pictures) that exist: in DIR/pictures/<id>/ beside the JSON (the out directory
+    may have moved), else where the JSON says (absolute, or from the current directory)."""
+    result, found = entry["result"] or {}, {}
+    out = Path(entry["file"]).parent if entry.get("file") else None
+    for step in result.get("steps", []):
+        for picture in step.get("pictures", []):
+            candidates = ([out / "pictures" / entry["id"] / Path(picture).name, out / picture] if out else []) + \
+                [Path(picture)]
+            path = next((c for c in candidates if c.is_file()), None)
+            if path is not None:
+                found.setdefault(step["id"], []).append(str(path))
+    return found
 
 
 def skeleton_paragraphs(skeleton_package: Path, step_files: dict) -> dict:
@@ -303,6 +332,9 @@ def find_similar(entries: list, skeleton_package: Path, threshold: float = 0.6, 
     # As copydetect's own detector does: every k-gram of every skeleton file is boilerplate.
     skeleton = np.unique(np.array([h for path in sorted(Path(skeleton_package).glob("*.py"))
                                    for h in CodeFingerprint(str(path), k, 1).hashes], dtype=np.int64))
+    # Lines the skeleton has as they are (its docstrings, comments, signatures): never highlighted.
+    skeleton_lines = {path.name: {line.strip() for line in path.read_text(encoding="utf-8").splitlines()}
+                      for path in sorted(Path(skeleton_package).glob("*.py"))}
 
     def fingerprint(path, boilerplate):
         try:
@@ -376,8 +408,9 @@ def find_similar(entries: list, skeleton_package: Path, threshold: float = 0.6, 
                 continue
             overlap_a += share_a * left[name].token_coverage
             overlap_b += share_b * right[name].token_coverage
-            regions.append({"file": name, "a": _segments(left[name].raw_code, slices_a),
-                            "b": _segments(right[name].raw_code, slices_b)})
+            plain = skeleton_lines.get(name, set())
+            regions.append({"file": name, "a": _segments(left[name].raw_code, slices_a, plain),
+                            "b": _segments(right[name].raw_code, slices_b, plain)})
         sim_a = overlap_a / coverage_a if coverage_a else 0
         sim_b = overlap_b / coverage_b if coverage_b else 0
         if max(sim_a, sim_b) >= threshold and min(overlap_a, overlap_b) >= min_overlap:  # a < b: ids are sorted
@@ -387,12 +420,38 @@ def find_similar(entries: list, skeleton_package: Path, threshold: float = 0.6, 
     # Most shared unusual code first (MOSS orders by lines matched): a high share of a short file says less.
     pairs.sort(key=lambda pair: (-pair["matched_tokens"], pair["a"], pair["b"]))
     return {"threshold": threshold, "compared": len(ids), "common_over": limit_common, "pairs": pairs[:limit],
-            "more": max(0, len(pairs) - limit)}
+            "more": max(0, len(pairs) - limit), "clusters": clusters(pairs)}
 
 
-def _segments(text: str, slices, context: int = 3) -> list:
+def clusters(pairs: list) -> list:
+    """The students linked by the pairs (all of them, not only those listed), as connected groups
+    of two or more, the largest first: {"members", "pairs": how many pairs inside, "top": the
+    highest similarity of them}. Many pairs among a few students read as one group here."""
+    parent = {}
+
+    def root(sid):
+        while parent.setdefault(sid, sid) != sid:
+            parent[sid] = parent[parent[sid]]
+            sid = parent[sid]
+        return sid
+
+    for pair in pairs:
+        parent[root(pair["a"])] = root(pair["b"])
+    groups = {}
+    for pair in pairs:
+        group = groups.setdefault(root(pair["a"]), {"members": set(), "pairs": 0, "top": 0.0})
+        group["members"].update((pair["a"], pair["b"]))
+        group["pairs"] += 1
+        group["top"] = max(group["top"], pair["similarity_a"], pair["similarity_b"])
+    out = [{"members": sorted(g["members"]), "pairs": g["pairs"], "top": g["top"]} for g in groups.values()]
+    return sorted(out, key=lambda g: (-len(g["members"]), -g["top"], g["members"]))
+
+
+def _segments(text: str, slices, plain: set = frozenset(), context: int = 3) -> list:
     """`text` cut at copydetect's slices into [[piece, matched]], keeping the matched lines and
-    `context` lines around them; each run of lines left out becomes one ["⋯\n", False]."""
+    `context` lines around them; each run of lines left out becomes one ["⋯\n", False]. A line
+    that is, stripped, one of `plain` (the skeleton's lines) or a comment is never marked matched:
+    copydetect's slices run from the first matched token to the last, over whatever lies between."""
     pieces, at = [], 0
     if len(slices) and len(slices[0]):
         for start, end in sorted(zip(map(int, slices[0]), map(int, slices[1]))):
@@ -410,6 +469,11 @@ def _segments(text: str, slices, context: int = 3) -> list:
             lines[-1].append([part, hit])
             if part.endswith("\n"):
                 lines.append([])
+    for line in lines:
+        stripped = "".join(part for part, _ in line).strip()
+        if stripped in plain or stripped.startswith("#"):
+            for part in line:
+                part[1] = False
     hits = [i for i, line in enumerate(lines) if any(hit and part.strip() for part, hit in line)]
     keep = {j for i in hits for j in range(i - context, i + context + 1)}
     out = []

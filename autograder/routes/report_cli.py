@@ -42,7 +42,9 @@ def build_report(dirs: list, threshold: float = 0.6, assignment: str = None) -> 
     except ImportError:
         similarity = {"pairs": [], "threshold": threshold, "compared": 0, "more": 0, "common_over": None,
                       "unavailable": "copydetect is not installed (pip install -e .[instructor])"}
-    return report.build(entries, report.skeleton_paragraphs(skeleton, files), similarity)
+    data = report.build(entries, report.skeleton_paragraphs(skeleton, files), similarity)
+    data["assignment"] = {"id": config.id, "title": config.title}  # its titles' ids in the catalogs
+    return data
 
 
 def graded_assignment(entries: list, assignment: str = None):

@@ -6,7 +6,13 @@ macros (bars from the histograms), so the file opens offline: no script, no CDN,
 The report's own words are keyed by id in REPORT_CATALOG, English and Korean, kept apart from
 the student messages (autograder/messages.py) so they can move to a gettext catalog as a block.
 """
+import base64
+import functools
+import re
+import string
 from pathlib import Path
+
+from autograder.engine import messages
 
 TEMPLATES = Path(__file__).resolve().parent / "templates"
 
@@ -19,6 +25,8 @@ REPORT_CATALOG = {
         "nav.students": "Students",
         "summary.title": "The class at a glance",
         "summary.submissions": "Submissions", "summary.graded": "Graded", "summary.mean": "Mean",
+        "summary.nothing": "Nothing to grade / not graded",
+        "summary.covers": "Mean, median, full marks and the charts cover the {count} graded submissions; the {left} with nothing to grade or not graded are left out.",
         "summary.median": "Median", "summary.full_marks": "Full marks",
         "summary.histogram": "Total scores",
         "summary.not_graded": "{count} submissions have no score or nothing to grade:",
@@ -50,6 +58,9 @@ REPORT_CATALOG = {
         "sim.pair": "{a} ↔ {b}: {sim_a:.0%} of {a}'s code is in {b}, {sim_b:.0%} of {b}'s in {a} ({tokens} tokens match)",
         "sim.more": "{count} more pairs above the threshold are not shown.",
         "sim.unavailable": "Similarity not computed: {reason}",
+        "sim.clusters": "Groups: students linked by pairs at or above the threshold, the largest first ({count} groups). Many pairs inside one group are one lead, not many.",
+        "sim.cluster": "{size} students, {pairs} pairs, up to {top:.0%}",
+        "sim.listed": "The {shown} pairs with the most matching code:",
         "rt.title": "Runtime", "rt.slowest": "Slowest submissions", "rt.seconds": "seconds",
         "rt.total": "grading took {total:.1f} s in all, {mean:.2f} s per submission on average",
         "rt.no_times": "The results carry no grading times (graded before duration_s was recorded).",
@@ -61,7 +72,10 @@ REPORT_CATALOG = {
         "fb.score": "{score:g} / {max:g}", "fb.output": "What the code printed",
         "fb.seed": "hidden-check seed {seed}", "fb.sandbox": "sandbox: {layers}",
         "fb.all_passed": "every check passed",
-        "col.step": "step", "col.score": "score", "col.count": "count",
+        "fb.pictures": "Attention weights of a failing check: the student's next to the expected ones",
+        "col.step": "step", "col.score": "score", "col.count": "count", "col.reason": "reason",
+        "col.checks": "checks", "col.message": "message",
+        "vis.public": "public", "vis.hidden": "hidden",
     },
     "ko": {
         "title": "학급 보고서: {assignment}",
@@ -71,6 +85,8 @@ REPORT_CATALOG = {
         "nav.students": "학생",
         "summary.title": "학급 전체 한눈에 보기",
         "summary.submissions": "제출물", "summary.graded": "채점됨", "summary.mean": "평균",
+        "summary.nothing": "채점할 내용 없음 / 채점 안 됨",
+        "summary.covers": "평균, 중앙값, 만점 수와 그래프는 채점된 제출물 {count}개를 대상으로 하며, 채점할 내용이 없거나 채점되지 않은 {left}개는 제외했습니다.",
         "summary.median": "중앙값", "summary.full_marks": "만점",
         "summary.histogram": "총점 분포",
         "summary.not_graded": "점수가 없거나 채점할 내용이 없는 제출물 {count}개:",
@@ -102,6 +118,9 @@ REPORT_CATALOG = {
         "sim.pair": "{a} ↔ {b}: {a}의 코드 중 {sim_a:.0%}가 {b}에, {b}의 코드 중 {sim_b:.0%}가 {a}에 있습니다 (일치 토큰 {tokens}개)",
         "sim.more": "기준을 넘는 쌍 {count}개는 표시하지 않았습니다.",
         "sim.unavailable": "유사도를 계산하지 않았습니다: {reason}",
+        "sim.clusters": "묶음: 기준 이상인 쌍으로 서로 이어진 학생들입니다. 큰 묶음부터 보여 줍니다 (묶음 {count}개). 한 묶음 안의 여러 쌍은 여러 단서가 아니라 하나의 단서입니다.",
+        "sim.cluster": "학생 {size}명, 쌍 {pairs}개, 최고 {top:.0%}",
+        "sim.listed": "일치하는 코드가 가장 많은 쌍 {shown}개:",
         "rt.title": "실행 시간", "rt.slowest": "가장 오래 걸린 제출물", "rt.seconds": "초",
         "rt.total": "채점에 모두 {total:.1f}초, 제출물당 평균 {mean:.2f}초가 걸렸습니다",
         "rt.no_times": "결과에 채점 시간이 없습니다 (duration_s 기록 이전에 채점됨).",
@@ -113,7 +132,10 @@ REPORT_CATALOG = {
         "fb.score": "{score:g} / {max:g}", "fb.output": "코드가 출력한 내용",
         "fb.seed": "비공개 검사 시드 {seed}", "fb.sandbox": "샌드박스: {layers}",
         "fb.all_passed": "모든 검사 통과",
-        "col.step": "단계", "col.score": "점수", "col.count": "수",
+        "fb.pictures": "실패한 검사의 어텐션 가중치: 학생의 결과(왼쪽)와 기대한 결과(오른쪽)",
+        "col.step": "단계", "col.score": "점수", "col.count": "수", "col.reason": "사유",
+        "col.checks": "검사", "col.message": "메시지",
+        "vis.public": "공개", "vis.hidden": "비공개",
     },
 }
 
@@ -135,9 +157,127 @@ def render(data: dict, lang: str = "en", sources: list = ()) -> str:
     env = Environment(loader=FileSystemLoader(str(TEMPLATES)), autoescape=select_autoescape(["j2", "html"]),
                       undefined=StrictUndefined, trim_blocks=True, lstrip_blocks=True)
     env.filters["anchor"] = anchor
+    env.filters["num"] = num
+    env.filters["embed"] = embed
+    env.filters["breakable"] = breakable
     assignment = next((s["result"]["assignment"] for s in data["students"] if s["result"]), "")
+    # Titles come from grading.yml (English); an assignment's catalogs may translate them, by id.
+    assignment_id = (data.get("assignment") or {}).get("id")
+    if assignment_id:
+        assignment = relocalise(assignment, f"assignment_title.{assignment_id}", lang, whole=True)
     return env.get_template("report.html.j2").render(
-        data=data, t=translator(lang), lang=lang, assignment=assignment, sources=[str(s) for s in sources])
+        data=data, t=translator(lang), lang=lang, assignment=assignment, sources=[str(s) for s in sources],
+        tick_every=tick_every,
+        said=lambda text, message_id: relocalise(text, message_id, lang),
+        step_title=lambda step_id, title: relocalise(title, f"step_title.{assignment_id}.{step_id}", lang, whole=True)
+        if assignment_id else title)
+
+
+def tick_every(bins: int) -> int:
+    """Label every how-many-th bin edge of a histogram: evenly spaced (a divisor of `bins`), at
+    most 6 intervals (10 bins over 0..100: 0, 20, ..., 100)."""
+    return next((every for every in range(1, bins + 1) if bins % every == 0 and bins // every <= 6), 1)
+
+
+def num(value) -> str:
+    """A score or count as the report shows it: at most 2 decimals, no trailing zeros."""
+    return "–" if value is None else f"{round(float(value), 2):g}"
+
+
+def embed(path: str) -> str:
+    """A PNG as a data: URL, so the report stays one file that opens anywhere."""
+    return "data:image/png;base64," + base64.b64encode(Path(path).read_bytes()).decode("ascii")
+
+
+def breakable(text: str):
+    """An id that may wrap after its underscores (a narrow table column), escaped."""
+    from markupsafe import Markup, escape
+
+    return Markup(str(escape(text)).replace("_", "_<wbr>"))
+
+
+def relocalise(text: str, message_id: str, lang: str, whole: bool = False) -> str:
+    """`text`, a message rendered from `message_id` in whichever language grading spoke, in
+    `lang`: its parameters are read back from the text with the template it was rendered from
+    (English or Korean, the first that matches it) and put into `lang`'s template of the same id;
+    a parameter that is itself a rendered message (an evidence, a tolerance) is put into `lang`
+    the same way. `text` as it is where the id is unknown or the text matches no template (a
+    result written with other catalogs). `whole`: `text` is the id's English text, put whole
+    into `lang` (a title of grading.yml)."""
+    if whole:  # only where the catalog's English is `text` (grading.yml's title may have been edited)
+        try:
+            return messages.template(message_id, lang) if messages.template(message_id, "en") == text else text
+        except KeyError:
+            return text
+    found = _relocalised(text, message_id, lang, 2)
+    return text if found is None else found
+
+
+def _relocalised(text: str, message_id: str, lang: str, depth: int):
+    """relocalise's work: None where `text` is no rendering of `message_id`."""
+    try:
+        target = messages.template(message_id, lang)
+    except KeyError:
+        return None
+    for source_lang in dict.fromkeys((lang, *messages.LANGUAGES)):
+        fields, pattern = _reader(messages.template(message_id, source_lang))
+        found = pattern.fullmatch(text)
+        if found is None:
+            continue
+        params = {name: _nested(found.group(key), lang, depth - 1) for key, name in fields.items()}
+        try:
+            return _unformatted(target).format(**params)
+        except (KeyError, IndexError, ValueError):
+            return None
+    return None
+
+
+@functools.lru_cache(maxsize=8192)
+def _nested(value: str, lang: str, depth: int) -> str:
+    """A parameter's value in `lang` where it is a rendered message of any id, else as it is."""
+    if depth <= 0 or " " not in value:
+        return value
+    for message_id in _sentence_ids():
+        found = _relocalised(value, message_id, lang, depth)
+        if found is not None:
+            return found
+    return value
+
+
+@functools.lru_cache(maxsize=1)
+def _sentence_ids() -> tuple:
+    """The ids whose English text has words of its own (at least 6 characters outside its
+    placeholders, so that it cannot match any text), the most specific first."""
+    def literal(template):
+        return sum(len(part) for part, *_ in string.Formatter().parse(template))
+    english = messages.catalog("en")
+    return tuple(sorted((i for i, text in english.items() if literal(text) >= 6), key=lambda i: -literal(english[i])))
+
+
+def _reader(template: str):
+    """({group: placeholder name}, a regex matching what `template` renders to)."""
+    fields, parts = {}, []
+    for literal, name, _, _ in string.Formatter().parse(template):
+        parts.append(re.escape(literal))
+        if name is None:
+            continue
+        key = "p" + "".join(c if c.isalnum() else "_" for c in name)
+        if key in fields:
+            parts.append(f"(?P={key})")
+        else:
+            fields[key] = name
+            parts.append(f"(?P<{key}>.*?)")
+    return fields, re.compile("".join(parts), re.S)
+
+
+def _unformatted(template: str) -> str:
+    """`template` without its format specs and conversions: the values read back are text."""
+    out = []
+    for literal, name, _, _ in string.Formatter().parse(template):
+        out.append(literal.replace("{", "{{").replace("}", "}}"))
+        if name is not None:
+            out.append("{" + name + "}")
+    return "".join(out)
 
 
 def anchor(submission_id: str) -> str:
