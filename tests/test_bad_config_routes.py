@@ -1,5 +1,5 @@
 """A malformed grading.yml, met by every route: one message naming the file and the line, exit
-code 2 (pytest: a usage error), no traceback, nothing started or written before."""
+code 2 (pytest too), no traceback, nothing started or written before."""
 import shutil
 import subprocess
 import sys
@@ -11,10 +11,14 @@ from autograder.engine import config as grading_config
 from conftest import KIT, SOLUTIONS
 
 TYPO = "torch.nn.utils.rnn.pad_sequense"  # pad_sequence, misspelt: it would forbid nothing
-FAULTS = {  # name: (what replaces pad_sequence's line in the kit's grading.yml, a word the message has)
+FAULTS = {  # name: (what replaces a line of the kit's grading.yml (REPLACED's, else padding's points), a word the message has)
     "forbidden_typo": (f"        forbidden: [{TYPO}]", TYPO),
     "points_text": ("        points: ten", "number"),
+    "unknown_key": ("        pointz: 10", "pointz"),  # the schema: additionalProperties
+    "unknown_step": ("      - id: paddin", "paddin"),  # no checks module of that name
 }
+REPLACED = {"forbidden_typo": "        forbidden: [torch.nn.utils.rnn.pad_sequence]",
+            "unknown_key": "        forbidden: [torch.nn.utils.rnn.pad_sequence]", "unknown_step": "      - id: padding"}
 
 
 def fault_line(text, fault):
@@ -24,14 +28,14 @@ def fault_line(text, fault):
 @pytest.fixture(scope="module", params=sorted(FAULTS))
 def bad_kit(request, tmp_path_factory):
     """A copy of the kit whose grading.yml has one fault: a forbidden torch name that does not
-    exist, or points given as text."""
+    exist, points given as text, an unknown key or an unknown step."""
     root = tmp_path_factory.mktemp("kit") / "kit"
     ignore = shutil.ignore_patterns("__pycache__", "*.pyc")
     for top in ("autograder", "assignments", "solutions"):
         shutil.copytree(KIT / top, root / top, ignore=ignore)
     shutil.copyfile(KIT / "pyproject.toml", root / "pyproject.toml")
     text = (KIT / "grading.yml").read_text()
-    old = "        forbidden: [torch.nn.utils.rnn.pad_sequence]" if request.param == "forbidden_typo" else "        points: 10"
+    old = REPLACED.get(request.param, "        points: 10")
     assert old in text
     (root / "grading.yml").write_text(text.replace(old, FAULTS[request.param][0], 1))
     return request.param, root
@@ -58,8 +62,7 @@ def test_every_command_reports_a_bad_grading_yml_with_file_and_line(bad_kit, com
                                text=True, timeout=300)
     output = completed.stdout + completed.stderr
     line = fault_line((bad_kit / "grading.yml").read_text(), fault)
-    expected = 4 if command == "pytest" else 2  # pytest's own code for a usage error
-    assert completed.returncode == expected, output
+    assert completed.returncode == 2, output  # every command, pytest too
     assert f"{bad_kit / 'grading.yml'}, line {line}:" in output and FAULTS[fault][1] in output, output
     assert "Traceback" not in output and "INTERNALERROR" not in output, output
     assert list((bad_kit / "out").iterdir()) == [], "nothing may be written"

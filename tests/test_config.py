@@ -108,3 +108,171 @@ def test_a_malformed_config_starts_no_worker_server(tmp_path, monkeypatch):
     with pytest.raises(SystemExit):  # the planted server start: reached only once the file is valid
         cli.main(["grade", str(KIT / "solutions"), "--config", str(good)])
     assert started
+
+
+# --- the schema (autograder/engine/grading.schema.json): every level, with the line of the fault ---
+
+COURSE = """\
+defaults:
+  timeout: 5
+  tolerance:
+    float32: {rtol: 0.01, atol: 0.001}
+assignments:
+  - id: mha
+    title: Attention
+    steps:
+      - id: padding
+        title: Padding
+        points: 10
+        weights: {values: 5}
+      - id: cuda
+        title: Cuda
+        points: 5
+        options: {mode: real}
+        forbidden: [torch.nn.MultiheadAttention]
+  - id: kv_cache
+    title: Cache
+    steps:
+      - id: kv_cache
+        title: The cache
+        points: 20
+"""
+STEP0, STEP1 = "assignments[0].steps[0]", "assignments[0].steps[1]"
+
+
+def test_the_course_text_is_valid():
+    graded = parse_course(COURSE)
+    assert [a.id for a in graded] == ["mha", "kv_cache"]
+    assert graded[0].step("cuda").options == {"mode": "real"}
+    assert graded[0].step("cuda").forbidden == ("torch.nn.MultiheadAttention",)
+
+
+def parse_course(text):
+    return grading_config.parse_all(text)
+
+
+SCHEMA_FAULTS = {  # name: (old, new, line, the key named, words of what is wrong)
+    # an unknown key, at each level
+    "unknown_top": ("defaults:\n", "colour: red\ndefaults:\n", 1, "colour", ["not a known key", "known: assignments, defaults"]),
+    "unknown_defaults": ("  timeout: 5", "  timeut: 5", 2, "defaults.timeut", ["not a known key", "did you mean `timeout`"]),
+    "unknown_dtype": ("float32:", "float16:", 4, "defaults.tolerance.float16", ["not a known key", "float32, float64"]),
+    "unknown_in_tolerance": ("atol: 0.001}", "atol: 0.001, btol: 1}", 4, "defaults.tolerance.float32.btol",
+                             ["not a known key", "known: atol, rtol"]),
+    "unknown_assignment_key": ("    title: Attention\n", "    title: Attention\n    points: 100\n", 8, "assignments[0].points",
+                               ["not a known key", "known: id, steps, title"]),
+    "unknown_step_key": ("        points: 10\n", "        points: 10\n        wieghts: {}\n", 12, f"{STEP0}.wieghts",
+                         ["not a known key", "did you mean `weights`"]),
+    "misspelt_points": ("        points: 10\n", "        pointz: 10\n", 11, f"{STEP0}.pointz",
+                        ["not a known key", "did you mean `points`"]),  # not: `points` is missing
+    "unknown_check": ("{values: 5}", "{valuez: 5}", 12, f"{STEP0}.weights.valuez", ["not a known key", "did you mean `values`"]),
+    "unknown_option": ("{mode: real}", "{mood: real}", 16, f"{STEP1}.options.mood", ["not a known key", "known: mode"]),
+    # a wrong type
+    "title_list": ("    title: Attention", "    title: [Attention]", 7, "assignments[0].title", ["must be a text", "list"]),
+    "timeout_text": ("  timeout: 5", "  timeout: soon", 2, "defaults.timeout", ["must be a number > 0", "'soon'"]),
+    "weights_list": ("{values: 5}", "[values]", 12, f"{STEP0}.weights", ["must be a mapping"]),
+    "forbidden_text": ("[torch.nn.MultiheadAttention]", "torch.nn.MultiheadAttention", 17, f"{STEP1}.forbidden",
+                       ["must be a list"]),
+    "forbidden_not_torch": ("[torch.nn.MultiheadAttention]", "[nn.MultiheadAttention]", 17, f"{STEP1}.forbidden[0]",
+                            ["dotted torch name"]),
+    "points_bool": ("points: 20", "points: yes", 23, "assignments[1].steps[0].points", ["must be a number >= 0", "bool True"]),
+    "steps_mapping": ("      - id: kv_cache\n        title: The cache\n        points: 20\n",
+                      "      kv_cache: {title: The cache, points: 20}\n", 20, "assignments[1].steps", ["must be a list"]),
+    # a missing required key
+    "no_title": ("    title: Attention\n", "", 6, "assignments[0]", ["missing the required key `title`"]),
+    "no_points": ("        points: 5\n", "", 13, STEP1, ["missing the required key `points`"]),
+    "no_atol": ("{rtol: 0.01, atol: 0.001}", "{rtol: 0.01}", 4, "defaults.tolerance.float32", ["missing the required key `atol`"]),
+    # a negative number
+    "points_negative": ("points: 20", "points: -20", 23, "assignments[1].steps[0].points", ["must be >= 0, got -20"]),
+    "rtol_negative": ("rtol: 0.01", "rtol: -0.01", 4, "defaults.tolerance.float32.rtol", ["must be >= 0"]),
+    "timeout_zero": ("  timeout: 5", "  timeout: 0", 2, "defaults.timeout", ["must be > 0, got 0"]),
+    "weight_negative": ("{values: 5}", "{values: -5}", 12, f"{STEP0}.weights.values", ["must be >= 0"]),
+    # a value outside its enum (the step's OPTIONS)
+    "cuda_mode": ("{mode: real}", "{mode: gpu}", 16, f"{STEP1}.options.mode",
+                  ["must be one of auto, real, simulated, off", "'gpu'"]),
+    "cuda_mode_number": ("{mode: real}", "{mode: 3}", 16, f"{STEP1}.options.mode", ["must be one of", "3"]),
+}
+
+
+@pytest.mark.parametrize("fault", sorted(SCHEMA_FAULTS))
+def test_the_schema_names_the_key_its_line_and_what_is_wrong(fault):
+    old, new, line, key, words = SCHEMA_FAULTS[fault]
+    assert old in COURSE
+    with pytest.raises(grading_config.ConfigError) as error:
+        parse_course(COURSE.replace(old, new, 1))
+    message = str(error.value)
+    assert message.startswith(f"grading.yml, line {line}: `{key}` "), message
+    for word in words:
+        assert word in message, message
+
+
+@pytest.mark.parametrize("text,words", [
+    ("defaults: {timeout: 1}\n", ["`the file` is missing the required key `assignments`"]),
+    ("id: mha\nassignment: T\nsteps: [{id: padding, title: P, points: 1}]\ntitle: U\n",
+     ["line 4: `title` is not a known key", "known: assignment, defaults, id, steps"]),
+    ("id: mha\nsteps: [{id: padding, title: P, points: 1}]\n", ["`the file` is missing the required key `assignment`"]),
+    ("- mha\n", ["`the file` must be a mapping"]),
+])
+def test_the_schema_checks_both_forms_of_the_file(text, words):
+    with pytest.raises(grading_config.ConfigError) as error:
+        grading_config.parse(text)
+    for word in words:
+        assert word in str(error.value), str(error.value)
+
+
+def test_the_shallow_precheck_uses_the_schema_too(tmp_path):
+    bad = tmp_path / "grading.yml"
+    bad.write_text(COURSE.replace("points: 20", "points: -20"))
+    with pytest.raises(grading_config.ConfigError, match=r"line 23: `assignments\[1\]\.steps\[0\]\.points` must be >= 0"):
+        grading_config.precheck(bad)
+
+
+def test_the_schema_is_for_editors_too():
+    """A Draft 2020-12 schema with an $id, and a description for every key an editor completes."""
+    from jsonschema import Draft202012Validator
+    schema = grading_config.schema()
+    Draft202012Validator.check_schema(schema)
+    assert schema["$schema"] == "https://json-schema.org/draft/2020-12/schema" and schema["$id"]
+
+    def described(sub):
+        return sub.get("description") or schema["$defs"][sub["$ref"].split("/")[-1]].get("description")
+
+    undescribed = [f"{name}.{key}" for name, definition in schema["$defs"].items()
+                   for key, sub in definition.get("properties", {}).items() if not described(sub)]
+    undescribed += [name for name, definition in schema["$defs"].items() if not definition.get("description")]
+    assert not undescribed
+    import yaml
+    assert not list(Draft202012Validator(schema).iter_errors(yaml.safe_load((KIT / "grading.yml").read_text())))
+
+
+def test_what_is_accepted_is_the_schema_files_decision(tmp_path, monkeypatch):
+    """Validation is declared, not hand-written: a schema that allows any key in a step lets a
+    misspelt key through."""
+    import json
+    schema = grading_config.schema()
+    del schema["$defs"]["step"]["additionalProperties"]
+    planted = tmp_path / "grading.schema.json"
+    planted.write_text(json.dumps(schema))
+    text = GOOD.replace("    title: Padding\n", "    title: Padding\n    pointz: 3\n")
+    with pytest.raises(grading_config.ConfigError, match="pointz"):
+        parse(text)
+    monkeypatch.setattr(grading_config, "SCHEMA_PATH", planted)
+    grading_config._schema_validator.cache_clear()
+    try:
+        assert parse(text).step("padding").points == 10
+    finally:
+        monkeypatch.undo()
+        grading_config._schema_validator.cache_clear()
+
+
+def test_the_precheck_leaves_out_jsonschemas_slow_optional_format_checker():
+    """rfc3987-syntax (installed with Jupyter) builds a parser for seconds when jsonschema imports
+    it; grading.yml's schema uses no format, so precheck does not load it, and it still imports."""
+    import importlib.util
+    import subprocess
+    import sys
+    if importlib.util.find_spec("rfc3987_syntax") is None:
+        pytest.skip("rfc3987-syntax is not installed here")
+    code = ("import sys\nfrom autograder.engine import config\nconfig.precheck()\n"
+            "print('loaded:', 'rfc3987_syntax' in sys.modules)\nimport rfc3987_syntax\nprint('imports')\n")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=KIT).stdout
+    assert "loaded: False" in out and "imports" in out, out

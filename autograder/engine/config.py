@@ -1,11 +1,19 @@
 """grading.yml -> the Assignments it grades, validated, with errors that name the key and the line.
 
+Validation is declared: grading.schema.json (JSON Schema, Draft 2020-12, also for editors) says
+the keys, types and numbers, and jsonschema checks them; small functions after it check what a
+schema cannot say (ids of assignments and steps that exist, used once; torch names that import;
+a step's check ids and options, from its checks module).
+
 grading.yml is the single source of grading truth. It lists the assignments (each an `id` naming
 its folder autograder/assignments/<id>/, a title and its steps in order) and, per step, its
 points, title, optional per-check weights, an all-or-nothing switch, tolerances, forbidden calls
 and the per-check time limit. A course with one assignment may write its keys at the top level
 instead of under `assignments:`. See README.md ("grading.yml reference") for every key.
 """
+import difflib
+import functools
+import json
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -16,14 +24,6 @@ from autograder.engine import assignment as assignments
 
 DEFAULT_TIMEOUT = 10.0  # seconds a check may run, unless grading.yml says otherwise
 DEFAULT_TOLERANCE = {"float64": (1e-7, 1e-9), "float32": (1e-4, 1e-5)}
-DTYPE_NAMES = ("float64", "float32")  # the dtypes a tolerance may be given for
-
-TOP_KEYS = {"assignments", "defaults"}
-ASSIGNMENT_KEYS = {"id", "title", "steps"}
-SHORT_FORM_KEYS = {"id", "assignment", "defaults", "steps"}  # one assignment, written at the top level
-DEFAULT_KEYS = {"timeout", "tolerance"}
-STEP_KEYS = {"id", "title", "points", "all_or_nothing", "weights", "timeout", "tolerance", "options",
-             "forbidden"}
 
 
 class ConfigError(Exception):
@@ -136,6 +136,9 @@ def parse(text, path=Path("grading.yml"), assignment: str = None) -> Assignment:
 
 
 def parse_all(text, path=Path("grading.yml"), deep=True) -> list:
+    """Read grading.yml's text: the schema first (grading.schema.json: keys, types, numbers), then
+    what it cannot say (known assignment and step ids, used once; torch names that import; the
+    check ids of `weights` and a step's `options`, read from its checks module when `deep`)."""
     try:
         node = yaml.compose(text, Loader=yaml.SafeLoader)
         data = yaml.safe_load(text)
@@ -145,7 +148,39 @@ def parse_all(text, path=Path("grading.yml"), deep=True) -> list:
         raise ConfigError(f"{path}{line}: not valid YAML: {getattr(error, 'problem', error)}") from None
     lines = {}
     _index_lines(node, (), lines, path)
-    return _Validator(path, lines, deep).assignments(data)
+    where = _Where(path, lines)
+    where.validate(data, _schema_validator())
+    return _Builder(where, deep).assignments(data)
+
+
+SCHEMA_PATH = Path(__file__).with_name("grading.schema.json")
+
+
+def schema() -> dict:
+    """grading.yml's JSON Schema (Draft 2020-12): the file editors can check grading.yml with."""
+    return json.loads(SCHEMA_PATH.read_text(encoding="utf-8"))
+
+
+@functools.lru_cache(maxsize=None)
+def _schema_validator():
+    return _draft_2020_12()(schema())
+
+
+def _draft_2020_12():
+    """jsonschema's Draft 2020-12 validator, imported on first use (this module is imported by every
+    route). jsonschema's import loads every optional format checker it finds; one of them,
+    rfc3987-syntax (Jupyter installs it), builds a parser for seconds each time. grading.yml's
+    schema uses no `format`, so when this is jsonschema's first import that checker is left out:
+    one more second or two on every command is not worth an IRI check nobody asks for."""
+    import sys
+    if "jsonschema" not in sys.modules and "rfc3987_syntax" not in sys.modules:
+        sys.modules["rfc3987_syntax"] = None  # jsonschema skips a format whose module fails to import
+        try:
+            import jsonschema  # noqa: F401
+        finally:
+            del sys.modules["rfc3987_syntax"]  # importing it later, for itself, still works
+    from jsonschema import Draft202012Validator
+    return Draft202012Validator
 
 
 def _index_lines(node, key_path, lines, path):
@@ -173,9 +208,90 @@ def _dotted(key_path):
     return text
 
 
-class _Validator:
-    def __init__(self, path, lines, deep=True):
-        self.path, self.lines, self.deep = path, lines, deep
+TYPE_WORDS = {"object": "a mapping (key: value lines)", "array": "a list", "number": "a number",
+              "integer": "a whole number", "string": "a text", "boolean": "true or false"}
+
+
+class _Where:
+    """Errors that name grading.yml's file, the line of a key path and the key."""
+
+    def __init__(self, path, lines):
+        self.path, self.lines = path, lines
+
+    def line(self, key_path):
+        for n in range(len(key_path), -1, -1):
+            line = self.lines.get(tuple(key_path[:n]))
+            if line:
+                return line
+        return None
+
+    def error(self, key_path, problem):
+        line = self.line(key_path)
+        where = f", line {line}" if line else ""
+        name = _dotted(key_path) or "the file"
+        return ConfigError(f"{self.path}{where}: `{name}` {problem}")
+
+    def validate(self, value, validator, key_path=()):
+        """Raise the first (by line; the deepest on a line) of the schema's errors about `value`, which
+        is at `key_path`. A missing key comes last: a misspelt key (`pointz`) is the clearer message."""
+        found = []
+        for error in validator.iter_errors(value):
+            at, problem = _explain(error)
+            at = tuple(key_path) + at
+            found.append((error.validator == "required", self.line(at) or 0, -len(at), len(found), at, problem))
+        if found:
+            *_, at, problem = min(found)
+            raise self.error(at, problem)
+
+
+def _explain(error) -> tuple:
+    """(the key path to name, what is wrong) for one jsonschema error, in grading.yml's words."""
+    at, kind, expected, value = tuple(error.absolute_path), error.validator, error.validator_value, error.instance
+    if kind == "additionalProperties":
+        known = sorted(error.schema.get("properties", {}))
+        unknown = [key for key in value if key not in known]
+        return at + (unknown[0],), f"is not a known key ({_did_you_mean(unknown[0], known)})"
+    if kind == "required":
+        missing = next(key for key in expected if key not in value)
+        return at, f"is missing the required key `{missing}`"
+    if kind == "type":
+        wanted = [expected] if isinstance(expected, str) else [t for t in expected if t != "null"]
+        words = TYPE_WORDS.get(wanted[0], wanted[0])
+        bound = _bound(error.schema)
+        return at, f"must be {words}{' ' + bound if bound and wanted[0] == 'number' else ''}, got {_kind(value)}"
+    if kind in ("minimum", "exclusiveMinimum"):
+        return at, f"must be {_bound(error.schema)}, got {value}"
+    if kind == "minItems":
+        return at, f"must be a non-empty list{' of ' + str(at[-1]) if at else ''}, got {_kind(value)}"
+    if kind == "enum":
+        return at, f"must be one of {', '.join(map(str, expected))}, got {value!r}"
+    if kind == "pattern":  # the schema's description of the value says what it must be
+        description = error.schema.get("description", f"text matching {expected}").rstrip(".")
+        return at, f"must be {description[0].lower()}{description[1:]}, got {_kind(value)}"
+    return at, error.message
+
+
+def _bound(schema):
+    if "exclusiveMinimum" in schema:
+        return f"> {schema['exclusiveMinimum']}"
+    if "minimum" in schema:
+        return f">= {schema['minimum']}"
+    return ""
+
+
+def _did_you_mean(word, known) -> str:
+    """'did you mean `x`? known: ...' for a misspelt name, 'known: ...' for another."""
+    close = difflib.get_close_matches(str(word), [str(k) for k in known], n=1)
+    suggestion = f"did you mean `{close[0]}`? " if close else ""
+    return f"{suggestion}known: {', '.join(map(str, known)) or 'none'}"
+
+
+class _Builder:
+    """The Assignments of a grading.yml that the schema accepted, with the checks it cannot make."""
+
+    def __init__(self, where, deep=True):
+        self.where, self.deep = where, deep
+        self.error = where.error
 
     def dtype(self, name):
         """The torch dtype called `name` (the name itself in a shallow check: no torch)."""
@@ -184,144 +300,90 @@ class _Validator:
         import torch
         return getattr(torch, name)
 
-    def error(self, key_path, problem):
-        line = None
-        for n in range(len(key_path), -1, -1):
-            line = self.lines.get(tuple(key_path[:n]))
-            if line:
-                break
-        where = f", line {line}" if line else ""
-        name = _dotted(key_path) or "the file"
-        return ConfigError(f"{self.path}{where}: `{name}` {problem}")
-
-    def mapping(self, value, key_path, allowed, required=()):
-        if not isinstance(value, dict):
-            raise self.error(key_path, f"must be a mapping (key: value lines), got {_kind(value)}")
-        for key in value:
-            if key not in allowed:
-                raise self.error(key_path + (key,), f"is not a known key (known: {', '.join(sorted(allowed))})")
-        for key in required:
-            if key not in value:
-                raise self.error(key_path, f"is missing the required key `{key}`")
-        return value
-
-    def number(self, value, key_path, positive=False):
-        if isinstance(value, bool) or not isinstance(value, (int, float)):
-            raise self.error(key_path, f"must be a number, got {_kind(value)}")
-        if value < 0 or (positive and value == 0):
-            raise self.error(key_path, f"must be {'> 0' if positive else '>= 0'}, got {value}")
-        return float(value)
-
-    def text(self, value, key_path):
-        if not isinstance(value, str) or not value.strip():
-            raise self.error(key_path, f"must be a non-empty text, got {_kind(value)}")
-        return value
-
-    def tolerance(self, value, key_path, base):
+    def tolerance(self, value, base):
         tolerance = dict(base)
-        for name, pair in self.mapping(value, key_path, set(DTYPE_NAMES)).items():
-            pair_path = key_path + (name,)
-            self.mapping(pair, pair_path, {"rtol", "atol"}, required=("rtol", "atol"))
-            tolerance[self.dtype(name)] = (self.number(pair["rtol"], pair_path + ("rtol",)),
-                                       self.number(pair["atol"], pair_path + ("atol",)))
+        for name, pair in (value or {}).items():
+            tolerance[self.dtype(name)] = (float(pair["rtol"]), float(pair["atol"]))
         return tolerance
 
-    def assignments(self, data):
-        if isinstance(data, dict) and "assignments" not in data and "steps" in data:  # the short form
-            top = self.mapping(data, (), SHORT_FORM_KEYS, required=("id", "assignment", "steps"))
-            timeout, tolerance = self.defaults(top.get("defaults"))
-            return [self.assignment({"id": top["id"], "title": top["assignment"], "steps": top["steps"]},
-                                    (), timeout, tolerance, title_key="assignment")]
-        top = self.mapping(data, (), TOP_KEYS, required=("assignments",))
-        timeout, tolerance = self.defaults(top.get("defaults"))
-        entries = top["assignments"]
-        if not isinstance(entries, list) or not entries:
-            raise self.error(("assignments",), f"must be a non-empty list of assignments, got {_kind(entries)}")
-        graded, seen = [], set()
+    def unique(self, entries, key_path, what):
+        """Each entry's id is used once."""
+        seen = set()
         for i, entry in enumerate(entries):
-            graded.append(self.assignment(entry, ("assignments", i), timeout, tolerance))
-            if graded[-1].id in seen:
-                raise self.error(("assignments", i, "id"), f"repeats the assignment id `{graded[-1].id}`")
-            seen.add(graded[-1].id)
-        return graded
+            if entry["id"] in seen:
+                raise self.error(key_path + (i, "id"), f"repeats the {what} id `{entry['id']}`")
+            seen.add(entry["id"])
 
-    def defaults(self, value):
-        defaults = self.mapping(value or {}, ("defaults",), DEFAULT_KEYS)
-        timeout = DEFAULT_TIMEOUT
-        if "timeout" in defaults:
-            timeout = self.number(defaults["timeout"], ("defaults", "timeout"), positive=True)
-        tolerance = {self.dtype(name): pair for name, pair in DEFAULT_TOLERANCE.items()}
-        if "tolerance" in defaults:
-            tolerance = self.tolerance(defaults["tolerance"], ("defaults", "tolerance"), tolerance)
-        return timeout, tolerance
+    def assignments(self, data):
+        defaults = data.get("defaults") or {}
+        timeout = float(defaults.get("timeout", DEFAULT_TIMEOUT))
+        tolerance = self.tolerance(defaults.get("tolerance"),
+                                   {self.dtype(name): pair for name, pair in DEFAULT_TOLERANCE.items()})
+        if "assignments" not in data:  # the short form (the schema's `if`)
+            entry = {"id": data["id"], "title": data["assignment"], "steps": data["steps"]}
+            return [self.assignment(entry, (), timeout, tolerance, title_key="assignment")]
+        self.unique(data["assignments"], ("assignments",), "assignment")
+        return [self.assignment(entry, ("assignments", i), timeout, tolerance)
+                for i, entry in enumerate(data["assignments"])]
 
     def assignment(self, entry, key_path, timeout, tolerance, title_key="title"):
-        if title_key == "title":
-            entry = self.mapping(entry, key_path, ASSIGNMENT_KEYS, required=("id", "title", "steps"))
-        assignment_id = self.text(entry["id"], key_path + ("id",))
+        assignment_id = entry["id"]
         known = assignments.known()
         if assignment_id not in known:
             raise self.error(key_path + ("id",), f"names no known assignment `{assignment_id}` "
-                             f"(known: {', '.join(known)}; each is a folder in autograder/assignments/)")
-        title = self.text(entry["title"], key_path + (title_key,))
+                             f"({_did_you_mean(assignment_id, known)}; each is a folder in autograder/assignments/)")
         modules = assignments.step_modules(assignment_id) if self.deep \
             else dict.fromkeys(assignments.step_ids(assignment_id))
-        steps_value = entry["steps"]
-        if not isinstance(steps_value, list) or not steps_value:
-            raise self.error(key_path + ("steps",), f"must be a non-empty list of steps, got {_kind(steps_value)}")
-        steps, seen = [], set()
-        for i, step_entry in enumerate(steps_value):
-            step_id = step_entry.get("id") if isinstance(step_entry, dict) else None
-            if step_id in seen:
-                raise self.error(key_path + ("steps", i, "id"), f"repeats the step id `{step_id}`")
-            seen.add(step_id)
-            steps.append(self.step(step_entry, key_path + ("steps", i), timeout, tolerance, modules))
-        return Assignment(id=assignment_id, title=title, steps=steps, path=self.path)
+        self.unique(entry["steps"], key_path + ("steps",), "step")
+        steps = [self.step(step, key_path + ("steps", i), timeout, tolerance, modules)
+                 for i, step in enumerate(entry["steps"])]
+        return Assignment(id=assignment_id, title=entry["title"], steps=steps, path=self.where.path)
 
     def step(self, entry, key_path, timeout, tolerance, modules):
-        entry = self.mapping(entry, key_path, STEP_KEYS, required=("id", "title", "points"))
-        step_id = self.text(entry["id"], key_path + ("id",))
-        module = modules.get(step_id)
+        step_id = entry["id"]
         if step_id not in modules:
-            raise self.error(key_path + ("id",), f"names no known step `{step_id}` "
-                             f"(known: {', '.join(sorted(modules))})")
-        step = StepConfig(id=step_id, title=self.text(entry["title"], key_path + ("title",)),
-                          points=self.number(entry["points"], key_path + ("points",)),
-                          timeout=timeout, tolerance=dict(tolerance))
-        if "all_or_nothing" in entry:
-            if not isinstance(entry["all_or_nothing"], bool):
-                raise self.error(key_path + ("all_or_nothing",), f"must be true or false, got {_kind(entry['all_or_nothing'])}")
-            step.all_or_nothing = entry["all_or_nothing"]
-        if "timeout" in entry:
-            step.timeout = self.number(entry["timeout"], key_path + ("timeout",), positive=True)
-        if "forbidden" in entry:
-            names = entry["forbidden"]
-            if not isinstance(names, list) or not all(isinstance(n, str) and n.startswith("torch.") for n in names):
-                raise self.error(key_path + ("forbidden",), f"must be a list of dotted torch names "
-                                 f"(e.g. torch.nn.functional.scaled_dot_product_attention), got {_kind(names)}")
-            for i, name in enumerate(names if self.deep else ()):  # resolving imports torch
-                if not _resolves(name):
-                    raise self.error(key_path + ("forbidden", i), f"names `{name}`, which is not a torch function "
-                                     "or class (a typo? the name must import, e.g. torch.nn.functional.softmax)")
-            step.forbidden = tuple(names)
-        if "tolerance" in entry:
-            step.tolerance = self.tolerance(entry["tolerance"], key_path + ("tolerance",), tolerance)
+            raise self.error(key_path + ("id",),
+                             f"names no known step `{step_id}` ({_did_you_mean(step_id, sorted(modules))})")
+        step = StepConfig(id=step_id, title=entry["title"], points=float(entry["points"]),
+                          all_or_nothing=entry.get("all_or_nothing", False),
+                          timeout=float(entry.get("timeout", timeout)),
+                          tolerance=self.tolerance(entry.get("tolerance"), tolerance),
+                          forbidden=tuple(entry.get("forbidden", ())))
+        for i, name in enumerate(step.forbidden if self.deep else ()):  # resolving imports torch
+            if not _resolves(name):
+                raise self.error(key_path + ("forbidden", i), f"names `{name}`, which is not a torch function "
+                                 "or class (a typo? the name must import, e.g. torch.nn.functional.softmax)")
+        module = modules[step_id]
         if module is None:  # a shallow check: check ids and options are validated later
             return step
-        check_ids = {check.id for check in module.CHECKS}
-        for check_id, weight in self.mapping(entry.get("weights") or {}, key_path + ("weights",), check_ids).items():
-            step.weights[check_id] = self.number(weight, key_path + ("weights", check_id))
-        options_allowed = getattr(module, "OPTIONS", {})
-        options = self.mapping(entry.get("options") or {}, key_path + ("options",), set(options_allowed))
+        weights = entry.get("weights") or {}
+        self.where.validate(weights, _weights_validator(module), key_path + ("weights",))
+        step.weights = {check_id: float(weight) for check_id, weight in weights.items()}
+        allowed = getattr(module, "OPTIONS", {})
+        options = dict(entry.get("options") or {})
         for name, value in options.items():
-            allowed = options_allowed.get(name) if options_allowed else None
-            if value is False and allowed and "off" in allowed:
-                options[name] = value = "off"  # YAML 1.1 reads a bare `off` as false
-            if allowed and value not in allowed:
-                raise self.error(key_path + ("options", name),
-                                 f"must be one of {', '.join(map(str, allowed))}, got {value!r}")
-        step.options = {**{name: values[0] for name, values in options_allowed.items()}, **options}
+            if value is False and "off" in allowed.get(name, ()):
+                options[name] = "off"  # YAML 1.1 reads a bare `off` as false
+        self.where.validate(options, _options_validator(module), key_path + ("options",))
+        step.options = {**{name: values[0] for name, values in allowed.items()}, **options}
         return step
+
+
+@functools.lru_cache(maxsize=None)
+def _weights_validator(module):
+    """The schema of a step's `weights`: its checks module's check ids, each a number >= 0."""
+    weight = schema()["$defs"]["step"]["properties"]["weights"]["additionalProperties"]
+    return _draft_2020_12()({"type": "object", "additionalProperties": False,
+                                 "properties": {check.id: weight for check in module.CHECKS}})
+
+
+@functools.lru_cache(maxsize=None)
+def _options_validator(module):
+    """The schema of a step's `options`: the names its checks module's OPTIONS declares, each one
+    of its values."""
+    allowed = getattr(module, "OPTIONS", {})
+    return _draft_2020_12()({"type": "object", "additionalProperties": False,
+                                 "properties": {name: {"enum": list(values)} for name, values in allowed.items()}})
 
 
 def _resolves(dotted):
