@@ -36,3 +36,74 @@ def test_the_course_freezes_each_steps_points_into_its_check_cell(config):
         cell = cells[f"check-{step.id}"]
         assert f"points={step.points!r}" in "".join(cell["source"])
         assert cell["metadata"]["nbgrader"]["points"] == step.points
+
+
+def test_a_diagnosis_only_hidden_checks_give_stays_out_of_the_cell(submission, config, capsys):
+    from autograder.engine import messages
+    from autograder.engine.runner import grade
+    from planted import PLANTED
+
+    mistake = next(p for p in PLANTED if p.name == "causal_ignores_device")  # caught by a hidden check only
+    path = submission(mistake)
+    said = messages.render("diagnosis.causal_ignores_device")
+    full = grade(path, config, reference=SOLUTIONS, seed=3, steps=["masking"]).step("masking")
+    assert said in [d["message"] for d in full.diagnoses]  # the grader finds it ...
+    check_step("masking", hidden=True, directory=str(path), seed=3)
+    out = capsys.readouterr().out
+    points, max_points = map(float, re.search(r"hidden checks: \d+, ([0-9.]+)/([0-9.]+) points", out).groups())
+    assert points < max_points, out  # ... from a hidden check's failure ...
+    assert said not in out, out  # ... and the cell, which students read, does not describe it
+
+
+def test_a_step_gone_from_grading_yml_scores_zero_and_says_to_regenerate(tmp_path, monkeypatch, capsys):
+    from autograder.engine import config as grading_config
+    from conftest import KIT
+
+    text = (KIT / "grading.yml").read_text()
+    entry = "      - id: embedding\n        title: Token embedding with a padding row\n        points: 5\n"
+    assert entry in text
+    (tmp_path / "grading.yml").write_text(text.replace(entry, ""))
+    monkeypatch.setattr(grading_config, "default_path", lambda: tmp_path / "grading.yml")
+    assert check_step("embedding", directory=str(SOLUTIONS), points=5) == 0.0  # the course's cell, made before
+    out = capsys.readouterr().out
+    assert "no such step any more" in out and "python -m autograder nbgrader" in out, out
+
+
+class FakeKernelShell:
+    kernel = object()  # what Jupyter's and Colab's shells have, a terminal's does not
+
+
+def test_the_pictures_of_failing_public_checks_show_in_the_notebook(submission, config, monkeypatch, capsys,
+                                                                    tmp_path):
+    import IPython
+    import IPython.display
+
+    from autograder.engine.runner import grade
+    from autograder.routes.plots import pictures_for
+
+    mistake = next(m for m in planted_of("masking") if m.id == "mask_inverted_where")
+    path = submission(mistake)
+    every = grade(path, config, reference=SOLUTIONS, seed=3, steps=["masking"], pictures=pictures_for(tmp_path))
+    public = {c.id for c in step_modules("mha")["masking"].CHECKS if c.visibility == "public"}
+    drawn = {p.rsplit("/", 1)[-1] for p in every.step("masking").pictures}
+    expected = {name for name in drawn if name.removeprefix("masking-").removesuffix(".png") in public}
+    assert expected and drawn - expected  # public checks' pictures, and hidden ones' the cell must leave out
+    shown = []
+    monkeypatch.setattr(IPython, "get_ipython", lambda: FakeKernelShell())
+    monkeypatch.setattr(IPython.display, "display", lambda image: shown.append(image))
+    check_step("masking", hidden=True, directory=str(path), seed=3)
+    out = capsys.readouterr().out
+    assert all(isinstance(image, IPython.display.Image) for image in shown)
+    assert all(image.data.startswith(b"\x89PNG\r\n\x1a\n") for image in shown)  # read in when shown
+    assert {image.filename.rsplit("/", 1)[-1] for image in shown} == expected
+    assert "a picture of your attention weights" not in out  # shown, not named
+
+
+def test_outside_a_notebook_the_table_names_the_pictures(submission, capsys):
+    import os
+
+    mistake = next(m for m in planted_of("attention") if m.id == "no_scale")
+    check_step("attention", directory=str(submission(mistake)), seed=3)
+    out = capsys.readouterr().out
+    named = re.findall(r"the expected ones: (\S+\.png)", out)
+    assert named and all(os.path.isfile(path) for path in named), out

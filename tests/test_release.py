@@ -67,6 +67,13 @@ def pytest_in_release(root, *args):
                           capture_output=True, text=True, timeout=300)
 
 
+def command_in_release(root, *args):
+    """`python -m autograder ARGS` with the release's own grader."""
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
+    return subprocess.run([sys.executable, "-m", "autograder", *args], cwd=root, env=env,
+                          capture_output=True, text=True, timeout=300)
+
+
 def total_lines(output):
     return [line.split(None, 1)[1] for line in output.splitlines() if line.strip().startswith("total ")]
 
@@ -84,10 +91,57 @@ def test_release_grades_the_skeleton_zero_and_the_reference_full(student_release
     completed = pytest_in_release(copy)
     assert completed.returncode == 0, completed.stdout[-3000:]
     assert total_lines(completed.stdout) == ["95.00 / 95", "100.00 / 100"]
+    completed = command_in_release(copy, "grade")  # the public checks, the cuda step simulated
+    assert completed.returncode == 0, completed.stdout[-3000:] + completed.stderr[-3000:]
+    assert total_lines(completed.stdout) == ["100.00 / 100", "100.00 / 100"]
     # the release's own grader ran, not the kit's
     where = subprocess.run([sys.executable, "-c", "import autograder; print(autograder.__file__)"],
                            cwd=copy, capture_output=True, text=True)
     assert where.stdout.strip().startswith(str(copy))
+
+
+INSTRUCTOR_PARTS = ["routes/release.py", "routes/course.py", "routes/report.py", "routes/report_cli.py",
+                    "routes/report_html.py", "routes/student_notebook.py", "routes/templates", "engine/batch.py",
+                    "engine/shard.py", "engine/skeleton.py", "engine/catalogs.py"]
+
+
+def test_release_ships_only_what_the_students_runs_need(student_release):
+    grader = student_release / "autograder"
+    assert [part for part in INSTRUCTOR_PARTS if (grader / part).exists()] == []
+    # every module it ships imports, without the instructor's packages (Babel, nbformat, Jinja2)
+    modules = sorted(".".join(path.relative_to(student_release).with_suffix("").parts)
+                     for path in grader.rglob("*.py") if path.name != "__main__.py")
+    script = ("import importlib, sys\n"
+              "for name in ('babel', 'nbformat', 'nbgrader', 'jinja2', 'copydetect'):\n"
+              "    sys.modules[name] = None  # importing it fails, as on a student's machine\n"
+              f"for module in {modules!r}:\n"
+              "    importlib.import_module(module)\n"
+              "print(importlib.import_module('autograder').__file__)")
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
+    completed = subprocess.run([sys.executable, "-c", script], cwd=student_release, env=env, capture_output=True,
+                               text=True, timeout=300)
+    assert completed.returncode == 0, completed.stderr[-3000:]
+    assert completed.stdout.strip().startswith(str(student_release))
+
+
+STUDENT_KIT_REFUSES = {  # what a student might type: the command the message names
+    "release out": "release", "gradescope out/autograder.zip": "gradescope", "nbgrader out/course": "nbgrader",
+    "skeleton --check": "skeleton", "fingerprints --check": "fingerprints", "merge assignments --out out": "merge",
+    "report assignments --html out/report.html": "report", "student-notebook out/mha.ipynb": "student-notebook",
+    "grade assignments --out out": "grade --out", "grade --gradescope out/results.json": "grade --gradescope",
+    "grade --shard 1/2 --out=out": "grade --shard", "grade --grades out/results.json": "grade --gradescope"}
+
+
+@pytest.mark.parametrize("args", sorted(STUDENT_KIT_REFUSES))
+def test_release_says_which_commands_are_the_instructors(student_release, tmp_path, args):
+    copy = tmp_path / "kit"
+    shutil.copytree(student_release, copy)
+    completed = command_in_release(copy, *args.split())
+    assert completed.returncode == 2, completed.stdout + completed.stderr
+    named = f"this is the student kit: `python -m autograder {STUDENT_KIT_REFUSES[args]}` is an instructor command"
+    assert named in completed.stderr, completed.stderr
+    assert "Traceback" not in completed.stdout + completed.stderr
+    assert not (copy / "out").exists()
 
 
 def test_strip_hidden_keeps_the_probes():
@@ -104,8 +158,9 @@ def gradescope_zip():
     return zip_path
 
 
-def run_gradescope(tmp_path, files):
-    """Unpack the zip as /autograder/source under a temporary root, upload `files`, run it."""
+def run_gradescope(tmp_path, files, upload=None):
+    """Unpack the zip as /autograder/source under a temporary root, upload `files` (or the zip
+    `upload`, which Gradescope unpacks into submission/), run it."""
     root = tmp_path / "autograder"
     with zipfile.ZipFile(gradescope_zip()) as archive:
         names = archive.namelist()
@@ -114,6 +169,9 @@ def run_gradescope(tmp_path, files):
     (root / "submission").mkdir()
     for name, text in files.items():
         (root / "submission" / name).write_text(text)
+    if upload is not None:
+        with zipfile.ZipFile(upload) as archive:
+            archive.extractall(root / "submission")
     env = {**os.environ, "MHA_LAB_GRADESCOPE_ROOT": str(root), "MHA_LAB_PYTHON": sys.executable}
     completed = subprocess.run(["bash", str(root / "source" / "run_autograder")], env=env,
                                capture_output=True, text=True, timeout=600)
@@ -136,6 +194,26 @@ def test_gradescope_grades_the_reference_full(tmp_path):
     assert_gradescope_shape(data)
     assert data["score"] == pytest.approx(100)
     assert {t["visibility"] for t in data["tests"]} == {"visible", "after_published"}
+    assert data["extra_data"] == {"graded_files": sorted(files), "package_root": None}
+
+
+def test_gradescope_grades_the_whole_release_zipped_as_github_does(student_release, tmp_path):
+    # a student's repository, handed in whole: GitHub's "Download ZIP" puts it one folder deep,
+    # the kit's own files (autograder/, tests, workflows) beside the package
+    filled = tmp_path / "mha-lab-main"
+    shutil.copytree(student_release, filled)
+    shutil.rmtree(filled / "assignments" / "mha")
+    shutil.copytree(SOLUTIONS / "mha", filled / "assignments" / "mha", ignore=shutil.ignore_patterns("__pycache__"))
+    upload = tmp_path / "mha-lab-main.zip"
+    with zipfile.ZipFile(upload, "w", zipfile.ZIP_DEFLATED) as archive:
+        for path in sorted(filled.rglob("*")):
+            archive.write(path, path.relative_to(tmp_path).as_posix())
+    data = run_gradescope(tmp_path, {}, upload=upload)
+    assert_gradescope_shape(data)
+    assert data["score"] == pytest.approx(100)
+    graded = sorted(f"mha-lab-main/assignments/mha/{p.name}" for p in (SOLUTIONS / "mha").glob("*.py"))
+    assert data["extra_data"] == {"graded_files": graded, "package_root": "mha-lab-main/assignments"}
+    assert "mha-lab-main/assignments/mha/attention.py" in data["output"]  # the student sees which files counted
 
 
 def test_gradescope_grades_a_mistake_lower_with_its_diagnosis(tmp_path):

@@ -29,8 +29,8 @@ from autograder.engine.assignment import mistakes_of
 NOT_EVIDENCE = {"not_implemented", "not_checked", "missing_package", "missing_file", "syntax_error",
                 "import_error", "forbidden_call", "forbidden_call_at", "forbidden_source", "tampering", "timeout",
                 "worker_crashed", "worker_exited", "bad_worker_message", "unreadable_observation", "refused_file",
-                "skipped_after_hang", "syntax_error_text", "syntax_error_in_import", "near_miss",
-                "mask_needs_attention"}
+                "skipped_after_hang", "skipped_after_hang_elsewhere", "syntax_error_text", "syntax_error_in_import", "near_miss",
+                "mask_needs_attention", "from_earlier_step"}
 
 
 @dataclass
@@ -196,3 +196,20 @@ def without_where(params):
 def _generator(probe):
     import torch
     return torch.Generator().manual_seed(len(probe.diagnosis))
+
+
+def public_message_ids(config) -> set:
+    """The diagnosis ids (`diagnosis.<id>` in the catalog, without the prefix) that a student's
+    run of the public checks of `config`'s steps can give: the mistakes the shipped fingerprints
+    name for those steps, the probes' diagnoses and no_known_mistake. The release's catalogs keep
+    these and drop every other diagnosis: their text would describe what the hidden checks look
+    for. The one place that decides what the release's messages carry."""
+    from autograder.engine.fingerprints import load
+
+    shipped = load(config.id).get("steps", {})
+    modules = config.step_modules()
+    keep = {"no_known_mistake"}
+    for step in config.steps:
+        keep |= set(shipped.get(step.id, {}).get("order", ()))
+        keep |= {probe.diagnosis for probe in modules[step.id].PROBES}
+    return keep

@@ -18,6 +18,7 @@ import sys
 import tempfile
 import types
 from contextlib import contextmanager
+from dataclasses import dataclass, field
 from pathlib import Path
 
 
@@ -144,31 +145,50 @@ def package_root(path: Path, package: str):
     return None
 
 
+@dataclass
+class Staging:
+    """What staging made of a submission: `root`, a directory holding <package>/*.py; `found`,
+    where the package sits in the submission (package_root), None when it was staged from a
+    notebook or from loose files; `graded_files`, the submission's files that were graded, as
+    paths relative to the submission (its own name when the submission is one file)."""
+    root: Path
+    found: Path = None
+    graded_files: list = field(default_factory=list)
+
+
 @contextmanager
 def staged(path, package: str):
-    """A directory holding <package>/*.py, for every form a submission comes in:
+    """A directory holding <package>/*.py, for every form a submission comes in (see staging)."""
+    with staging(path, package) as staging_:
+        yield staging_.root
+
+
+@contextmanager
+def staging(path, package: str):
+    """A Staging of the submission `path`, for every form a submission comes in:
 
     * a directory holding <package>/ at its top, under assignments/, or one folder down (see
-      package_root): that directory;
+      package_root): that directory, and the package's .py files as graded files;
     * a notebook of the course (<package>.ipynb), or a directory holding one, also as nbgrader
       keeps them (submitted/<student>/<package>/<package>.ipynb): the files its `%%writefile`
-      cells write;
+      cells write, and the notebook as the graded file;
     * a directory of the step files themselves (a Gradescope upload): those files.
 
     Anything staged lives in a temporary directory, removed on exit."""
     path = Path(path)
     found = package_root(path, package)
     if found is not None:
-        yield found
+        yield Staging(found, found, _package_files(path, found / package))
         return
     notebook = find_notebook(path, package)
     has_files = notebook is None and path.is_dir() and any(path.rglob("*.py"))
     if not (notebook or has_files):
-        yield path  # nothing gradable: the runner says that no package was found
+        yield Staging(path)  # nothing gradable: the runner says that no package was found
         return
     root = Path(tempfile.mkdtemp(prefix="mha-lab-staged-"))
     try:
         (root / package).mkdir()
+        graded = {}
         if notebook is not None:
             try:
                 files = notebook_files(notebook, package) if notebook.stat().st_size <= NOTEBOOK_LIMIT else {}
@@ -176,13 +196,22 @@ def staged(path, package: str):
                 files = {}  # not a readable notebook: every step reports its file missing
             for name, source in files.items():
                 (root / package / name).write_text(source, encoding="utf-8")
+            graded[notebook.name] = notebook.name if notebook == path else notebook.relative_to(path).as_posix()
         else:
             for file in sorted(path.rglob("*.py")):
                 if file.is_file() and not file.is_symlink():
                     shutil.copyfile(file, root / package / file.name)
-        yield root
+                    graded[file.name] = file.relative_to(path).as_posix()  # a later file of the same name wins
+        yield Staging(root, None, sorted(graded.values()))
     finally:
         shutil.rmtree(root, ignore_errors=True)
+
+
+def _package_files(path: Path, directory: Path) -> list:
+    """The .py files of the package `directory` that grading reads (refused ones are not), as
+    paths relative to the submission `path`."""
+    return sorted(entry.relative_to(path).as_posix() for entry in directory.iterdir()
+                  if entry.name.endswith(".py") and refusal(entry.lstat()) is None)
 
 
 def writefile_pattern(package: str) -> "re.Pattern":

@@ -24,8 +24,40 @@ from pathlib import Path
 from autograder import KIT
 from autograder.engine import messages, results
 
+PLOTS_DEFAULT = Path("plots")  # --plots without DIR (a batch: OUT/pictures/)
+
+
+# What the student release leaves out of this command line: the instructor's commands, and the
+# grade options that need the instructor's kit (a batch, its shards, Gradescope's results).
+INSTRUCTOR_COMMANDS = ("release", "gradescope", "nbgrader", "skeleton", "fingerprints", "merge", "report",
+                       "student-notebook")
+INSTRUCTOR_GRADE_OPTIONS = ("--out", "--shard", "--gradescope")
+
+
+def student_kit() -> bool:
+    """True in a student release: it ships the grader without the instructor's routes."""
+    return not (KIT / "autograder" / "routes" / "release.py").is_file()
+
+
+def instructor_only(argv: list):
+    """The instructor's command (or `grade` option) that `argv` asks for, or None."""
+    words = [word for word in argv if not word.startswith("-")]
+    if words and words[0] in INSTRUCTOR_COMMANDS:
+        return words[0]
+    if words and words[0] == "grade":
+        for word in argv:
+            option = word.split("=", 1)[0]
+            for full in INSTRUCTOR_GRADE_OPTIONS:  # argparse also takes a prefix (--grades)
+                if len(option) > 2 and option.startswith("--") and full.startswith(option):
+                    return f"grade {full}"
+    return None
+
 
 def main(argv=None):
+    argv = sys.argv[1:] if argv is None else list(argv)
+    if student_kit() and instructor_only(argv):
+        print(messages.render("student_kit_command", command=instructor_only(argv)), file=sys.stderr)
+        return 2
     parser = argparse.ArgumentParser(prog="python -m autograder", description=__doc__.splitlines()[0])
     commands = parser.add_subparsers(dest="command", required=True)
 
@@ -35,13 +67,14 @@ def main(argv=None):
     grade.add_argument("--out", type=Path, help="batch: write DIR/<name>.json and DIR/grades.csv")
     grade.add_argument("--config", type=Path, help="grading.yml to use (default: the kit's)")
     grade.add_argument("--assignment", help="the assignment of grading.yml to grade as (default: found from the submission)")
-    grade.add_argument("--reference", type=Path, default=KIT / "solutions",
-                       help="directory holding the reference package (default: solutions/)")
+    grade.add_argument("--reference", type=Path, default=None if student_kit() else KIT / "solutions",
+                       help="directory holding the reference package (default: solutions/; none in the student kit)")
     grade.add_argument("--public-only", action="store_true", help="skip the hidden checks")
     grade.add_argument("--seed", type=int, help="seed for the hidden checks (default: random)")
     grade.add_argument("--workers", type=int, help="batch: submissions graded at once (default: cores; --in-process: 1)")
-    grade.add_argument("--plots", type=Path, metavar="DIR",
-                       help="where attention fails, save pictures of your weights next to the expected ones in DIR")
+    grade.add_argument("--plots", type=Path, metavar="DIR", nargs="?", const=PLOTS_DEFAULT,
+                       help="where attention fails, save pictures of your weights next to the expected ones in DIR "
+                            "(default plots/; batch: DIR/<id>/, by default OUT/pictures/<id>/, which the report shows)")
     grade.add_argument("--force", action="store_true", help="batch: grade again what --out already has")
     grade.add_argument("--shard", metavar="K/N", help="batch: grade only shard K of N (stable split by submission id)")
     grade.add_argument("--in-process", action="store_true",
@@ -165,7 +198,6 @@ def run_grade(args):
     if not args.in_process:
         from autograder.sandbox import fork_server
         fork_server.start("autograder.engine.remote")  # it imports its torch while this process goes on
-    from autograder.engine.batch import grade_batch
     from autograder.engine.runner import grade
 
     if args.assignment:
@@ -185,9 +217,13 @@ def run_grade(args):
     isolate = not args.in_process
     seed = args.seed if args.seed is not None else random.SystemRandom().randrange(2**31)
     warnings.simplefilter("ignore")  # warnings from torch or student code never reach our stderr
+    from autograder.routes.plots import pictures_for
     if args.out:
+        from autograder.engine.batch import grade_batch  # not in the student kit (instructor_only)
+        plots = None if args.plots is None else args.out / "pictures" if args.plots is PLOTS_DEFAULT else args.plots
         graded = grade_batch(paths, chosen[0], args.out, workers=args.workers, reference=reference, seed=seed,
-                             force=args.force, isolate=isolate, shard=shard)
+                             force=args.force, isolate=isolate, shard=shard,
+                             pictures=None if plots is None else lambda name: pictures_for(plots / name))
         failed = [name for name, result in graded.items() if result is None]
         print(f"graded {len(graded) - len(failed)} submissions into {args.out}/ (grades.csv, one JSON each)")
         if failed:
@@ -197,7 +233,6 @@ def run_grade(args):
         return 0
     if args.gradescope:
         return run_gradescope(paths[0], chosen[0], reference, seed, isolate, args.gradescope)
-    from autograder.routes.plots import pictures_for
     for number, config in enumerate(chosen):
         result = grade(paths[0], config, reference=reference, seed=seed, isolate=isolate,
                        pictures=pictures_for(args.plots))

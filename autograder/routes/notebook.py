@@ -10,11 +10,16 @@ points as a float: nbgrader reads a check cell's last value as its partial credi
 
 nbgrader scores a cell that wrote anything to stderr as zero, so everything student code or
 PyTorch writes there while grading (and every warning) is caught and shown on stdout instead.
+
+Where a public check of attention fails, the picture of the student's weights next to the expected
+ones (routes/plots.py) shows under the table, in the notebook itself (IPython's display); outside a
+notebook kernel the table names the file. Hidden checks never get a picture here.
 """
 import contextlib
 import dataclasses
 import io
 import os
+import shutil
 import sys
 import tempfile
 import warnings
@@ -24,6 +29,7 @@ from autograder import KIT
 
 from autograder.engine import config as grading_config
 from autograder.engine import messages
+from autograder.engine.diagnosis import public_message_ids
 from autograder.engine.results import table
 from autograder.engine.runner import grade
 
@@ -45,18 +51,34 @@ def check_step(step_id: str, hidden: bool = False, directory=".", seed: int = No
 
 def _check_step(step_id, hidden, directory, seed, assignment, points):
     config = grading_config.load(assignment=assignment)
+    if step_id not in {step.id for step in config.steps}:  # grading.yml changed since the course was made
+        print(messages.render("course_step_missing", step=step_id, assignment=config.id))
+        return 0.0
     reference = None
     if hidden:
         if not (REFERENCE / config.package).is_dir():
             raise RuntimeError(messages.render("no_reference", path=str(REFERENCE)))
         reference = REFERENCE
-    with captured_stderr() as stderr:
-        result = grade(Path(directory), config, reference=reference, seed=seed, steps=[step_id])
-    step = result.step(step_id)
-    view, summary = public_view(result, step_id)
-    print(table(view, title=f"{step.id}: {config.step(step_id).title}"))
-    if summary:
-        print(summary)
+    display = inline_display()
+    folder, keep = Path(tempfile.mkdtemp(prefix="mha-lab-pictures-")), False
+    try:
+        with captured_stderr() as stderr:
+            result = grade(Path(directory), config, reference=reference, seed=seed, steps=[step_id],
+                           pictures=public_pictures(folder))
+        step = result.step(step_id)
+        view, summary = public_view(result, step_id, public_message_ids(config))
+        if display is not None:  # shown below the table, not named in it
+            view.steps[0].pictures = []
+        print(table(view, title=f"{step.id}: {config.step(step_id).title}"))
+        if summary:
+            print(summary)
+        if display is not None:
+            for picture in step.pictures:
+                display(picture)
+        keep = display is None and bool(step.pictures)  # the table names them: they stay
+    finally:
+        if not keep:
+            shutil.rmtree(folder, ignore_errors=True)
     if stderr.text:
         print("\n" + messages.render("notebook_stderr") + "\n" + stderr.text[:OUTPUT_LIMIT])
     score = min(max(step.score, 0.0), step.max_score)
@@ -67,18 +89,47 @@ def _check_step(step_id, hidden, directory, seed, assignment, points):
     return round(score, 4)
 
 
-def public_view(result, step_id):
+def public_view(result, step_id, public_ids: set = None):
     """(the result of step `step_id` without its hidden checks' lines, a one-line summary of them:
     count and points). nbgrader's feedback shows the check cell's output: hidden checks' names
-    and messages would tell what they look at."""
+    and messages would tell what they look at, and so would the diagnoses that only the hidden
+    checks can give: with `public_ids` (diagnosis.public_message_ids), only the diagnoses a
+    student release could give are kept (classroom.public_diagnoses)."""
+    from autograder.routes.classroom import public_diagnoses
+
     step = result.step(step_id)
     hidden = [c for c in step.checks if c.visibility != "public" and c.passed is not None]
     shown = dataclasses.replace(step, checks=[c for c in step.checks if c.visibility == "public"])
+    if public_ids is not None:
+        shown.diagnoses = public_diagnoses(step, public_ids)
     view = dataclasses.replace(result, steps=[shown])
     if not hidden:
         return view, ""
     return view, messages.render("hidden_checks_summary", count=len(hidden), points=round(sum(c.points for c in hidden), 2),
                                  max_points=round(sum(c.max_points for c in hidden), 2))
+
+
+def public_pictures(directory: Path):
+    """The runner's `pictures` callable: routes/plots.py's pictures of the failing public checks
+    only (a hidden check's picture would show its inputs), saved under `directory`."""
+    from autograder.routes.plots import save_pictures
+
+    return lambda step_id, records: save_pictures(directory, step_id,
+                                                  [r for r in records if r.check.visibility == "public"])
+
+
+def inline_display():
+    """`show(path)`: IPython's display of a PNG file, when this runs in a notebook kernel
+    (Jupyter, Colab, nbgrader's autograde); None elsewhere (a terminal, a script, pytest)."""
+    try:
+        from IPython import get_ipython
+        from IPython.display import Image, display
+    except ImportError:
+        return None
+    shell = get_ipython()
+    if shell is None or getattr(shell, "kernel", None) is None:
+        return None
+    return lambda path: display(Image(filename=str(path)))
 
 
 class _Captured:

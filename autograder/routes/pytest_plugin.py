@@ -16,7 +16,7 @@ from autograder.engine.check import ContractError, Fail
 from autograder.engine.diagnosis import Record, diagnose
 from autograder.engine.forbidden import watching
 from autograder.engine.runner import (HangGuard, Observation, check_inputs, check_seed, clone, device_mode, forbidden_in_source, judge,
-                     known_failure, mode_note, near_miss, warm_up_grader, not_checked, observe, raised, score_step)
+                     known_failure, mode_note, near_miss, where, warm_up_grader, not_checked, observe, raised, score_step)
 from autograder.engine.submission import Package, SubmissionError
 from autograder.engine.summary import summarise_text
 
@@ -62,13 +62,13 @@ def find_config(start):
 
 def present_assignments(directory):
     """The Assignments of the nearest grading.yml whose package is in `directory`; a malformed
-    grading.yml stops pytest with its message (a usage error: file, line and what is wrong, no
-    traceback)."""
+    grading.yml stops pytest with its message (file, line and what is wrong, no traceback) and
+    exit status 2, as every other command of the kit (pytest's own usage error would be 4)."""
     directory = Path(directory)
     try:
         graded = grading_config.load_all(find_config(directory))
     except grading_config.ConfigError as error:
-        raise pytest.UsageError(str(error)) from None
+        pytest.exit(str(error), returncode=2)
     return [config for config in graded if (directory / config.package).is_dir()]
 
 
@@ -134,6 +134,7 @@ def run_public_check(check, lab):
         fail = judge(check, inputs, observation, expected, step.tolerance)
     lab.records[check] = Record(check, inputs, observation, fail, expected=expected)
     if not_checked(fail):
+        lab.verdicts[check] = fail  # scored as not checked (runner.score_step), not left out as a partial run
         pytest.skip(messages.render(fail.message_id, **fail.params))
     if fail:
         lab.verdicts[check] = fail
@@ -198,7 +199,7 @@ class StudentPlugin:
         self.modes = {}  # (assignment, step) -> the device mode its checks ran in
         self.source_scans = {}  # (assignment, step) -> runner.forbidden_in_source's verdict
         self.packages = {}  # assignment -> the student's package
-        self.hangs = HangGuard()  # the steps whose code hung: their other checks are not run
+        self.hangs = HangGuard(self.submission_dir)  # where code hung: the checks that run it are not run
         self.plots = None  # --plots DIR
 
     def config(self, assignment_id):
@@ -230,7 +231,7 @@ class StudentPlugin:
         if session.config.option.tbstyle == "auto":
             session.config.option.tbstyle = "short"
         self.plots = session.config.getoption("plots", None)
-        warm_up_grader()
+        warm_up_grader(self.configs.values(), self.simulate_cuda)
 
     @pytest.hookimpl(hookwrapper=True)
     def pytest_runtest_makereport(self, item, call):
@@ -242,7 +243,9 @@ class StudentPlugin:
         check = getattr(item, "callspec", None) and item.callspec.params.get("check")
         if check is None or (report_.when != "call" and not report_.failed):
             return
-        if report_.skipped and check.requires == "cuda":
+        if report_.skipped and check in self.verdicts:
+            self.outcomes[check] = (None, self.verdicts.pop(check))
+        elif report_.skipped and check.requires == "cuda":
             prefix = "Skipped: " + messages.render("not_checked", reason="")
             self.outcomes[check] = (None, Fail("not_checked", {"reason": str(report_.longrepr[-1]).removeprefix(prefix)}))
         elif report_.passed:
@@ -259,8 +262,9 @@ class StudentPlugin:
             # pytest-timeout's message; its traceback above shows where the code was stuck
             step = self.configs[check.assignment].step(check.step)
             fail = Fail("timeout", {"seconds": step.timeout, "where": messages.render("traceback_above")})
-            if in_student_code(excinfo, self.packages.get(check.assignment)):  # not the grader's own slowness
-                self.hangs.note(check, Observation(error=fail))
+            student = self.packages.get(check.assignment)
+            if in_student_code(excinfo, student):  # not the grader's own slowness
+                self.hangs.note(check, Observation(error=fail), location=where(excinfo.value, student))
             return fail
         return raised(excinfo.value, self.packages.get(check.assignment))
 

@@ -17,20 +17,25 @@ from pathlib import Path
 
 from autograder import KIT
 from autograder.engine.assignment import folder as assignment_folder
+from autograder.engine.diagnosis import public_message_ids  # the one place that decides; here for callers
 
 HIDDEN_MARKER = "# ### BEGIN HIDDEN CHECKS"
 PROBES_MARKER = "# ### PROBES"
 # What a student's run needs of the grader: the engine and the in-process routes, each
 # assignment's public checks, fingerprints and messages, and the sandbox (the Classroom workflow
 # grades in it, so that the student's code never runs in the process that writes the grade).
-# Not the known mistakes (a second reference), not the instructor's commands.
+# Not the known mistakes (a second reference), not the instructor's commands: routes/cli.py ships for
+# `python -m autograder grade` and says that the others are the instructor's (cli.student_kit).
 STUDENT_PARTS = ["__init__.py", "__main__.py", "engine", "sandbox", "routes/__init__.py", "routes/pytest_plugin.py",
-                 "routes/notebook.py", "routes/plots.py", "routes/classroom.py", "routes/course.py", "routes/cli.py",
+                 "routes/notebook.py", "routes/plots.py", "routes/classroom.py", "routes/cli.py",
                  "assignments/__init__.py"]
+# The engine's modules that only the instructor's commands use (a batch and its shards, making the
+# skeletons, compiling catalogs with Babel): left out of the engine that ships.
+INSTRUCTOR_ENGINE = ["batch.py", "shard.py", "skeleton.py", "catalogs.py"]
 ASSIGNMENT_PARTS = ["__init__.py", "fingerprints.json", "warmup.py"]  # and its compiled catalogs
 CPU_INDEX = "https://download.pytorch.org/whl/cpu"  # PyTorch's CPU-only wheels: no CUDA packages
 REQUIREMENTS = ["torch>=2.3,<3", "numpy", "pytest>=8", "pytest-timeout>=2.2", "PyYAML>=6",
-                "pyseccomp>=0.1.2; platform_system == 'Linux'"]
+                "jsonschema>=4", "pyseccomp>=0.1.2; platform_system == 'Linux'"]
 
 
 def requirements_text():
@@ -99,6 +104,7 @@ def write_release(out, graded, classroom, kit_repository=None):
         text = private_workflow(config, kit_repository) if classroom == "private" else workflow(config, classroom)
         (workflows / name).write_text(text)
     ignore = shutil.ignore_patterns("__pycache__", "*.pyc")
+    ignore_instructor = shutil.ignore_patterns("__pycache__", "*.pyc", *INSTRUCTOR_ENGINE)
     (out / "assignments").mkdir()
     for path in (KIT / "assignments").iterdir():
         if path.is_file():
@@ -108,7 +114,7 @@ def write_release(out, graded, classroom, kit_repository=None):
         source, target = KIT / "autograder" / part, grader / part
         target.parent.mkdir(parents=True, exist_ok=True)
         if source.is_dir():
-            shutil.copytree(source, target, ignore=ignore)
+            shutil.copytree(source, target, ignore=ignore_instructor if part == "engine" else ignore)
         else:
             shutil.copyfile(source, target)
     for config in graded:
@@ -155,23 +161,6 @@ def _write_config(target, graded):
                       + yaml.safe_dump(data, sort_keys=False, allow_unicode=True))
 
 
-def public_message_ids(config) -> set:
-    """The diagnosis ids (`diagnosis.<id>` in the catalog, without the prefix) that a student's
-    run of the public checks of `config`'s steps can give: the mistakes the shipped fingerprints
-    name for those steps, the probes' diagnoses and no_known_mistake. The release's catalogs keep
-    these and drop every other diagnosis: their text would describe what the hidden checks look
-    for. The one place that decides what the release's messages carry."""
-    from autograder.engine.fingerprints import load
-
-    shipped = load(config.id).get("steps", {})
-    modules = config.step_modules()
-    keep = {"no_known_mistake"}
-    for step in config.steps:
-        keep |= set(shipped.get(step.id, {}).get("order", ()))
-        keep |= {probe.diagnosis for probe in modules[step.id].PROBES}
-    return keep
-
-
 def student_message(message_id: str, keep: set) -> bool:
     """Whether a student release ships this message: every one but the diagnoses outside `keep`
     (public_message_ids)."""
@@ -179,9 +168,50 @@ def student_message(message_id: str, keep: set) -> bool:
 
 
 def student_readme(graded):
+    """The student release's README.md: in Korean, then in English (the same content)."""
+    from autograder.engine.messages import template_or
+
     rows = "\n".join(f"| `{c.package}/` | `{s.id}` | {s.title} | {s.points:g} |" for c in graded for s in c.steps)
-    titles = "; ".join(f"{c.title} (`assignments/{c.package}/`)" for c in graded)
+    korean_rows = "\n".join(f"| `{c.package}/` | `{s.id}` | {template_or(f'step_title.{c.id}.{s.id}', s.title, 'ko')} "
+                            f"| {s.points:g} |" for c in graded for s in c.steps)
+    titles = "; ".join(f"{template_or(f'assignment_title.{c.id}', c.title, 'ko')} / {c.title} (`assignments/{c.package}/`)"
+                       for c in graded)
     return f"""# {titles}
+
+[한국어](#한국어) · [English](#english)
+
+## 한국어
+
+`assignments/<package>/*.py`의 TODO를 단계별로 채우고, 원하는 만큼 자주 채점해 보세요:
+
+```bash
+pip install -r requirements.txt      # 한 번만: torch (CPU 빌드: GPU도 CUDA 다운로드도 필요 없음), pytest, ...
+pytest assignments/ --lang ko        # 모든 단계: 검사마다 테스트 하나, 마지막에 점수표 (메시지는 한국어)
+pytest assignments/ -k masking       # 한 단계만
+pytest assignments/ --cuda           # cuda 단계도: 실제 GPU가 없으면 가상 GPU에서
+export MHA_LAB_LANG=ko               # --lang ko 대신: 이 셸에서 실행하는 모든 명령이 한국어로
+```
+
+`requirements.txt`는 PyTorch의 CPU 휠 인덱스(`{CPU_INDEX}`)에서 torch를 받습니다. NVIDIA GPU를
+쓰려면 먼저 CUDA 빌드의 torch를 설치하세요. https://pytorch.org/get-started 에서 여러분의 CUDA
+버전에 맞는 `--index-url`을 알려 줍니다 (예: `pip install torch --index-url https://download.pytorch.org/whl/cu128`).
+그 뒤에 `pip install -r requirements.txt`를 실행해도 그 torch는 그대로 남습니다.
+
+각 파일은 그 단계의 설명으로 시작합니다 (한국어, 그다음 영어). 텐서는 배치가 먼저이고, 마스크는
+**True = 막힘**인 bool 텐서입니다 (`nn.MultiheadAttention`과 같고, `F.scaled_dot_product_attention`은
+반대입니다). 실패한 검사(`x`로 시작하는 줄)는 기대한 값과 여러분의 코드가 낸 값을 알려 주고, `→`로
+시작하는 줄은 그 개념을 설명하는 파일과 단락을 가리킵니다. 실패한 단계 아래에서 `?`로 시작하는 줄은
+무엇이 잘못되었을 가능성이 큰지 알려 줍니다.
+
+| 패키지 | 단계 | 내용 | 점수 |
+|---|---|---|---|
+{korean_rows}
+
+최종 점수에는 숨은 검사(다른 크기, 다른 무작위 입력)도 들어갑니다. 그러니 공개 검사에만 맞춘 코드가
+아니라 일반적인 코드를 작성하세요. 단계에서 직접 작성하라고 한 PyTorch 함수를 호출하면 (예: attention
+단계의 `F.scaled_dot_product_attention`) 그 단계는 0점입니다.
+
+## English
 
 Fill in the TODOs in `assignments/<package>/*.py`, step by step, and check your work as often as you like:
 
@@ -198,10 +228,12 @@ install a CUDA build of torch first, with the `--index-url` that https://pytorch
 gives for your CUDA version (e.g. `pip install torch --index-url https://download.pytorch.org/whl/cu128`);
 `pip install -r requirements.txt` keeps it.
 
-Each file starts with an explanation of its step. Tensors are batch-first, and a mask is a bool
-tensor with **True = blocked** (as in `nn.MultiheadAttention`; `F.scaled_dot_product_attention`
-uses the opposite). A failing check says what was expected and what your code gave; under a
-failing step, lines starting with `?` suggest what probably went wrong.
+Each file starts with an explanation of its step (in Korean, then in English). Tensors are
+batch-first, and a mask is a bool tensor with **True = blocked** (as in `nn.MultiheadAttention`;
+`F.scaled_dot_product_attention` uses the opposite). A failing check (a line starting with `x`)
+says what was expected and what your code gave, and the line starting with `→` under it names the
+file and paragraph that explain its concept; under a failing step, lines starting with `?` suggest
+what probably went wrong.
 
 | package | step | what | points |
 |---|---|---|---|
@@ -219,7 +251,7 @@ set -euo pipefail
 apt-get update -qq && apt-get install -y -qq python3 python3-pip python3-venv g++ bubblewrap libseccomp2 > /dev/null
 python3 -m venv /autograder/venv
 /autograder/venv/bin/pip install -q torch==2.13.0 --index-url {cpu_index}
-/autograder/venv/bin/pip install -q numpy pytest pytest-timeout PyYAML tqdm pyseccomp
+/autograder/venv/bin/pip install -q numpy pytest pytest-timeout PyYAML jsonschema tqdm pyseccomp
 """
 
 RUN_AUTOGRADER = """#!/usr/bin/env bash
@@ -267,27 +299,45 @@ def _write_gradescope_zip(out, config):
         archive.write(KIT / "grading.yml", "grading.yml")
 
 
-def gradescope_results(result, execution_time, hidden_visibility="after_published"):
-    """Gradescope's results.json for a GradeResult: one test per check."""
+def gradescope_results(result, execution_time, hidden_visibility="after_published", public_ids=None):
+    """Gradescope's results.json for a GradeResult: one test per check. A failing visible test
+    carries only the step's diagnoses a student release could give (classroom.public_diagnoses of
+    `public_ids`, default: public_message_ids of every assignment in grading.yml): the others tell
+    what the hidden checks look for. A hidden check's test, shown at its visibility, carries all."""
     from autograder.engine import messages
+    from autograder.routes.classroom import public_diagnoses
+    if public_ids is None:
+        from autograder.engine import config as grading_config
+        public_ids = set().union(*(public_message_ids(config) for config in grading_config.load_all()))
     tests = []
     for step in result.steps:
-        notes = "\n".join(d["message"] for d in step.diagnoses)
+        notes = {"public": "\n".join(d["message"] for d in public_diagnoses(step, public_ids)),
+                 "hidden": "\n".join(d["message"] for d in step.diagnoses)}
         for check in step.checks:
             if check.passed is None:
                 continue
-            output = check.message
-            if check.passed is False and notes:
-                output += "\n" + messages.render("probable_causes") + "\n" + notes
+            output, note = check.message, notes["public" if check.visibility == "public" else "hidden"]
+            if check.passed is False and note:
+                output += "\n" + messages.render("probable_causes") + "\n" + note
             tests.append({"name": f"{step.id}: {check.id}", "score": round(check.points, 4),
                           "max_score": round(check.max_points, 4),
                           "status": "passed" if check.passed else "failed", "output": output,
                           "visibility": "visible" if check.visibility == "public" else hidden_visibility})
     return {"score": round(result.score, 4), "execution_time": round(execution_time, 2),
             "output": gradescope_summary(result)
+                      + (f"\n{messages.render('graded_files', files=', '.join(result.graded_files))}"
+                         if result.graded_files else "")
                       + (f"\n\n{messages.render('your_output')}\n{result.output}" if result.output else ""),
             "stdout_visibility": "hidden",  # the log's table has the hidden checks' points
-            "tests": tests}
+            "tests": tests, **graded_files_data(result)}
+
+
+def graded_files_data(result) -> dict:
+    """Which of the uploaded files were graded (GradeResult.graded_files, relative to the upload),
+    as results.json's extra_data: the package's files, none of a whole repository's others."""
+    if result.graded_files is None:
+        return {}
+    return {"extra_data": {"graded_files": list(result.graded_files), "package_root": result.package_root}}
 
 
 def gradescope_summary(result):
