@@ -19,7 +19,7 @@ from pathlib import Path
 
 from autograder.engine import results as results_io
 from autograder.engine.results import GradeResult, StepResult
-from autograder.engine.runner import grade
+from autograder.engine.runner import grade, runs_simulated
 
 
 def _safe(part):
@@ -70,12 +70,14 @@ def load_result(path):
 
 
 def grade_batch(paths, config, out, workers=None, reference=None, seed=None, force=False, isolate=True,
-                memory_bytes=2 << 30, log=None, shard=None):
+                memory_bytes=2 << 30, log=None, shard=None, pictures=None):
     """Grade `paths` into `out`; returns {id: GradeResult} (submission_ids) in the order of `paths`, with None
     for a submission the grader itself failed on (a worker that would not start, say): it gets
     no JSON, so the next run grades it again, and an empty row in grades.csv.
     `shard` (K, N): grade only the submissions of shard K of N (autograder/shard.py); the ids are
-    those of the whole list, so the shards merge into what one run gives."""
+    those of the whole list, so the shards merge into what one run gives.
+    `pictures(id)`: the runner's `pictures` callable for submission `id` (--plots: the route saves
+    each student's pictures in a folder of its own), or None; drawn one at a time."""
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
     names = submission_ids(paths)
@@ -100,8 +102,21 @@ def grade_batch(paths, config, out, workers=None, reference=None, seed=None, for
         _warm_judge_simulation(config)
     progress = _progress(len(todo), log)
 
+    drawing = threading.Lock()  # pictures are drawn in this process, from the grading threads
+
+    def draw_for(name):
+        save = pictures(name) if pictures is not None else None
+        if save is None:
+            return None
+
+        def draw(step_id, records):
+            with drawing:
+                return save(step_id, records)
+        return draw
+
     def run(name, path):
-        return grade(path, config, reference=reference, seed=seed, isolate=isolate, memory_bytes=memory_bytes)
+        return grade(path, config, reference=reference, seed=seed, isolate=isolate, memory_bytes=memory_bytes,
+                     pictures=draw_for(name))
 
     def record(name, future):
         try:
@@ -140,11 +155,7 @@ def _warm_judge_simulation(config):
     """Diagnosing a failing step checked on the simulated CUDA device runs the known mistakes on
     that device here, in the judge. Setting it up takes seconds: start it now, in the background
     (while the fork server starts), not when the first such submission comes."""
-    from autograder.engine.runner import device_mode
-
-    modules = config.step_modules()
-    if not any(device_mode(step)[0] == "simulated" and any(c.requires == "cuda" for c in modules[step.id].CHECKS)
-               for step in config.steps):
+    if not runs_simulated(config):
         return
 
     def warm():
