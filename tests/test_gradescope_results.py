@@ -13,3 +13,19 @@ def test_the_top_level_output_leaves_the_hidden_checks_out():
     assert data["stdout_visibility"] == "hidden"  # the log prints the whole table
     assert [t["visibility"] for t in data["tests"]] == ["visible", "visible", "after_published", "after_published"]
     assert data["score"] == 7.0
+
+
+def test_what_the_code_printed_is_shown_as_the_hidden_checks_are():
+    """Student code can print the inputs it is given, the hidden checks' too: where hidden checks
+    ran, its printed output waits for their visibility instead of the top-level output."""
+    public = [CheckResult("a", True, 4.0, 4.0, "public")]
+    hidden = public + [CheckResult("c", True, 3.0, 3.0, "hidden")]
+    printed = "hidden input: tensor([0.1234, 0.5678])"
+    with_hidden = gradescope_results(GradeResult("MHA", "upload", [StepResult("attention", "A", 7.0, 7.0, hidden)],
+                                                 output=printed), 1.0)
+    assert printed not in with_hidden["output"]
+    held = [test for test in with_hidden["tests"] if test.get("output") == printed]
+    assert [test["visibility"] for test in held] == ["after_published"]
+    public_only = gradescope_results(GradeResult("MHA", "upload", [StepResult("attention", "A", 4.0, 4.0, public)],
+                                                 output=printed), 1.0)
+    assert printed in public_only["output"]  # a public-only run (what the student sees locally) keeps it

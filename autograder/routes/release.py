@@ -323,11 +323,17 @@ def gradescope_results(result, execution_time, hidden_visibility="after_publishe
                           "max_score": round(check.max_points, 4),
                           "status": "passed" if check.passed else "failed", "output": output,
                           "visibility": "visible" if check.visibility == "public" else hidden_visibility})
+    # What the student's code printed while hidden checks ran can show their inputs: where hidden
+    # checks ran it is shown as the hidden checks are (a test of its own, at their visibility).
+    hidden_ran = any(check.visibility != "public" for step in result.steps for check in step.checks)
+    printed = f"\n\n{messages.render('your_output')}\n{result.output}" if result.output and not hidden_ran else ""
+    if result.output and hidden_ran:
+        tests.append({"name": messages.render("your_output"), "output": result.output, "visibility": hidden_visibility})
     return {"score": round(result.score, 4), "execution_time": round(execution_time, 2),
             "output": gradescope_summary(result)
                       + (f"\n{messages.render('graded_files', files=', '.join(result.graded_files))}"
                          if result.graded_files else "")
-                      + (f"\n\n{messages.render('your_output')}\n{result.output}" if result.output else ""),
+                      + printed,
             "stdout_visibility": "hidden",  # the log's table has the hidden checks' points
             "tests": tests, **graded_files_data(result)}
 
