@@ -3,8 +3,10 @@
 The catalog checks (autograder/catalogs.py) run on the kit's catalogs, where they must find
 nothing, and on copies with one planted defect each, where they must name it.
 """
+import ast
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -15,6 +17,7 @@ from babel.messages.pofile import read_po, write_po
 
 from autograder.engine import assignment as assignments
 from autograder.engine import catalogs, messages
+from autograder.engine import config as grading_config
 from autograder.engine.results import CheckResult, GradeResult, StepResult, display_width, table
 from conftest import ASSIGNMENTS, KIT, SOLUTIONS
 
@@ -92,6 +95,22 @@ def test_korean_uses_the_course_terms():
         assert term in korean[message_id], message_id
 
 
+# A particle written for either ending of the word before it: 이(가), 을(를), (으)로 ... Korean
+# reads naturally only when the sentence is built so that no particle follows a placeholder.
+TWO_WAY_PARTICLE = re.compile(r"\((이|가|을|를|은|는|과|와|으|으로|로|이나|나|이라|라|아|야|이랑|랑)\)")
+
+
+def two_way_particles(korean: dict) -> list:
+    return sorted(f"{message_id}: {text}" for message_id, text in korean.items() if TWO_WAY_PARTICLE.search(text))
+
+
+def test_korean_needs_no_two_way_particle():
+    assert two_way_particles(messages.catalog("ko")) == []
+    planted = {**messages.catalog("ko"), "near_miss": "{owner}에는 `{name}`이(가) 없습니다",
+               "import_error": "{file}을(를) import하는 중에 오류", "refused_file": "{file}(으)로 이동"}
+    assert [line.split(":")[0] for line in two_way_particles(planted)] == ["import_error", "near_miss", "refused_file"]
+
+
 PLANTED = [  # (language, domain, id, how the entry is spoiled, what problems() must say)
     ("ko", "assignment", "diagnosis.rows_not_normalised",
      lambda m: setattr(m, "string", m.string.replace("{high:.3g}", "")), "placeholders"),
@@ -132,6 +151,61 @@ def test_the_mo_files_are_compiled_from_the_po_files(tmp_path):
     assert catalogs.stale_mo_files(copied) == [korean.with_suffix(".mo")]
 
 
+# --- extraction: the ids the code uses and the templates ---------------------------------------
+
+def test_every_id_the_code_passes_is_in_a_template_it_may_use():
+    extracted = catalogs.extracted_ids()
+    assert len(extracted) > 50 and "table.total" in extracted and "raised" in extracted
+    assert catalogs.unknown_ids() == []
+
+
+def test_the_documented_pybabel_command_extracts_the_same_ids(tmp_path):
+    """babel.cfg's command (its -k options are catalogs.KEYWORDS) run as documented."""
+    config = (KIT / "babel.cfg").read_text(encoding="utf-8")
+    assert re.findall(r"-k (\w+)", config) == list(catalogs.KEYWORDS)
+    subprocess.run([str(PYBABEL), "extract", "-F", "babel.cfg", "--no-default-keywords",
+                    *(f"-k{keyword}" for keyword in catalogs.KEYWORDS), "-o", str(tmp_path / "ids.pot"), "autograder"],
+                   cwd=KIT, check=True, capture_output=True)
+    assert set(catalogs.texts(catalogs.read(tmp_path / "ids.pot"))) == set(catalogs.extracted_ids())
+
+
+def test_an_id_missing_from_its_template_is_named(tmp_path):
+    planted = {
+        "engine/planted.py": 'messages.render("table.total")\nmessages.render("mask_changes_kept_keys")\n',
+        "assignments/mha/checks/planted.py": 'Fail("mask_changes_kept_keys", {})\nFail("scale_by_d_model", {})\n'
+                                              'Fail("no_such_message", {})\n',
+        "assignments/kv_cache/checks/planted.py": 'raise ContractError("mask_changes_kept_keys")\n',
+    }
+    for name, source in planted.items():
+        (tmp_path / name).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / name).write_text(source)
+    # the engine may not use an assignment's id, nor one assignment another's; a probe names its diagnosis
+    assert sorted(catalogs.unknown_ids(tmp_path)) == [
+        "assignments/kv_cache/checks/planted.py:1: mask_changes_kept_keys: in no template it may use",
+        "assignments/mha/checks/planted.py:3: no_such_message: in no template it may use",
+        "engine/planted.py:2: mask_changes_kept_keys: in no template it may use"]
+
+
+def test_no_template_id_is_stale():
+    assert catalogs.unused_ids() == []
+    known = {(a.id, s.id) for a in grading_config.load_all() for s in a.steps}
+    for message_id in messages.catalog("en"):
+        kind, _, rest = message_id.partition(".")
+        if kind == "assignment_title":
+            assert rest in {assignment for assignment, _ in known}, message_id
+        elif kind == "step_title":
+            assert tuple(rest.split(".", 1)) in known, message_id
+
+
+def test_a_stale_template_id_is_named(tmp_path):
+    copied = copy_catalogs(tmp_path)
+    template = next(Path(d) / f"{domain}.pot" for d, domain in copied if domain == "autograder")
+    edit(template, lambda catalog: catalog.add("a_message_no_code_gives"))
+    edit(template, lambda catalog: catalog.add("diagnosis.a_mistake_nobody_made"))
+    assert [p.split(": ", 1)[1] for p in catalogs.unused_ids(catalogs=copied)] == [
+        "a_message_no_code_gives: no code uses it", "diagnosis.a_mistake_nobody_made: no code uses it"]
+
+
 def test_the_catalogs_are_package_data():
     tomllib = pytest.importorskip("tomllib")
     globs = tomllib.loads((KIT / "pyproject.toml").read_text())["tool"]["setuptools"]["package-data"]["autograder"]
@@ -139,6 +213,98 @@ def test_the_catalogs_are_package_data():
     files = {path for directory, _ in messages.CATALOGS for path in Path(directory).rglob("*")
              if path.suffix in (".po", ".mo", ".pot")}
     assert len(files) == 5 * len(messages.CATALOGS) and files <= shipped  # a template, 2 .po, 2 .mo each
+
+
+# --- where each check's concept is taught ---------------------------------------------------
+
+CONCEPT = re.compile(r'(?P<file>[\w/]+\.py), "(?P<quote>[^"]+)"( \(.*\))?')
+
+
+def paragraphs(path: Path) -> list:
+    """The paragraphs of a file's module docstring, each on one line (a bullet's `* ` left out; a
+    section's `[English]` line ends the paragraph before it)."""
+    docstring = ast.get_docstring(ast.parse(path.read_text(encoding="utf-8"))) or ""
+    docstring = re.sub(r"(?m)^\[[^\]\n]+\]$", "", docstring)
+    return [" ".join(block.split()).removeprefix("* ") for block in re.split(r"\n\s*\n", docstring) if block.strip()]
+
+
+def concept_problems(english: dict, korean: dict, skeletons: Path = ASSIGNMENTS) -> list:
+    """What is wrong with the concept anchors of `english` and `korean` (catalogs as {id: text}):
+    a check of an assignment in grading.yml with no `concept.<step>[.<check>]`, an anchor whose
+    file is not the student's skeleton file or whose quote opens no paragraph of its docstring, an
+    anchor naming a step or check that does not exist, or a hidden check (the release ships them)."""
+    found, known = [], set()
+    for assignment in grading_config.load_all():
+        modules = assignment.step_modules()
+        for step in assignment.steps:
+            known.add(f"concept.{step.id}")
+            for check in modules[step.id].CHECKS:
+                if check.visibility == "public":
+                    known.add(f"concept.{step.id}.{check.id}")
+                files = set()
+                for lang, texts in (("en", english), ("ko", korean)):
+                    text = texts.get(f"concept.{step.id}.{check.id}") or texts.get(f"concept.{step.id}")
+                    match = CONCEPT.fullmatch(text or "")
+                    if not match:
+                        found.append(f"{assignment.id}/{step.id}/{check.id} ({lang}): no concept anchor: {text!r}")
+                        continue
+                    file, quote = match["file"], " ".join(match["quote"].split())
+                    files.add(file)
+                    skeleton = skeletons / file
+                    if not file.startswith(f"{assignment.package}/") or not skeleton.is_file():
+                        found.append(f"{assignment.id}/{step.id}/{check.id} ({lang}): {file} is not a skeleton file")
+                    elif not any(paragraph.startswith(quote) for paragraph in paragraphs(skeleton)):
+                        found.append(f"{assignment.id}/{step.id}/{check.id} ({lang}): no paragraph of {file} "
+                                     f"opens with {quote!r}")
+                if len(files) > 1:
+                    found.append(f"{assignment.id}/{step.id}/{check.id}: English and Korean point to different files")
+    for message_id in sorted({i for i in (*english, *korean) if i.startswith("concept.")} - known):
+        found.append(f"{message_id}: no such step or public check")
+    return found
+
+
+def test_every_check_points_to_a_paragraph_of_the_students_skeleton():
+    assert concept_problems(messages.catalog("en"), messages.catalog("ko")) == []
+
+
+@pytest.mark.parametrize("spoil, said", [
+    (lambda en, ko: ko.update({"concept.attention.weights": 'mha/attention.py, "왜 d_model로 나눌까요?"'}),
+     "no paragraph of mha/attention.py opens with"),
+    (lambda en, ko: en.update({"concept.attention.weights": 'mha/masking.py, "Why divide by sqrt(d_k)?"'}),
+     "no paragraph of mha/masking.py opens with"),
+    (lambda en, ko: en.update({"concept.padding": 'solutions/padding.py, "Why"'}), "is not a skeleton file"),
+    (lambda en, ko: [d.pop("concept.embedding") for d in (en, ko)], "no concept anchor"),
+    (lambda en, ko: en.update({"concept.attention.random_sizes": en["concept.attention"]}), "no such step or public check"),
+])
+def test_a_wrong_concept_anchor_is_named(spoil, said):
+    english, korean = messages.catalog("en"), messages.catalog("ko")
+    spoil(english, korean)
+    found = concept_problems(english, korean)
+    assert found and all(said in problem or "different files" in problem for problem in found), found
+
+
+def test_a_failing_check_points_to_its_paragraph_in_the_table(no_language, monkeypatch):
+    def result():
+        checks = [CheckResult("weights", False, 0.0, 5.0, "public", "wrong weights"),
+                  CheckResult("output", False, 0.0, 5.0, "public", "wrong output"),
+                  CheckResult("three_dims", False, 0.0, 5.0, "public", "wrong 3-d output"),
+                  CheckResult("float32", True, 5.0, 5.0, "public")]
+        unknown = StepResult("no_such_step", "A step no catalog knows", 0.0, 5.0,
+                             [CheckResult("values", False, 0.0, 5.0, "public", "wrong values")])
+        return GradeResult("MHA", "submission", [StepResult("attention", "Attention", 5.0, 20.0, checks), unknown])
+
+    english = table(result()).splitlines()
+    arrows = [line.strip() for line in english if "→" in line]
+    assert arrows == ['→ see mha/attention.py, "Why divide by sqrt(d_k)?"',
+                      '→ see mha/attention.py, "For every query, compare it with every key"']
+    # right under the check it teaches; one line for a run of checks taught by the same paragraph
+    assert english[english.index(next(x for x in english if "x weights" in x)) + 1].strip() == arrows[0]
+    assert english.index(next(x for x in english if "x three_dims" in x)) + 1 == \
+        english.index(next(x for x in english if arrows[1] in x))
+    monkeypatch.setenv("MHA_LAB_LANG", "ko")
+    korean = [line.strip() for line in table(result()).splitlines() if "→" in line]
+    assert korean == ['→ 설명: mha/attention.py, "왜 sqrt(d_k)로 나눌까요 (스케일링)?"',
+                      '→ 설명: mha/attention.py, "쿼리마다 모든 키와 비교하고(내적)"']
 
 
 # --- the choice of language -----------------------------------------------------------------
@@ -258,6 +424,85 @@ def test_the_notebook_check_speaks_its_lang_argument(tmp_path, capsys, no_langua
     assert "not implemented yet" in capsys.readouterr().out
 
 
+def test_the_notebook_check_points_a_failing_check_to_its_paragraph(tmp_path, capsys, no_language):
+    from autograder.routes.notebook import check_step
+    attention = failing_copy(tmp_path).joinpath("assignments")
+    assert check_step("attention", directory=attention, lang="ko") == 0.0
+    assert '→ 설명: mha/attention.py, "왜 sqrt(d_k)로 나눌까요 (스케일링)?"' in capsys.readouterr().out
+    check_step("attention", directory=attention, lang="en")
+    assert '→ see mha/attention.py, "Why divide by sqrt(d_k)?"' in capsys.readouterr().out
+
+
+# --- the student's own copies: the release README, the notebook, the pictures ------------------
+
+HANGUL = re.compile("[가-힣]")
+
+
+def test_the_student_readme_is_korean_then_english():
+    from autograder.routes.release import student_readme
+    readme = student_readme(grading_config.load_all())
+    korean, english = readme.split("\n## 한국어\n")[1].split("\n## English\n")
+    assert HANGUL.search(korean) and "pytest assignments/ --lang ko" in korean and "→" in korean
+    assert "| `mha/` | `masking` | " + messages.template("step_title.mha.masking", "ko") + " | 15 |" in korean
+    assert "| `mha/` | `masking` | Padding and causal masks | 15 |" in english
+    assert "Fill in the TODOs" in english and "→" in english and not HANGUL.search(english.replace("메시지와 점수표를 한국어로", ""))
+
+
+def test_the_student_notebook_speaks_korean_and_english_and_names_lang_ko():
+    from autograder.routes.student_notebook import student_notebook
+    config = grading_config.load_all()[0]
+    cells = {cell.get("id"): cell.source for cell in student_notebook(config).cells}
+    introduction = cells["introduction"]
+    assert introduction.index("[한국어]") < introduction.index("[English]") and 'lang="ko"' in introduction
+    assert messages.template("assignment_title.mha", "ko") in introduction.splitlines()[0]
+    assert 'lang="ko"' in cells["setup"] and "LANG = None" in cells["setup"] and HANGUL.search(cells["setup"])
+    for step in config.steps:
+        assert cells[f"step-{step.id}"] == (f"## 단계 / Step: {messages.template(f'step_title.mha.{step.id}', 'ko')} / "
+                                            f"{step.title} ({step.points:g}점 / points)")
+        assert cells[f"check-{step.id}"].endswith("lang=LANG)")
+
+
+def test_the_pictures_speak_the_language(monkeypatch, no_language):
+    pytest.importorskip("matplotlib")
+    import matplotlib.pyplot as plt
+    import torch
+
+    from autograder.routes import plots
+    from autograder.assignments.mha.checks import masking
+    drawn = []
+    monkeypatch.setattr(plt, "close", drawn.append)
+    weights = torch.full((1, 1, 2, 2), 0.5)
+    check = masking.BlocksPadding()
+    for lang in ("en", "ko"):
+        with messages.speaking(lang):
+            picture = check.picture({"q": torch.zeros(1, 1, 2, 4), "k": torch.zeros(1, 1, 2, 4),
+                                     "mask": torch.tensor([False, True])}, {"weights": weights}, None)
+            plots.draw(picture, Path(os.devnull))
+    english, korean = ([axis.get_title() for axis in figure.axes[:2]] + [figure.get_suptitle()] for figure in drawn)
+    assert english == ["yours", "expected", "masked attention weights (padding mask), batch 0, head 0"]
+    if plots.hangul_font() is None:  # no font with Hangul here: English rather than empty boxes
+        pytest.skip("no font with Hangul on this machine")
+    assert korean == ["여러분의 값", "기대값", "마스킹된 어텐션 가중치 (패딩 마스크), 배치 0, 헤드 0"]
+    assert drawn[1].axes[0].get_xlabel() == "키" and drawn[1].axes[0].get_ylabel() == "쿼리"
+
+
+def test_where_a_time_limit_ran_out_in_the_grader_speaks_the_language(no_language, monkeypatch):
+    from autograder.engine import runner
+    from autograder.engine.check import Fail
+    try:
+        raise RuntimeError("stuck")
+    except RuntimeError as error:
+        caught = error
+    assert runner.where(caught, None) == "called from the grader"
+    monkeypatch.setenv("MHA_LAB_LANG", "ko")
+    assert runner.where(caught, None) == "채점기에서 호출"
+    # a time limit spent in the grader's own code is not the student's hang, in Korean too
+    check = assignments.step_modules("mha")["padding"].CHECKS[0]
+    guard = runner.HangGuard()
+    assert not guard.note(check, runner.Observation(error=Fail("timeout", {"seconds": 1, "where": "채점기에서 호출"})))
+    assert guard.note(check, runner.Observation(error=Fail("timeout", {"seconds": 1, "where": "mha/padding.py, line 3"})))
+
+
 def failing_copy(tmp_path):
     """A student's copy of the kit whose attention divides by sqrt(d_model): one failing step,
     the others passing."""
@@ -295,6 +540,7 @@ def test_pytest_assignments_in_korean(tmp_path):
     assert "0.00 / 15" in line_of(out, "attention ")
     assert "허용 오차를 벗어났습니다" in out  # the failing checks' messages (pytest's and the table's)
     assert "? 어텐션 가중치가 sqrt(d_k)(헤드 하나의 크기)가 아니라 sqrt(d_model)" in out
+    assert '→ 설명: mha/attention.py, "왜 sqrt(d_k)로 나눌까요 (스케일링)?"' in out  # where the skeleton teaches it
     assert "80.00 / 95" in line_of(out, "합계")
     cuda = line_of(out, "cuda ")
     assert cuda.count("검사하지 않음:") == 1 and "GPU가 없습니다" in cuda
@@ -309,7 +555,7 @@ def test_grade_json_in_korean(tmp_path):
                                 "--in-process", "--lang", "ko", "--json", str(out)],
                                cwd=KIT, capture_output=True, text=True, timeout=600)
     assert completed.returncode == 0, completed.stderr[-3000:]
-    assert "합계" in completed.stdout
+    assert "합계" in completed.stdout and '→ 설명: mha/attention.py, "왜 sqrt(d_k)로 나눌까요' in completed.stdout
     result = json.loads(out.read_text(encoding="utf-8"))
     steps = {step["id"]: step for step in result["steps"]}
     failed = [c for c in steps["attention"]["checks"] if c["passed"] is False]

@@ -8,12 +8,18 @@ copies read the compiled `.mo` files with the standard library only, see message
   `pybabel compile`, see messages.py);
 * `write_student_catalogs(out, keep)`: compiled catalogs for a student release, without the
   messages a student's run can never give (`keep` decides), so that their texts do not
-  describe what the hidden checks look for.
+  describe what the hidden checks look for;
+* `extracted_ids()`: the ids the code passes literally (what `pybabel extract -F babel.cfg` with
+  KEYWORDS lists), `unknown_ids()`: those its domain's template lacks, `unused_ids()`: template
+  ids no code uses (stale).
 """
+import ast
 import string
 from pathlib import Path
 
 from babel.messages.catalog import Catalog
+from babel.messages.extract import extract_from_dir
+from babel.messages.frontend import parse_mapping_cfg
 from babel.messages.mofile import read_mo, write_mo
 from babel.messages.pofile import read_po
 
@@ -117,3 +123,65 @@ def write_student_catalogs(grader: Path, keep, catalogs: tuple = messages.CATALO
             write_mo(f, kept)
         written.append(out)
     return written
+
+
+# The calls whose first argument is a message id (babel.cfg shows the pybabel command).
+KEYWORDS = ("render", "template", "Fail", "ContractError", "SubmissionError")
+EXTRACTION_CONFIG = messages.GRADER.parent / "babel.cfg"
+# Ids built at run time from grading.yml's ids: `<prefix><assignment>...`, or `concept.<step>[.<check>]`.
+BUILT_FROM_GRADING_YML = ("assignment_title.", "step_title.", "concept.")
+
+
+def extracted_ids(directory: Path = messages.GRADER) -> dict:
+    """{message id: ["<file>:<line>", ...]}: what Babel extracts under `directory` with babel.cfg
+    and KEYWORDS, i.e. every id the code passes literally as the first argument of such a call."""
+    with open(EXTRACTION_CONFIG, encoding="utf-8") as f:
+        method_map, options_map = parse_mapping_cfg(f, str(EXTRACTION_CONFIG))
+    found = {}
+    for filename, line, message_id, _, _ in extract_from_dir(str(directory), method_map, options_map,
+                                                            keywords=dict.fromkeys(KEYWORDS)):
+        found.setdefault(message_id, []).append(f"{filename}:{line}")
+    return found
+
+
+def _template_ids(directory, domain) -> set:
+    template = Path(directory) / f"{domain}.pot"
+    return set(texts(read(template))) if template.is_file() else set()
+
+
+def unknown_ids(directory: Path = messages.GRADER, catalogs: tuple = messages.CATALOGS) -> list:
+    """Sentences naming each id extracted under `directory` (the kit's autograder/) that the
+    templates it may use lack: the code of an assignment's folder may use the engine's template
+    (the last of `catalogs`) and its own, any other code only the engine's. A probe's
+    `Fail(<id>)` names its diagnosis: `diagnosis.<id>` counts too."""
+    directory = Path(directory)
+    engine = _template_ids(*catalogs[-1])
+    own = {Path(locale).parent.relative_to(messages.GRADER): _template_ids(locale, domain)
+           for locale, domain in catalogs[:-1]}
+    found = []
+    for message_id, places in sorted(extracted_ids(directory).items()):
+        for place in places:
+            relative = (directory / place.rsplit(":", 1)[0]).relative_to(directory)
+            allowed = engine | next((ids for folder, ids in own.items() if relative.is_relative_to(folder)), set())
+            if message_id not in allowed and f"diagnosis.{message_id}" not in allowed:
+                found.append(f"{place}: {message_id}: in no template it may use")
+    return found
+
+
+def code_strings(directory: Path = messages.GRADER) -> set:
+    """Every string literal of the Python code under `directory`."""
+    return {node.value for path in Path(directory).rglob("*.py")
+            for node in ast.walk(ast.parse(path.read_text(encoding="utf-8")))
+            if isinstance(node, ast.Constant) and isinstance(node.value, str)}
+
+
+def unused_ids(directory: Path = messages.GRADER, catalogs: tuple = messages.CATALOGS) -> list:
+    """Sentences naming each template id that no code under `directory` uses: not a string literal
+    of the code (extracted, or kept in data), nor `diagnosis.<x>` for a literal x (a mistake's or
+    a probe's id). Ids built from grading.yml's ids (BUILT_FROM_GRADING_YML) are left to their
+    own checks (tests/test_i18n.py)."""
+    strings = code_strings(directory)
+    return [f"{Path(locale) / domain}.pot: {message_id}: no code uses it"
+            for locale, domain in catalogs for message_id in sorted(_template_ids(locale, domain))
+            if message_id not in strings and message_id.removeprefix("diagnosis.") not in strings
+            and not message_id.startswith(BUILT_FROM_GRADING_YML)]

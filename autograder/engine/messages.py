@@ -16,16 +16,20 @@ The language: `lang` given to `render` (the routes' `--lang ko|en`, which set MH
 this process and the processes it starts), else the environment variable MHA_LAB_LANG, else the
 locale (LC_ALL, LC_MESSAGES, LANG: `ko...` is Korean), else English. An unknown language is English.
 
-Editing the texts (instructors, developers; needs Babel, `pip install Babel`): edit the `.po`
-files (a new id goes into the domain's `.pot` template first, then `pybabel update --no-wrap -i
-autograder/locale/autograder.pot -d autograder/locale -D autograder`, the same for the
-assignment), then compile the `.mo` files that this module reads, and commit both:
+Editing the texts (instructors, developers; with Babel): README.md, "Messages in English and
+Korean": `pybabel extract -F babel.cfg` with the keywords of catalogs.KEYWORDS lists the ids the
+code passes literally (render, template, Fail, ContractError, SubmissionError); a new id goes into
+its domain's `.pot` template, then `pybabel update --no-wrap -i autograder/locale/autograder.pot
+-d autograder/locale -D autograder` (the same for the assignment), both texts are filled in, and
+the `.mo` files that this module reads are compiled and committed with them:
 
     pybabel compile -d autograder/locale -D autograder
     pybabel compile -d autograder/assignments/<id>/locale -D assignment
 
-tests/test_i18n.py fails when a `.mo` file is older than its `.po`, or when an id lacks a
-translation or its placeholders differ between languages.
+Ids built at run time (`diagnosis.<id>`, `concept.<step>[.<check>]`, `step_title.<assignment>.<step>`,
+`assignment_title.<assignment>`) are not extracted. tests/test_i18n.py fails when a `.mo` file is
+older than its `.po`, an id lacks a translation or its placeholders differ between languages, an
+extracted id is in no template its code may use, or a template id is used by no code.
 """
 import contextlib
 import functools
@@ -82,10 +86,33 @@ def template(message_id: str, lang: str | None = None) -> str:
     return translations(language(lang)).gettext(message_id)
 
 
+def template_or(message_id: str, default: str, lang: str | None = None) -> str:
+    """The text of `message_id`, or `default` where no catalog has it (a title an assignment's
+    catalog may translate: `assignment_title.<id>`, `step_title.<id>.<step>`)."""
+    try:
+        return template(message_id, lang)
+    except KeyError:
+        return default
+
+
 def render(message_id: str, lang: str | None = None, **params) -> str:
     """The sentence for `message_id` in the chosen language (see `language`), with `params`
     filled in."""
     return template(message_id, lang).format(**params)
+
+
+def concept(step_id: str, check_id: str | None = None, lang: str | None = None) -> str | None:
+    """Where the student's skeleton teaches what check `check_id` of step `step_id` tests, in the
+    chosen language: the text of `concept.<step>.<check>`, else of `concept.<step>` (a file and the
+    opening words of its paragraph: `<package>/<file>.py, "<opening words>"`), from the
+    assignment's catalog; None when the assignment names none. Check-level ids are for public
+    checks only: the student release ships every concept id."""
+    for message_id in ((f"concept.{step_id}.{check_id}",) if check_id else ()) + (f"concept.{step_id}",):
+        try:
+            return template(message_id, lang)
+        except KeyError:
+            continue
+    return None
 
 
 def catalog(lang: str = DEFAULT_LANGUAGE, catalogs: tuple = CATALOGS) -> dict:

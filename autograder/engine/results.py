@@ -44,6 +44,8 @@ class GradeResult:
     sandbox: list = field(default_factory=list)  # isolation layers that were in force
     duration: float = None  # seconds grade() took (the class report's runtime section)
     steps_total: int = None  # how many steps the assignment has, where some may not have run (pytest)
+    package_root: str = None  # where the package was, relative to `submission` (None: from a notebook or files)
+    graded_files: list = None  # the submission's files that were graded, relative to `submission`
 
     @property
     def score(self):
@@ -72,6 +74,8 @@ class GradeResult:
         return {
             "assignment": self.assignment,
             "submission": self.submission,
+            **({"package_root": self.package_root} if self.package_root is not None else {}),
+            **({"graded_files": list(self.graded_files)} if self.graded_files is not None else {}),
             "score": _round(self.score),
             "max_score": _round(self.max_score),
             "seed": self.seed,
@@ -127,15 +131,24 @@ def table(result, title=None):
         if step.mode and step.status != "not_checked":
             lines.append(f"  {'':<{width}}    ({messages.render(step.mode)})")
         if step.status in ("graded", "partial"):
-            for check in step.checks:
-                if check.passed is False:
-                    lines.append(f"  {'':<{width}}    x {check.id}: {check.message}")
+            failed = [check for check in step.checks if check.passed is False]
+            for index, check in enumerate(failed):
+                lines.append(f"  {'':<{width}}    x {check.id}: {check.message}")
+                where = messages.concept(step.id, check.id)
+                # the paragraph that teaches it, once after a run of failing checks taught by the same one
+                if where and (index + 1 == len(failed) or messages.concept(step.id, failed[index + 1].id) != where):
+                    lines.append(f"  {'':<{width}}      → {messages.render('table.see_concept', where=where)}")
+        if step.status in ("graded", "partial"):  # checks that could not be judged: no points either way
+            lines += [f"  {'':<{width}}    - {check.id}: {check.message}" for check in step.checks if check.passed is None]
         for diagnosis in step.diagnoses:
             lines.append(f"  {'':<{width}}    ? {diagnosis['message']}")
         for picture in step.pictures:
             lines.append(f"  {'':<{width}}    > {messages.render('picture_saved', path=picture)}")
     padding = " " * (width - display_width(total))
     line = f"  {total}{padding}  {result.score:6.2f} / {result.max_score:g}"
+    unjudged = sum(c.passed is None for step in result.complete_steps if step.status == "graded" for c in step.checks)
+    if unjudged:
+        line += "  " + messages.render("total_not_checked", count=unjudged)
     if result.partial:
         line += "  " + messages.render("total_partial", complete=len(result.complete_steps),
                                        total=result.steps_total or len(result.steps))

@@ -3,31 +3,76 @@ sources as the other routes (the skeleton files in assignments/<package>/ and gr
 
     python -m autograder student-notebook OUT.ipynb [--assignment ID]
 
-The first cell installs what the checks need (PyYAML; torch where it is missing, as Colab has it)
-and unpacks the grader the student release ships (public checks only: no solutions, no hidden
+The first cell installs what the checks need (PyYAML, jsonschema; torch where it is missing, as
+Colab has it) and unpacks the grader the student release ships (public checks only: no solutions, no hidden
 checks, no known mistakes) beside the notebook. Each step's code cells write the package's files
 (`%%writefile`), and its check cell calls routes.notebook.check_step: the in-process grader on
-the public checks, the same per-step points as `pytest assignments/` (with --cuda)."""
+the public checks, the same per-step points as `pytest assignments/` (with --cuda). What the
+notebook says is in Korean, then English (the titles from the assignment's catalog), and the
+setup cell's `LANG` chooses the checks' language (`lang="ko"`)."""
 import base64
 import io
 import tempfile
 import zipfile
 from pathlib import Path
 
-INSTALL = '''# Run this cell first: it installs what the checks need and unpacks the grader (public checks only).
+from autograder.engine.messages import template_or
+
+INSTALL = '''# 이 셀을 먼저 실행하세요: 검사에 필요한 것을 설치하고 채점기(공개 검사만)를 풉니다.
+# Run this cell first: it installs what the checks need and unpacks the grader (public checks only).
 import base64, importlib.util, io, os, subprocess, sys, zipfile
 
-missing = [name for name, module in (("pyyaml", "yaml"), ("torch", "torch"), ("numpy", "numpy"))
+# 메시지와 점수표의 언어 / the language of the messages and score tables: "ko" 한국어, "en" English,
+# None: MHA_LAB_LANG 또는 로케일 / MHA_LAB_LANG or the locale. 검사 셀은 check_step(..., lang=LANG)을
+# 부릅니다 / the check cells call check_step(..., lang=LANG); 한 셀만 / one cell only: lang="ko".
+LANG = None
+
+missing = [name for name, module in (("pyyaml", "yaml"), ("jsonschema", "jsonschema"), ("torch", "torch"),
+                                     ("numpy", "numpy"))
            if importlib.util.find_spec(module) is None]
 if missing:
     subprocess.check_call([sys.executable, "-m", "pip", "install", "-q", *missing])
 GRADER = "{grader}"
 zipfile.ZipFile(io.BytesIO(base64.b64decode(GRADER))).extractall(".")
 sys.path.insert(0, os.getcwd())
-os.makedirs({package!r}, exist_ok=True)  # the code cells write their files here
+os.makedirs({package!r}, exist_ok=True)  # 코드 셀이 파일을 여기에 씁니다 / the code cells write their files here
 from autograder.routes.notebook import check_step'''
 
-CHECK = "check_step({step_id!r}, assignment={assignment!r})"
+CHECK = "check_step({step_id!r}, assignment={assignment!r}, lang=LANG)"
+
+INTRODUCTION = '''# {korean_title} / {title}
+
+{about}
+
+[한국어]
+아래의 각 단계에는 설명, 채울 코드 셀, 검사 셀이 있습니다.
+
+* 설정 셀을 먼저 실행하세요. 코드 셀 하나가 패키지 `{package}/`의 파일 하나를 씁니다 (첫 줄
+  `%%writefile {package}/<file>.py`가 그 일을 합니다): **고칠 때마다 그 셀을 다시 실행하세요**.
+* `raise NotImplementedError("TODO")`를 모두 여러분의 코드로 바꾸세요. `%%writefile` 줄은 그대로 두세요.
+* 단계 뒤의 검사 셀이 그 단계를 채점합니다. 점수표를 출력하고, 실패한 검사마다 무엇이 틀렸는지(`x`),
+  그 개념을 설명하는 파일과 단락이 어디인지(`→`) 알려 줍니다. 나중의 채점은 다른 크기로 더 많이 검사합니다.
+* 메시지를 한국어로 보려면 설정 셀에서 `LANG = "ko"`로 바꾸세요 (검사 셀 하나만이라면
+  `check_step(..., lang="ko")`).
+* 규칙: 배치가 먼저, `(B, ...)`; B 배치, L 길이, D = d_model, H 헤드 수, d_k = D // H; 마스크는
+  True = 막힘인 bool 텐서입니다.
+
+[English]
+Each step below has an explanation, a code cell to complete and a check cell.
+
+* Run the setup cell first. Each code cell writes one file of the package `{package}/` (the first
+  line, `%%writefile {package}/<file>.py`, does that): **run it again after every change**.
+* Replace every `raise NotImplementedError("TODO")` with your code. Keep the `%%writefile` line.
+* The check cell after a step grades it: it prints a table with the points and, for each check
+  that failed, what is wrong (`x`) and the file and paragraph that explain it (`→`). The grader
+  runs more checks later, with other sizes.
+* Messages in Korean: set `LANG = "ko"` in the setup cell (or `check_step(..., lang="ko")` in one
+  check cell); `LANG = "en"` for English.
+* Conventions: batch first, `(B, ...)`; B batch, L length, D = d_model, H heads,
+  d_k = D // H; a mask is a bool tensor with True = BLOCKED.
+'''
+
+STEP = "## 단계 / Step: {korean_title} / {title} ({points:g}점 / points)"
 
 
 def grader_archive(config) -> bytes:
@@ -52,13 +97,24 @@ def student_notebook(config, skeleton=None):
     import nbformat
 
     from autograder import KIT
-    from autograder.routes.course import course_notebook
+    from autograder.routes.course import course_notebook, split_docstring
 
-    notebook = course_notebook(config, solutions=Path(skeleton or KIT / "assignments" / config.package))
+    skeleton = Path(skeleton or KIT / "assignments" / config.package)
+    notebook = course_notebook(config, solutions=skeleton)
     grader = base64.b64encode(grader_archive(config)).decode("ascii")
+    about, _ = split_docstring((skeleton / "__init__.py").read_text(encoding="utf-8")) \
+        if (skeleton / "__init__.py").is_file() else ("", "")
+    steps = {step.id: step for step in config.steps}
     for cell in notebook.cells:
         cell.metadata.pop("nbgrader", None)
-        if cell.get("id") == "setup":
+        if cell.get("id") == "introduction":
+            cell.source = INTRODUCTION.format(korean_title=template_or(f"assignment_title.{config.id}", config.title, "ko"),
+                                              title=config.title, about=about.strip(), package=config.package)
+        elif cell.get("id", "").startswith("step-"):
+            step = steps[cell["id"].removeprefix("step-")]
+            cell.source = STEP.format(korean_title=template_or(f"step_title.{config.id}.{step.id}", step.title, "ko"),
+                                      title=step.title, points=step.points)
+        elif cell.get("id") == "setup":
             cell.source = INSTALL.format(grader=grader, package=config.package)
         elif cell.get("id", "").startswith("check-"):
             cell.source = CHECK.format(step_id=cell["id"].removeprefix("check-"), assignment=config.id)
