@@ -6,6 +6,7 @@ registers StudentPlugin, which records each check's outcome and prints the per-s
 the end of the run. Student code runs in this process, so an exception in it shows a
 normal traceback into the student's file; a per-check time limit comes from pytest-timeout.
 """
+import gc
 from pathlib import Path
 
 import pytest
@@ -274,6 +275,10 @@ class StudentPlugin:
             self.print_tables(config)
         finally:
             messages.restore_language(self._previous_lang)
+            # The run is over: spare the interpreter's last garbage collection the objects of torch
+            # and of the checks (0.2 to 0.4 s of a student's run). Frozen objects are still freed
+            # by reference counting; only cycles among them are left to the process's end.
+            gc.freeze()
 
     def print_tables(self, config):
         terminal = config.pluginmanager.get_plugin("terminalreporter")
