@@ -206,9 +206,48 @@ def test_softmax_over_the_queries_is_named_as_attentions_mistake_in_masking(conf
         "weights = torch.softmax(scores, dim=-1)", "weights = torch.softmax(scores, dim=-2)")
     result = grade(submission(files={"attention.py": attention}), config, steps=["attention", "masking"])
     assert result.step("attention").score < result.step("attention").max_score
-    masked = [c for c in result.step("masking").checks if c.passed is False]
+    masking = result.step("masking")
+    masked = [c for c in masking.checks if c.passed is not True]
     assert masked and all(c.message_id == "mask_needs_attention" for c in masked), [c.message for c in masked]
     assert all("step attention's mistake" in c.message for c in masked)
+    # not checked: no points either way, its share left out of the step's maximum, and said so
+    assert all(c.passed is None and c.points == c.max_points == 0 for c in masked)
+    assert 0 < masking.score == masking.max_score < config.step("masking").points
+    from autograder.engine.results import table
+    shown = table(result)
+    assert all(f"    - {c.id}: " in shown for c in masked)
+    assert f"{len(masked)} checks not judged (marked -)" in shown.splitlines()[-1]
+
+
+def test_pytest_scores_a_check_blocked_by_another_step_as_not_checked(tmp_path):
+    root = student_copy(tmp_path, SOLUTIONS / "mha")
+    attention = root / "assignments" / "mha" / "attention.py"
+    attention.write_text(attention.read_text().replace(*SOFTMAX_OVER_QUERIES))
+    out = pytest_in(root, "--step", "attention", "--step", "masking").stdout
+    line = step_line(out, "masking")
+    score, maximum = re.search(r"masking\s+([\d.]+) / ([\d.]+)", line).groups()
+    assert float(score) > 0 and abs(float(score) - float(maximum)) < 0.01 and float(maximum) < 15, line
+    assert "checks run" not in line  # scored, not left out as a partial run
+    table = out[out.index("MHA Lab score"):]
+    assert re.search(r"^\s+- attention_padding: .*step attention's mistake", table, flags=re.M), table
+    assert "checks not judged (marked -)" in step_line(out, "total")
+
+
+def test_score_step_leaves_a_blocked_checks_share_out_of_the_maximum(config):
+    from autograder.engine.assignment import step_modules
+    from autograder.engine.check import Fail
+    from autograder.engine.runner import score_step
+    step = config.step("masking")
+    checks = [c for c in step_modules("mha")["masking"].CHECKS if c.visibility == "public"]
+    weight = {c.id: step.weights.get(c.id, c.weight) for c in checks}
+    waits = Fail("mask_needs_attention", {"name": "w", "low": 0.5, "high": 2.0, "blocked_by": "attention"})
+    result = score_step(step, [(c, None, waits) if c.id == "attention_causal" else (c, True, None) for c in checks])
+    kept = sum(weight.values()) - weight["attention_causal"]
+    assert result.max_score == pytest.approx(step.points * kept / sum(weight.values()))
+    assert result.score == pytest.approx(result.max_score) and result.status == "graded"
+    plain = score_step(step, [(c, False, Fail("not_implemented", {"where": "x"})) if c.id == "attention_causal" else (c, True, None)
+                              for c in checks])
+    assert plain.max_score == step.points and plain.score == pytest.approx(result.max_score)
 
 
 # ---------------------------------------------------------------------------- clean failure output
@@ -243,23 +282,47 @@ def test_a_tensor_in_an_exception_is_summarised(tmp_path, config, submission):
     broken = output.replace(*BIG_TENSOR_IN_MESSAGE)
     result = grade(submission(files={"output.py": broken}), config, steps=["output_projection"])
     messages = failing_messages(result, "output_projection")
-    assert messages and all("ValueError: cannot use tensor(<3-d, values " in m and len(m) < 300 for m in messages)
+    summary = re.compile(r"ValueError: cannot use tensor\(shape=\(\d+, \d+, \d+\), dtype=torch\.float64, values -?\d")
+    assert messages and all(summary.search(m) and len(m) < 300 for m in messages), messages
     root = student_copy(tmp_path, SOLUTIONS / "mha")
     (root / "assignments" / "mha" / "output.py").write_text(broken)
-    section = failures_section(pytest_in(root, "--step", "output_projection").stdout)
-    assert "E   ValueError: cannot use tensor(<3-d, values " in section, section
+    out = pytest_in(root, "--step", "output_projection").stdout
+    section = failures_section(out)
+    assert re.search(r"E   " + summary.pattern, section), section
+    # the score table's line went through the grader's summary a second time: unchanged by it
+    table = out[out.index("MHA Lab score"):]
+    lines = [line for line in table.splitlines() if line.strip().startswith("x ")]
+    assert lines and all(summary.search(line) and "shape=()" not in line for line in lines), table
     assert max(len(line) for line in section.splitlines()) < 200
+
+
+def test_summarising_twice_is_summarising_once_and_shows_the_shape():
+    import torch
+
+    from autograder.engine.summary import summarise_text
+    values = torch.arange(64, dtype=torch.float32).reshape(2, 4, 8) / 7
+    text = f"bad {values!r} and {torch.ones(3, 40, dtype=torch.float64)!r} but {torch.tensor([1, 2])!r}"
+    once = summarise_text(text)
+    assert summarise_text(once) == once
+    assert "bad tensor(shape=(2, 4, 8), dtype=torch.float32, values 0.0000, 0.1429, 0.2857, 0.4286, ...)" in once
+    assert "tensor(shape=(3, 40), dtype=torch.float64, values 1., 1., 1., 1., ...)" in once
+    assert once.endswith("but tensor([1, 2])")  # a short repr stays as it is
+    elided = summarise_text(repr(torch.zeros(500, 3, dtype=torch.int64)))
+    assert elided.startswith("tensor(shape=(7+, 3), dtype=torch.int64, values 0, 0, 0, 0, ...)"), elided
 
 
 # ---------------------------------------------------------------------------- pictures (--plots)
 
 SOFTMAX_OVER_QUERIES = ("weights = torch.softmax(scores, dim=-1)", "weights = torch.softmax(scores, dim=-2)")
+SCALE_BY_D_K = ("/ math.sqrt(d_k)", "/ d_k")
+MASK_INVERTED = ("scores.masked_fill(mask,", "scores.masked_fill(~mask,")
 
 
 def test_grade_plots_draw_the_failing_attention_weights_and_the_table_points_to_them(tmp_path, config, submission):
     from autograder.engine.results import table
     from autograder.routes.plots import pictures_for
-    attention = (SOLUTIONS / "mha" / "attention.py").read_text().replace(*SOFTMAX_OVER_QUERIES)
+    # a mistake of each step's own (softmax over the queries would leave masking not judged: nothing to draw)
+    attention = (SOLUTIONS / "mha" / "attention.py").read_text().replace(*SCALE_BY_D_K).replace(*MASK_INVERTED)
     path = submission(files={"attention.py": attention})
     plain = grade(path, config, steps=["padding", "attention", "masking"])
     assert not any(step.pictures for step in plain.steps)
@@ -318,3 +381,33 @@ def test_student_notebook_runs_headless_and_scores_as_pytest_does(tmp_path, conf
     out = pytest_in(student_copy(tmp_path / "kit", SOLUTIONS / "mha"), "--cuda").stdout
     for step in config.steps:
         assert f"{points[step.id]:.2f} / {step.points:g}" in step_line(out, step.id), (step.id, points)
+
+
+# ---------------------------------------------------------------------------- one mistake, one step
+
+MODULE_SCALE = ("/ math.sqrt(q.size(-1))", "/ math.sqrt(self.d_model)")
+
+
+def test_a_merge_heads_mistake_is_split_heads_own_and_not_the_modules(config, submission):
+    heads = (SOLUTIONS / "mha" / "heads.py").read_text().replace(*NO_MERGE_TRANSPOSE)
+    result = grade(submission(files={"heads.py": heads}), config, steps=["split_heads", "multi_head_attention"],
+                   reference=SOLUTIONS)
+    assert result.step("split_heads").score < result.step("split_heads").max_score
+    module = result.step("multi_head_attention")
+    waiting = [c for c in module.checks if c.message_id == "from_earlier_step"]
+    assert {c.id for c in waiting} >= {"self_attention", "cross_attention", "dropout", "random_configurations"}
+    assert all(c.passed is None and "This comes from step split_heads: fix it there first" in c.message
+               and "merge_heads" in c.message for c in waiting), waiting[0].message
+    assert not [c for c in module.checks if c.passed is False], [c.message for c in module.checks if c.passed is False]
+    assert module.score == pytest.approx(module.max_score) and module.max_score < config.step(module.id).points
+
+
+def test_a_module_wrong_on_its_own_loses_its_points_also_beside_a_heads_mistake(config, submission):
+    heads = (SOLUTIONS / "mha" / "heads.py").read_text().replace(*NO_MERGE_TRANSPOSE)
+    mha = (SOLUTIONS / "mha" / "mha.py").read_text()
+    assert MODULE_SCALE[0] in mha
+    result = grade(submission(files={"heads.py": heads, "mha.py": mha.replace(*MODULE_SCALE)}), config,
+                   steps=["multi_head_attention"])
+    module = result.step("multi_head_attention")
+    assert "from_earlier_step" not in {c.message_id for c in module.checks}
+    assert module.max_score == config.step(module.id).points and module.score < 1

@@ -133,7 +133,7 @@ class RemoteExecutor:
         has_package = (Path(submission) / package).is_dir()
         files = submission_files(submission, package) if has_package else {}
         self.worker = Worker(files, package, PRELOAD, memory_bytes)
-        self.hangs = HangGuard()
+        self.hangs = HangGuard(submission)
 
     def __enter__(self):
         self.worker.__enter__()

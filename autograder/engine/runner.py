@@ -9,6 +9,7 @@ live in different processes; here, in-process, they run one after the other.
 import copy
 import difflib
 import random
+import re
 import signal
 import threading
 import time
@@ -26,7 +27,7 @@ from autograder.engine.check import Check, ContractError, Fail, judged
 from autograder.engine.forbidden import package_files, reached_files, scan_source, scan_tampering, watching
 from autograder.engine.results import CheckResult, GradeResult, StepResult
 from autograder.engine.summary import summarise_text
-from autograder.engine.submission import Package, SubmissionError, refused_files, staged
+from autograder.engine.submission import Package, SubmissionError, refused_files, staging
 
 
 @dataclass
@@ -101,32 +102,75 @@ def observe(check, student, inputs, timeout=None, forbidden=(), private=False):
 
 
 class HangGuard:
-    """Remembers the steps whose code has hung (a check overran its time limit), so that their
-    remaining checks and probes are not run again: one endless loop costs one time limit, not
-    one per check. Shared by the executors (in-process and sandboxed) and the pytest route."""
+    """Remembers where student code has hung (a check overran its time limit), so that the later
+    checks and probes that would run that code again are not run: one endless loop costs one
+    time limit, not one per check, nor one per step that uses it. Shared by the executors
+    (in-process and sandboxed) and the pytest route.
 
-    def __init__(self):
-        self.hung = {}  # (assignment, step) -> the timeout Fail of the first check that hung, and its id
+    The rule, for any step: a later check is skipped when the file it hung in (the timeout's
+    `where`, the innermost student frame) is among the files the check runs: the files it
+    declares (`files` on the check, else its step module's FILES), and every file of the
+    submission they import. A check that does not reach that file still runs. Where the file is
+    unknown (the worker overran its own alarm, or the file is not among what the hung check
+    declares), the rest of the hung check's step is skipped, and nothing else. A step module
+    with no FILES declares nothing: only a hang in its own step skips its checks.
+    `root`: the directory holding the package(s), to follow the submission's imports."""
+
+    def __init__(self, root=None):
+        self.root = root
+        self.hung = []  # [(the check that hung, its timeout Fail, the hung file or None, where)]
+        self._files = {}  # package -> its sources (forbidden.package_files)
+        self._runs = {}  # (check class, assignment, step, package) -> runs()
 
     def skipped(self, check) -> "Observation | None":
-        """The Observation that stands for running `check` when its step has hung, else None."""
-        first = self.hung.get((check.assignment, check.step))
-        if first is None:
-            return None
-        fail, check_id = first
-        return Observation(error=Fail("skipped_after_hang", {**fail.params, "check": check_id}))
+        """The Observation that stands for running `check` when code it runs has hung, else None."""
+        for first, fail, file, location in self.hung:
+            if first.assignment != check.assignment:
+                continue
+            reaches = file is not None and file in self.runs(check, file.split("/", 1)[0])
+            if first.step == check.step and (file is None or reaches):
+                return Observation(error=Fail("skipped_after_hang", {**fail.params, "check": first.id or first.diagnosis}))
+            if reaches:
+                return Observation(error=Fail("skipped_after_hang_elsewhere", {
+                    "seconds": fail.params.get("seconds"), "where": location, "check": first.id or first.diagnosis,
+                    "step": first.step}))
+        return None
 
-    def note(self, check, observation: "Observation") -> bool:
-        """Record `observation` of `check`; True if it is the step's first hang. A time limit
-        that ran out in the grader's own code (no student frame) is not the student's hang."""
+    def note(self, check, observation: "Observation", location: "str | None" = None) -> bool:
+        """Record `observation` of `check`; True if it is a new hang. A time limit that ran out
+        in the grader's own code (no student frame) is not the student's hang. `location`: where
+        the code was stuck ('mha/x.py, line 3, in f'), when the Fail's own `where` does not say."""
         error = observation.error
-        if error is None or error.message_id != "timeout" or error.params.get("where") == GRADER_FRAME:
+        location = location or (error.params.get("where") if error is not None else None)
+        in_grader = location in {grader_frame(lang) for lang in messages.LANGUAGES}
+        if error is None or error.message_id != "timeout" or in_grader:
             return False
-        key = (check.assignment, check.step)
-        if key in self.hung:
+        if self.skipped(check) is not None:
             return False
-        self.hung[key] = (error, check.id or check.diagnosis)
+        match = re.match(r"(\S+\.py), line \d+, in ", str(location or ""))
+        file = match.group(1) if match else None
+        if file is not None and file not in self.runs(check, file.split("/", 1)[0]):
+            file = None  # the check's declarations miss it (code reached some other way): its step only
+        self.hung.append((check, error, file, location))
         return True
+
+    def runs(self, check, package: str) -> set:
+        """'<package>/<file name>' of every file `check` runs: what it declares, and what those
+        import in the submission (subfolders flattened to the file's name, as `where` names it)."""
+        key = (type(check), check.assignment, check.step, package)
+        if key in self._runs:
+            return self._runs[key]
+        declared = getattr(check, "files", None)
+        if declared is None:
+            from autograder.engine.assignment import step_modules  # the checks import the runner
+            declared = getattr(step_modules(check.assignment).get(check.step), "FILES", ())
+        start = [f"{package}/{name}" for name in declared]
+        if self.root is not None and package not in self._files:
+            self._files[package] = package_files(Path(self.root) / package)
+        files = self._files.get(package) or {}
+        reached = reached_files(files, start) if files else start
+        self._runs[key] = {f"{package}/{Path(name).name}" for name in [*start, *reached]}
+        return self._runs[key]
 
 
 def known_failure(error, student):
@@ -198,20 +242,32 @@ def raised(error, student):
     return Fail("raised", {"type": type(error).__name__, "message": message, "where": where(error, student)})
 
 
-GRADER_FRAME = "called from the grader"
+def grader_frame(lang: str | None = None) -> str:
+    """The `where` of an error that no line of the submission raised, in the language spoken."""
+    return messages.render("grader_frame", lang)
 
 
-def warm_up_grader() -> None:
-    """Do once, outside any time limit, what the grader's first check would otherwise pay for
-    under a student's time limit: copying a tensor imports torch._dynamo (seconds on a loaded
-    machine; interrupted, it leaves a half-imported module behind) when a TorchFunctionMode (the
-    forbidden-call watch) is on."""
-    if not _warmed:
-        import torch._dynamo  # noqa: F401
-        _warmed.append(True)
+GRADER_FRAME = grader_frame("en")
 
 
-_warmed = []
+def runs_simulated(config, simulate: bool = True) -> bool:
+    """Whether some step of `config` (an Assignment) runs CUDA checks on the simulated device."""
+    modules = config.step_modules()
+    return any(device_mode(step, simulate)[0] == "simulated" and any(c.requires == "cuda" for c in modules[step.id].CHECKS)
+               for step in config.steps)
+
+
+def warm_up_grader(configs, simulate: bool = True) -> None:
+    """Set up, outside any time limit, what a check would otherwise pay for under a student's time
+    limit: the simulated CUDA device, whose FakeTensorMode imports torch._dynamo (about 0.7 s,
+    seconds on a loaded machine; interrupted, it leaves a half-imported module behind). Only where
+    a step of `configs` runs there: a quick local run without --cuda does not pay for it."""
+    if any(runs_simulated(config, simulate) for config in configs):
+        try:
+            from autograder.engine.fake_cuda import Simulation
+            Simulation.shared()
+        except Exception:  # noqa: BLE001 - the cuda checks set it up themselves and report the reason
+            pass
 
 
 def where(error, student):
@@ -221,7 +277,7 @@ def where(error, student):
     frames = traceback.extract_tb(error.__traceback__)
     inside = [f for f in frames if directory and f.filename.startswith(directory)]
     if not inside:
-        return GRADER_FRAME
+        return grader_frame()
     frame = inside[-1]
     return f"{Path(package_dir).name}/{Path(frame.filename).name}, line {frame.lineno}, in {frame.name}"
 
@@ -248,10 +304,22 @@ def judge(check, inputs, observation, expected, tol, evidence=None):
     return judged(check, inputs, observation.values, expected, tol)
 
 
+BLOCKED_BY = "blocked_by"  # a Fail parameter: the id of the step whose mistake keeps this check from a verdict
+
+
 def not_checked(fail):
-    """True for a judge's "no verdict" (a check that could not run to the end here): it carries no
-    points either way, as a check that needs a missing GPU."""
-    return fail is not None and fail.message_id == "not_checked"
+    """True for a judge's "no verdict": a check that could not run to the end here (as a check
+    that needs a missing GPU), or one that cannot be judged until another step's code is fixed
+    (blocked()). It carries no points either way."""
+    return fail is not None and (fail.message_id == "not_checked" or blocked(fail))
+
+
+def blocked(fail) -> bool:
+    """True for a verdict that says "this cannot be judged while step X's code is wrong" (a Fail
+    with the parameter BLOCKED_BY = X): the check waits on that step's fix. It counts as not
+    checked: its share of the step's points is neither earned nor lost, but left out of the
+    step's maximum (score_step), so the step and the total say how much is still to be judged."""
+    return fail is not None and bool(fail.params.get(BLOCKED_BY))
 
 
 def forbidden_in_source(module, step, student):
@@ -327,8 +395,7 @@ class InProcess:
         except SubmissionError as error:
             self.error = Fail(error.message_id, error.params)
         self.layers = []
-        self.hangs = HangGuard()
-        warm_up_grader()
+        self.hangs = HangGuard(submission)
 
     def __enter__(self):
         return self
@@ -361,9 +428,12 @@ def grade(submission, config, reference=None, seed=None, steps=None, isolate=Fal
     process (autograder/worker.py); otherwise in this one. `pictures(step_id, records) -> [path]`
     (routes/plots.py) draws what a failing step's checks can show. Never raises for student faults."""
     started = time.monotonic()
-    with staged(submission, config.package) as root:
-        result = grade_package(root, config, reference, seed, steps, isolate, memory_bytes, pictures)
-    result.submission = str(submission)
+    with staging(submission, config.package) as staged_files:
+        result = grade_package(staged_files.root, config, reference, seed, steps, isolate, memory_bytes, pictures)
+    result.submission = str(submission)  # what was handed in; where in it the package was, and which files:
+    result.package_root = (None if staged_files.found is None
+                           else staged_files.found.relative_to(submission).as_posix())
+    result.graded_files = staged_files.graded_files
     result.duration = time.monotonic() - started
     return result
 
@@ -383,6 +453,7 @@ def grade_package(submission, config, reference, seed, steps, isolate, memory_by
         from autograder.engine.remote import RemoteExecutor
         executor = RemoteExecutor(submission, package, memory_bytes)
     else:
+        warm_up_grader([config])
         executor = InProcess(submission, package)
         package_error = package_error or executor.error
     source = Package.unloaded(submission, package)
@@ -489,9 +560,12 @@ def score_step(step, outcomes):
     """Turn (check, passed, fail) triples into a StepResult using the step's points and weights.
 
     passed is None for a check that could not run here (e.g. no GPU): it carries no points
-    either way, and a step whose checks all could not run is reported as not checked."""
+    either way, and a step whose checks all could not run is reported as not checked. A check
+    blocked by another step's mistake (blocked()) also carries no points, and its share is left
+    out of the step's maximum: the others keep the share they have when every check counts."""
     counted = [(c, p, f) for c, p, f in outcomes if p is not None]
-    total_weight = sum(step.weights.get(c.id, c.weight) for c, _, _ in counted)
+    waiting = [(c, p, f) for c, p, f in outcomes if p is None and blocked(f)]
+    total_weight = sum(step.weights.get(c.id, c.weight) for c, _, _ in counted + waiting)
     all_passed = all(p for _, p, _ in counted)
     checks = []
     for check, passed, fail in outcomes:
@@ -508,6 +582,6 @@ def score_step(step, outcomes):
         status = "not_checked"
     elif counted and all(f is not None and f.message_id == "not_implemented" for _, _, f in counted):
         status = "not_implemented"
-    max_score = step.points if counted else 0.0
+    max_score = round(sum(c.max_points for c in checks), 9) if counted and waiting else step.points if counted else 0.0
     return StepResult(id=step.id, title=step.title, score=round(sum(c.points for c in checks), 9),
                       max_score=max_score, checks=checks, status=status)

@@ -6,6 +6,7 @@ matrix as values its output IS the weight matrix, so both outputs are checked ag
 import torch
 import torch.nn.functional as F
 
+from autograder.engine import messages
 from autograder.engine.check import Check, ContractError, Fail, describe, randn, randsize
 
 FILES = ['attention.py']  # what the step grades (scanned for forbidden calls)
@@ -55,7 +56,7 @@ class AgainstTorch(Check):
         """The first head's weights, the student's next to PyTorch's."""
         if expected is None or "weights" not in expected:
             expected = oracle(inputs["q"], inputs["k"], inputs["v"])
-        return weights_picture(got, expected["weights"], f"attention weights ({self.id}), batch 0, head 0")
+        return weights_picture(got, expected["weights"], messages.render("picture.attention_weights", check=self.id))
 
 
 def weights_picture(got, expected, title):

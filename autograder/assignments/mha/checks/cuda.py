@@ -122,6 +122,7 @@ class MultiHeadAttentionOnCuda(OnCuda):
     train() with dropout; on a real GPU also backward, with gradients on the GPU."""
 
     id = "multi_head_attention"
+    files = ('mha.py',)  # what it runs (runner.HangGuard)
     weight = 3
 
     def inputs(self, rng):
@@ -146,6 +147,7 @@ class EmbeddingOnCuda(OnCuda):
     """TokenEmbedding moved to cuda, looking up cuda ids."""
 
     id = "embedding"
+    files = ('embedding.py',)  # what it runs (runner.HangGuard)
 
     def inputs(self, rng):
         return {"table": randn(rng, 11, 6), "ids": randint(rng, 1, 11, 2, 6)}
@@ -164,6 +166,7 @@ class OutputProjectionOnCuda(OnCuda):
     """OutputProjection moved to cuda, on cuda heads."""
 
     id = "output_projection"
+    files = ('output.py',)  # what it runs (runner.HangGuard)
 
     def inputs(self, rng):
         return {"state": linear_state(rng, 12, 12), "heads": randn(rng, 2, 3, 5, 4)}
@@ -181,6 +184,7 @@ class MasksOnCuda(OnCuda):
     """causal_mask(L, device=...) on the device; padding_mask of cuda ids stays on cuda."""
 
     id = "masks"
+    files = ('masking.py',)  # what it runs (runner.HangGuard)
 
     def inputs(self, rng):
         return {"ids": torch.tensor([[3, 1, 4, 0], [5, 0, 0, 0]])}
@@ -194,6 +198,7 @@ class AttentionOnCuda(OnCuda):
     """scaled_dot_product_attention with q, k, v and a mask on cuda."""
 
     id = "attention"
+    files = ('attention.py',)  # what it runs (runner.HangGuard)
 
     def inputs(self, rng):
         mask = causal_by_hand(4, 4) | torch.tensor([False, False, True, True])
@@ -217,6 +222,7 @@ class MaskNotBuffer(Check):
     """A module keeps no tensor as a plain attribute: .to() would leave it on the CPU."""
 
     diagnosis = "mask_not_buffer"
+    files = ('mha.py', 'embedding.py', 'output.py')  # what it runs (runner.HangGuard)
 
     def observe(self, mha):
         found = []
@@ -236,6 +242,7 @@ class CpuTensorInForward(Check):
     creates a tensor on the CPU."""
 
     diagnosis = "cpu_tensor_in_forward"
+    files = ('mha.py',)  # what it runs (runner.HangGuard)
 
     def inputs(self, rng):
         return MultiHeadAttentionOnCuda().inputs(rng)

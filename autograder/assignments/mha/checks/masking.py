@@ -7,10 +7,12 @@ costing points here too: it is graded in step `attention`.
 """
 import torch
 
+from autograder.engine import messages
 from autograder.engine.check import Check, Fail, check_form, compare_tensor, first_index, passes_everywhere, randindex, randsize
 from .attention import attend, qkv, weights_picture
 
 FILES = ['masking.py', 'attention.py']  # what the step grades (scanned for forbidden calls)
+MASKS_ONLY = ('masking.py',)  # `files` of the checks that call only the mask builders (see runner.HangGuard)
 
 
 def padding_mask_by_hand(ids, pad_id):
@@ -84,8 +86,9 @@ def unnormalised_attention(rows, what):
     sums = torch.cat([s.to(torch.float64) for s in sums])
     if bool(((sums - 1).abs() <= 1e-3).all()):
         return None
+    # blocked_by: not checked (runner.blocked): no points either way until attention is fixed
     return Fail("mask_needs_attention", {"name": f"weights ({what})", "low": sums.min().item(),
-                                         "high": sums.max().item()})
+                                         "high": sums.max().item(), "blocked_by": "attention"})
 
 
 def compare_rows(rows, weights, out, blocked, tol, what):
@@ -133,13 +136,13 @@ def rows_agree(rows, weights, out, blocked, tol):
 class MaskedAttention(Check):
     """Helper: attention with a mask, judged against the student's own unmasked attention."""
 
-    what = "mask"
+    what = "mask_label.mask"  # message ids: the masks named in the messages and pictures
 
     def observe(self, mha, q, k, v, mask):
         return masked_and_per_row(mha, q, k, v, mask)
 
     def judge(self, inputs, got, expected, tol):
-        return judge_masked(got, inputs["q"], inputs["k"], inputs["v"], inputs["mask"], tol, self.what)
+        return judge_masked(got, inputs["q"], inputs["k"], inputs["v"], inputs["mask"], tol, messages.render(self.what))
 
     def picture(self, inputs, got, expected):
         """The first head's masked weights, the student's next to softmax over the kept keys."""
@@ -147,13 +150,14 @@ class MaskedAttention(Check):
         scores = (q @ k.transpose(-2, -1)) / q.shape[-1] ** 0.5
         blocked = mask.expand(scores.shape)
         want = torch.softmax(scores.masked_fill(blocked, float("-inf")), dim=-1).nan_to_num(0.0)
-        return weights_picture(got, want, f"masked attention weights ({self.what}), batch 0, head 0")
+        return weights_picture(got, want, messages.render("picture.masked_weights", what=messages.render(self.what)))
 
 
 class PaddingMaskValues(Check):
     """padding_mask(ids) is bool (B, 1, 1, L), True where ids == pad_id (on the key axis)."""
 
     id = "padding_mask_values"
+    files = MASKS_ONLY
     weight = 2
 
     def inputs(self, rng):
@@ -170,6 +174,7 @@ class PaddingMaskPadId(Check):
     """padding_mask(ids, pad_id) uses pad_id, not 0."""
 
     id = "padding_mask_pad_id"
+    files = MASKS_ONLY
 
     def inputs(self, rng):
         return {"ids": torch.tensor([[5, 7, 1, 1], [0, 1, 1, 1]])}
@@ -185,6 +190,7 @@ class CausalMaskValues(Check):
     """causal_mask(L) is bool (L, L), True strictly above the diagonal (the future)."""
 
     id = "causal_mask_values"
+    files = MASKS_ONLY
     weight = 2
 
     def observe(self, mha):
@@ -198,7 +204,7 @@ class BlocksPadding(MaskedAttention):
     """With a padding mask (B, 1, 1, Lk): padding keys get weight 0, the rest renormalise."""
 
     id = "attention_padding"
-    what = "padding mask"
+    what = "mask_label.padding"
     weight = 3
 
     def inputs(self, rng):
@@ -210,7 +216,7 @@ class BlocksFuture(MaskedAttention):
     """With a causal mask (Lq, Lk): query i sees keys 0..i only."""
 
     id = "attention_causal"
-    what = "causal mask"
+    what = "mask_label.causal"
     weight = 3
 
     def inputs(self, rng):
@@ -221,7 +227,7 @@ class AllBlockedRowFinite(MaskedAttention):
     """A row whose keys are all blocked (an empty sequence) comes out finite, not NaN."""
 
     id = "all_blocked_row_finite"
-    what = "a sequence that is all padding"
+    what = "mask_label.all_padding"
     weight = 2
 
     def inputs(self, rng):
@@ -233,7 +239,7 @@ class Float32Mask(MaskedAttention):
     """float32 scores with padding and causal masks together."""
 
     id = "float32_mask"
-    what = "float32, padding and causal mask"
+    what = "mask_label.float32"
 
     def inputs(self, rng):
         ids = torch.tensor([[3, 1, 4, 1, 5, 9], [6, 5, 3, 0, 0, 0]])
@@ -252,6 +258,7 @@ class CausalMaskDevice(Check):
     is written out below, so the judge never runs that triu either."""
 
     id = "causal_mask_device"
+    files = MASKS_ONLY
     visibility = "hidden"
 
     def observe(self, mha):
@@ -267,6 +274,7 @@ class RandomMasks(Check):
     """Random ids, pad ids and lengths: both masks against the reference."""
 
     id = "random_masks"
+    files = MASKS_ONLY
     visibility = "hidden"
     weight = 2
 
@@ -287,7 +295,7 @@ class RandomMaskedAttention(MaskedAttention):
 
     id = "random_masked_attention"
     visibility = "hidden"
-    what = "random masks"
+    what = "mask_label.random"
     weight = 2
 
     def inputs(self, rng):

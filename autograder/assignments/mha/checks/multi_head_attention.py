@@ -17,6 +17,7 @@ from autograder.engine.check import (
     ContractError,
     Fail,
     check_form,
+    compare,
     compare_tensor,
     find_projections,
     first_index,
@@ -98,6 +99,98 @@ def oracle(states, query, key, value, num_heads=H, bias=True, causal=False, pad_
     return {"out": out}
 
 
+# ---------------------------------------------------------------------------- earlier steps' functions
+#
+# The module runs functions graded in earlier steps. When one of them is wrong, the module's
+# output is wrong too, but the mistake is that step's. To tell, a check whose values are wrong
+# runs the module once more with those functions written out (by hand, below) in place of the
+# student's, in every file of the package that uses them: if that run is right, the module is
+# right and the check waits on the earlier step (runner.blocked: not checked, no points either
+# way); if it is still wrong, the module is wrong on its own and the check fails as usual.
+
+def split_by_hand(x, num_heads):
+    B, L, D = x.shape
+    return x.reshape(B, L, num_heads, D // num_heads).transpose(1, 2)
+
+
+def merge_by_hand(x):
+    B, H, L, d_k = x.shape
+    return x.transpose(1, 2).reshape(B, L, H * d_k)
+
+
+# (step, the file of the package, {function: (written out, a call that tells it apart: f(by_hand) -> args)})
+EARLIER = [("split_heads", "heads", {
+    "split_heads": (split_by_hand, lambda x: (x, 2)),
+    "merge_heads": (merge_by_hand, lambda x: (split_by_hand(x, 2),)),
+})]
+WRITTEN_OUT = "with_earlier_steps_written_out"  # the observation of the second run
+
+
+def wrong_functions(mha, file, functions):
+    """{name: the student's function} of `functions` in mha.<file> that give another result than
+    the written-out one on a small input (or raise). Empty when the file cannot be loaded."""
+    try:
+        module = getattr(mha, file)
+    except Exception:  # noqa: BLE001 - a broken or missing file: its own step says so
+        return {}
+    x = torch.arange(2 * 3 * 6, dtype=torch.float64).reshape(2, 3, 6)
+    wrong = {}
+    for name, (by_hand, arguments) in functions.items():
+        theirs = getattr(module, name, None)
+        if not callable(theirs):
+            continue
+        try:
+            same = torch.equal(theirs(*arguments(x)), by_hand(*arguments(x)))
+        except Exception:  # noqa: BLE001 - student code
+            same = False
+        if not same:
+            wrong[name] = theirs
+    return wrong
+
+
+def observe_with_earlier_steps(mha, run):
+    """run() (the module's observations), and where an earlier step's function is wrong, under
+    WRITTEN_OUT: {"step": ..., "functions": [...], "values": run() with them written out} (None
+    if that run raised)."""
+    import sys
+
+    got = run()
+    loaded = getattr(mha, "_module", None)  # a package loaded from files (not the mistakes' model)
+    for step, file, functions in EARLIER if loaded is not None else ():
+        wrong = wrong_functions(mha, file, functions)
+        if not wrong:
+            continue
+        package = loaded.__name__ + "."
+        patched = [(module, name, value) for key, module in list(sys.modules.items()) if key.startswith(package)
+                   for name, value in vars(module).items()
+                   if any(value is theirs for theirs in wrong.values())]
+        try:
+            for module, name, value in patched:
+                fixed = next(functions[n][0] for n, theirs in wrong.items() if theirs is value)
+                setattr(module, name, fixed)
+            values = run()
+        except Exception:  # noqa: BLE001 - student code
+            values = None
+        finally:
+            for module, name, value in patched:
+                setattr(module, name, value)
+        got[WRITTEN_OUT] = {"step": step, "functions": sorted(wrong), "values": values}
+        break
+    return got
+
+
+def judge_with_earlier_steps(got, judge_own):
+    """judge_own(observations) on the module's own run; where it fails and the run with an
+    earlier step's functions written out passes, the Fail that blames that step (blocked_by)."""
+    own = {key: value for key, value in got.items() if key != WRITTEN_OUT}
+    fail = judge_own(own)
+    written_out = got.get(WRITTEN_OUT)
+    if fail is None or not written_out or written_out["values"] is None or judge_own(written_out["values"]):
+        return fail
+    return Fail("from_earlier_step", {"step": written_out["step"], "functions": ", ".join(written_out["functions"]),
+                                      "blocked_by": written_out["step"]})
+
+
 class AgainstTorch(Check):
     """Helper: the student's module and nn.MultiheadAttention on the same inputs."""
 
@@ -119,8 +212,13 @@ class AgainstTorch(Check):
         return inputs
 
     def observe(self, mha, states, query, key, value, pad_mask):
-        module = build(mha, states, bias=self.bias, causal=self.causal)
-        return {"out": module(query, key, value, pad_mask=pad_mask)}
+        def run():
+            module = build(mha, states, bias=self.bias, causal=self.causal)
+            return {"out": module(query, key, value, pad_mask=pad_mask)}
+        return observe_with_earlier_steps(mha, run)
+
+    def judge(self, inputs, got, expected, tol):
+        return judge_with_earlier_steps(got, lambda own: compare(own, expected, tol))
 
     def expected(self, states, query, key, value, pad_mask):
         key = query if key is None else key
@@ -193,12 +291,15 @@ class AllPaddingRowFinite(Check):
                 "pad_mask": torch.tensor([[False, False, False, True, True], [True] * 5])}
 
     def observe(self, mha, states, query, pad_mask):
-        return {"out": build(mha, states)(query, pad_mask=pad_mask)}
+        return observe_with_earlier_steps(mha, lambda: {"out": build(mha, states)(query, pad_mask=pad_mask)})
 
     def expected(self, states, query, pad_mask):
         return oracle(states, query, query, query, pad_mask=pad_mask)
 
     def judge(self, inputs, got, expected, tol):
+        return judge_with_earlier_steps(got, lambda own: self.judge_own(inputs, own, expected, tol))
+
+    def judge_own(self, inputs, got, expected, tol):
         has_keys = ~inputs["pad_mask"].all(-1)[:, None, None]  # (B, 1, 1): all-padding rows are unspecified
         fail = compare_tensor(got["out"], expected["out"], tol, name="out", where=has_keys)
         if fail:
@@ -226,22 +327,27 @@ class Dropout(Check):
                 "value": randn(rng, 2, self.LK, self.D)}
 
     def observe(self, mha, states, query, key, value):
-        module = build(mha, states, num_heads=self.H, dropout=0.5)
-        layer = getattr(module, "dropout", None)
-        if not isinstance(layer, nn.Dropout):
-            raise ContractError("missing_attribute", owner="MultiHeadAttention", name="dropout",
-                                expected="an nn.Dropout")
-        eval_out = [module(query, key, value).detach() for _ in range(2)]
-        module.train()
-        with torch.random.fork_rng(devices=[]):
-            torch.manual_seed(0)  # the same masks every run: a diagnosis sees what the grade saw
-            train_out = [module(query, key, value).detach() for _ in range(3)]
-        return {"p": layer.p, "eval": eval_out, "train": train_out}
+        def run():
+            module = build(mha, states, num_heads=self.H, dropout=0.5)
+            layer = getattr(module, "dropout", None)
+            if not isinstance(layer, nn.Dropout):
+                raise ContractError("missing_attribute", owner="MultiHeadAttention", name="dropout",
+                                    expected="an nn.Dropout")
+            eval_out = [module(query, key, value).detach() for _ in range(2)]
+            module.train()
+            with torch.random.fork_rng(devices=[]):
+                torch.manual_seed(0)  # the same masks every run: a diagnosis sees what the grade saw
+                train_out = [module(query, key, value).detach() for _ in range(3)]
+            return {"p": layer.p, "eval": eval_out, "train": train_out}
+        return observe_with_earlier_steps(mha, run)
 
     def expected(self, states, query, key, value):
         return oracle(states, query, key, value, num_heads=self.H)
 
     def judge(self, inputs, got, expected, tol):
+        return judge_with_earlier_steps(got, lambda own: self.judge_own(inputs, own, expected, tol))
+
+    def judge_own(self, inputs, got, expected, tol):
         if got["p"] != 0.5:
             return Fail("bad_attribute", {"owner": "MultiHeadAttention", "name": "dropout.p",
                                           "expected": 0.5, "got": got["p"]})
@@ -340,10 +446,16 @@ class RandomConfigurations(Check):
                 "pad_mask": pad_mask}
 
     def observe(self, mha, states, num_heads, query, key, pad_mask):
-        full = build(mha, states, num_heads=num_heads)
-        causal = build(mha, states, num_heads=num_heads, causal=True)
-        return {"self": full(query), "cross": full(query, key, key, pad_mask=pad_mask),
-                "causal_cross": causal(query, key, key, pad_mask=pad_mask)}
+        def run():
+            full = build(mha, states, num_heads=num_heads)
+            causal = build(mha, states, num_heads=num_heads, causal=True)
+            return {"self": full(query), "cross": full(query, key, key, pad_mask=pad_mask),
+                    "causal_cross": causal(query, key, key, pad_mask=pad_mask)}
+        return observe_with_earlier_steps(mha, run)
+
+    def judge(self, inputs, got, expected, tol):
+        expected = {key: value for key, value in expected.items() if key != WRITTEN_OUT}  # the reference's run
+        return judge_with_earlier_steps(got, lambda own: compare(own, expected, tol))
 
 
 # ### PROBES (unscored: run when the step fails, to explain why)
