@@ -62,7 +62,7 @@ VARIANTS = [
          "    pad_mask = torch.ones(len(sequences), L, dtype=torch.bool)  # (B, L)\n"
          "    for b, (seq, n) in enumerate(zip(sequences, lengths)):\n"
          "        ids[b, :n] = torch.tensor(list(seq[:n]), dtype=torch.long)  # (n,)\n"
-         "        pad_mask[b, :n] = False\n",
+         "        pad_mask[b, :n] = False  # (n,): 행 b의 실제 토큰 / the real tokens of row b\n",
          "    rows = [list(seq[:n]) + [pad_id] * (L - n) for seq, n in zip(sequences, lengths)]\n"
          "    ids = torch.tensor(rows, dtype=torch.long).reshape(len(sequences), L)  # (B, L)\n"
          "    pad_mask = torch.arange(L)[None, :] >= torch.tensor(lengths)[:, None]  # (B, L)\n")]),
