@@ -10,6 +10,7 @@ The packages, in the one direction imports flow (see ARCHITECTURE.md):
     assignments/  one folder per assignment (its checks, known mistakes, messages), loaded by
                   the engine by name; the engine itself names no assignment
 """
+
 from pathlib import Path
 
 __version__ = "0.2.0"

@@ -1,4 +1,5 @@
 """`python -m autograder ...`: the command line (autograder/routes/cli.py)."""
+
 import logging
 import os
 import sys

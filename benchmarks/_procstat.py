@@ -3,6 +3,7 @@
 The worker server runs under bubblewrap, a child of the judge: its CPU (and that of every
 worker it has reaped) is read from its process tree, which RUSAGE_CHILDREN would only count
 once it ends. Shared by the benchmarks; asserts nothing."""
+
 import os
 from pathlib import Path
 
@@ -60,8 +61,10 @@ def server_pid(preload="autograder.engine.remote"):
         return None
     for pid in tree(server.process.pid):  # parents first: the server before its workers
         try:
-            if Path(f"/proc/{pid}/comm").read_text().strip() != "bwrap" and \
-                    b"fork_server_main" in Path(f"/proc/{pid}/cmdline").read_bytes():
+            if (
+                Path(f"/proc/{pid}/comm").read_text().strip() != "bwrap"
+                and b"fork_server_main" in Path(f"/proc/{pid}/cmdline").read_bytes()
+            ):
                 return pid
         except OSError:
             pass

@@ -14,6 +14,7 @@ nbgrader; skipped without it). The rows before the CLI row run with warm caches,
 a class-sized batch does (one seed: shared inputs, expectations and known-mistake runs).
 Prints figures; asserts nothing.
 """
+
 import argparse
 import os
 import shutil
@@ -90,8 +91,20 @@ def cli_batch_seconds(paths, out, workers, cuda_mode):
         config = out.parent / "grading-cli.yml"
         text = (KIT / "grading.yml").read_text()
         config.write_text(text.replace("mode: auto", f"mode: {cuda_mode}"))
-    command = [sys.executable, "-m", "autograder", "grade", *map(str, paths), "--out", str(out),
-               "--workers", str(workers), "--seed", "7", *(["--config", str(config)] if config else [])]
+    command = [
+        sys.executable,
+        "-m",
+        "autograder",
+        "grade",
+        *map(str, paths),
+        "--out",
+        str(out),
+        "--workers",
+        str(workers),
+        "--seed",
+        "7",
+        *(["--config", str(config)] if config else []),
+    ]
     start = time.perf_counter()
     subprocess.run(command, check=True, capture_output=True, cwd=KIT)
     return time.perf_counter() - start
@@ -110,11 +123,15 @@ def nbgrader_times(paths, count, config):
     with tempfile.TemporaryDirectory() as tmp:
         course = Path(tmp)
         write_course(course, config)
-        env = {**os.environ, "PYTHONPATH": str(KIT),
-               "PATH": os.pathsep.join([os.path.dirname(sys.executable), os.environ.get("PATH", "")])}
+        env = {
+            **os.environ,
+            "PYTHONPATH": str(KIT),
+            "PATH": os.pathsep.join([os.path.dirname(sys.executable), os.environ.get("PATH", "")]),
+        }
         command = [sys.executable, "-m", "nbgrader"]
-        subprocess.run([*command, "generate_assignment", "mha", "--create"], cwd=course, env=env, check=True,
-                       capture_output=True)
+        subprocess.run(
+            [*command, "generate_assignment", "mha", "--create"], cwd=course, env=env, check=True, capture_output=True
+        )
         released = nbformat.read(str(course / "release" / "mha" / "mha.ipynb"), as_version=4)
         for path in paths[:count]:
             files = {p.name: p.read_text() for p in (path / "mha").glob("*.py")}
@@ -122,8 +139,7 @@ def nbgrader_times(paths, count, config):
             target.mkdir(parents=True)
             nbformat.write(fill_notebook(released, files, "mha"), str(target / "mha.ipynb"))
         start = time.perf_counter()
-        subprocess.run([*command, "autograde", "mha", "--create"], cwd=course, env=env, check=True,
-                       capture_output=True)
+        subprocess.run([*command, "autograde", "mha", "--create"], cwd=course, env=env, check=True, capture_output=True)
         return (time.perf_counter() - start) / count
 
 
@@ -137,8 +153,12 @@ def main():
     parser.add_argument("--workers", type=int, default=os.cpu_count() or 1)
     parser.add_argument("--rounds", type=int, default=2, help="passes over the submissions, one at a time")
     parser.add_argument("--notebooks", type=int, default=4, help="notebooks nbgrader autogrades for the comparison")
-    parser.add_argument("--cuda-mode", default=None, choices=["auto", "simulated", "off"],
-                        help="override the cuda step's mode (off: leave the simulated device out)")
+    parser.add_argument(
+        "--cuda-mode",
+        default=None,
+        choices=["auto", "simulated", "off"],
+        help="override the cuda step's mode (off: leave the simulated device out)",
+    )
     args = parser.parse_args()
     config = grading_config.load()
     if args.cuda_mode:
@@ -162,32 +182,46 @@ def main():
         out = Path(tmp) / "out"
         busy, judge = busy_cpu_seconds(), time.process_time()
         start = time.perf_counter()
-        grade_batch(paths, config, out, workers=args.workers, reference=KIT / "solutions", seed=7, force=True,
-                    log=open(os.devnull, "w"))
+        grade_batch(
+            paths,
+            config,
+            out,
+            workers=args.workers,
+            reference=KIT / "solutions",
+            seed=7,
+            force=True,
+            log=open(os.devnull, "w"),
+        )
         wall = time.perf_counter() - start
         busy, judge = busy_cpu_seconds() - busy, time.process_time() - judge
         rows.append((f"sandboxed batch, {args.workers} workers", wall / len(paths), float("nan"), len(paths) / wall))
         cold = cli_batch_seconds(paths, Path(tmp) / "cli", args.workers, args.cuda_mode)
         rows.append(("  same, cold: python -m autograder grade", cold / len(paths), float("nan"), len(paths) / cold))
         notebook = nbgrader_times(paths, args.notebooks, config) if args.notebooks else None
-    print(f"machine: {os.cpu_count()} cores; {args.submissions} submissions (half with a planted mistake); "
-          f"cuda step mode: {config.step('cuda').options['mode']}")
+    print(
+        f"machine: {os.cpu_count()} cores; {args.submissions} submissions (half with a planted mistake); "
+        f"cuda step mode: {config.step('cuda').options['mode']}"
+    )
     label = "python -c 'import torch'"
     print(f"{label:42s} {torch_time:8.2f} s")
     print(f"{'grading':42s} {'median s':>9s} {'p95 s':>7s} {'subs/s':>8s}")
     for name, median, p95, rate in rows:
         print(f"{name:42s} {median:9.3f} {p95:7.3f} {rate:8.2f}")
     count = len(paths)
-    print(f"{'  batch CPU per submission':42s} {busy / count * 1000:6.0f} ms: judge {judge / count * 1000:.0f} ms, "
-          f"workers and the rest {(busy - judge) / count * 1000:.0f} ms ({busy / wall * 100:.0f} % of one core busy)")
+    print(
+        f"{'  batch CPU per submission':42s} {busy / count * 1000:6.0f} ms: judge {judge / count * 1000:.0f} ms, "
+        f"workers and the rest {(busy - judge) / count * 1000:.0f} ms ({busy / wall * 100:.0f} % of one core busy)"
+    )
     overhead = statistics.median(isolated) / statistics.median(in_process) - 1
     print(f"{'isolation overhead (median, 1 worker)':42s} {overhead * 100:8.1f} %   (target <= 25 %)")
     if notebook:
         batch_rate, cli_rate = rows[2][3], rows[3][3]
         print(f"{'nbgrader autograde, per notebook':42s} {notebook:9.3f} {'':>7s} {1 / notebook:8.2f}")
         print(f"{'speed-up of our batch over nbgrader':42s} {batch_rate * notebook:8.1f} x  (target >= 30 x)")
-        print(f"{'  same, both commands run cold':42s} {cli_rate * notebook:8.1f} x  "
-              f"(our start-up is paid once per command, nbgrader's kernel start once per notebook)")
+        print(
+            f"{'  same, both commands run cold':42s} {cli_rate * notebook:8.1f} x  "
+            f"(our start-up is paid once per command, nbgrader's kernel start once per notebook)"
+        )
     else:
         print("nbgrader comparison skipped: pip install -e .[instructor]")
 

@@ -7,6 +7,7 @@ side by side. Target: the pytest run within 1.5 s of the import. The --cuda row 
 step on the simulated device (its fake-tensor machinery imports torch._dynamo). Prints figures;
 asserts nothing.
 """
+
 import argparse
 import shutil
 import statistics
@@ -39,10 +40,25 @@ def main():
         shutil.copy(KIT / "grading.yml", root / "grading.yml")
         commands = {
             "python -c 'import torch'": [sys.executable, "-c", "import torch"],
-            "pytest assignments/ (complete solution)": [sys.executable, "-m", "pytest", "-q", "-p",
-                                                        "no:cacheprovider", "assignments"],
-            "pytest assignments/ --cuda (simulated GPU)": [sys.executable, "-m", "pytest", "-q", "-p",
-                                                           "no:cacheprovider", "assignments", "--cuda"],
+            "pytest assignments/ (complete solution)": [
+                sys.executable,
+                "-m",
+                "pytest",
+                "-q",
+                "-p",
+                "no:cacheprovider",
+                "assignments",
+            ],
+            "pytest assignments/ --cuda (simulated GPU)": [
+                sys.executable,
+                "-m",
+                "pytest",
+                "-q",
+                "-p",
+                "no:cacheprovider",
+                "assignments",
+                "--cuda",
+            ],
         }
         times = {name: [] for name in commands}
         wall_time(commands["python -c 'import torch'"], root)  # warm the file cache

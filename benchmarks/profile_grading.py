@@ -9,6 +9,7 @@ cumulative and own time. In-process grading runs the judge's and the worker's ha
 process, so this shows both; the sandbox's own costs (fork, confinement, wire) are printed by
 benchmarks/batch_grading.py as the difference. Prints figures; asserts nothing.
 """
+
 import argparse
 import cProfile
 import io
@@ -39,8 +40,11 @@ def main():
     parser.add_argument("--sort", default="cumulative,tottime")
     parser.add_argument("--out", help="write the raw profile here (for snakeviz and the like)")
     parser.add_argument("--rounds", type=int, default=1, help="passes over the submissions once warm")
-    parser.add_argument("--no-profile", action="store_true",
-                        help="time only (to run under a sampling profiler: py-spy record -- python ...)")
+    parser.add_argument(
+        "--no-profile",
+        action="store_true",
+        help="time only (to run under a sampling profiler: py-spy record -- python ...)",
+    )
     args = parser.parse_args()
     config = grading_config.load()
     with tempfile.TemporaryDirectory() as tmp:
@@ -57,8 +61,10 @@ def main():
         profile.disable()
         cpu, wall = time.process_time() - cpu, time.perf_counter() - wall
     count = len(paths) * args.rounds
-    print(f"machine: {os.cpu_count()} cores; {count} gradings in-process, warm caches"
-          + ("" if args.no_profile else ", under cProfile (which slows Python-heavy code)"))
+    print(
+        f"machine: {os.cpu_count()} cores; {count} gradings in-process, warm caches"
+        + ("" if args.no_profile else ", under cProfile (which slows Python-heavy code)")
+    )
     print(f"CPU per submission {cpu / count * 1000:.0f} ms, wall {wall / count * 1000:.0f} ms")
     if args.no_profile:
         return

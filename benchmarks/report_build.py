@@ -11,6 +11,7 @@ perturbed grading time. Then times, in this process: reading the out directory, 
 copydetect's similarity over all pairs, the HTML rendering, and the whole `python -m autograder
 report` command (start-up included). Prints figures; asserts nothing.
 """
+
 import argparse
 import json
 import os
@@ -69,8 +70,12 @@ def main():
 
     started = time.perf_counter()
     graded = [cls / f"student{i:03d}" for i in range(args.graded)]
-    completed = subprocess.run([sys.executable, "-m", "autograder", "grade", *graded, "--out", out, "--seed", "16"],
-                               cwd=KIT, capture_output=True, text=True)
+    completed = subprocess.run(
+        [sys.executable, "-m", "autograder", "grade", *graded, "--out", out, "--seed", "16"],
+        cwd=KIT,
+        capture_output=True,
+        text=True,
+    )
     if completed.returncode:
         sys.exit(completed.stderr)
     grading = time.perf_counter() - started
@@ -82,9 +87,14 @@ def main():
     # grades.csv as the grader writes it, from the JSONs
     from autograder.engine.batch import load_result
     from autograder.engine.results import write_csv
+
     ids = sorted(base_of)
-    write_csv([load_result(out / f"{sid}.json") for sid in ids], ids, out / "grades.csv",
-              paths=[str(cls / sid) for sid in ids])
+    write_csv(
+        [load_result(out / f"{sid}.json") for sid in ids],
+        ids,
+        out / "grades.csv",
+        paths=[str(cls / sid) for sid in ids],
+    )
 
     from autograder.routes import report
     from autograder.routes.report_cli import graded_assignment
@@ -108,20 +118,40 @@ def main():
     (root / "report.html").write_text(html, encoding="utf-8")
     timings["HTML rendering"] = time.perf_counter() - t
     t = time.perf_counter()
-    completed = subprocess.run([sys.executable, "-m", "autograder", "report", out, "--html", root / "cli.html",
-                                "--json", root / "cli.json", "--lang", "ko"], cwd=KIT, capture_output=True, text=True)
+    completed = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "autograder",
+            "report",
+            out,
+            "--html",
+            root / "cli.html",
+            "--json",
+            root / "cli.json",
+            "--lang",
+            "ko",
+        ],
+        cwd=KIT,
+        capture_output=True,
+        text=True,
+    )
     if completed.returncode:
         sys.exit(completed.stderr)
     timings["whole `report` command (start-up, JSON and HTML)"] = time.perf_counter() - t
 
-    print(f"class report benchmark: {args.submissions} submissions, {os.cpu_count()} cores "
-          f"({args.graded} graded for real in {grading:.1f} s, the rest copy their JSON)")
+    print(
+        f"class report benchmark: {args.submissions} submissions, {os.cpu_count()} cores "
+        f"({args.graded} graded for real in {grading:.1f} s, the rest copy their JSON)"
+    )
     for name, seconds in timings.items():
         print(f"  {name:<52} {seconds:7.2f} s")
     pairs = data["similarity"]
-    print(f"  similarity: {pairs['compared']} submissions, {pairs['compared'] * (pairs['compared'] - 1) // 2} pairs, "
-          f"{len(pairs['pairs']) + pairs['more']} at or above {pairs['threshold']:.0%} ({len(pairs['pairs'])} listed), "
-          f"in {len(pairs['clusters'])} clusters (largest: {max((len(c['members']) for c in pairs['clusters']), default=0)})")
+    print(
+        f"  similarity: {pairs['compared']} submissions, {pairs['compared'] * (pairs['compared'] - 1) // 2} pairs, "
+        f"{len(pairs['pairs']) + pairs['more']} at or above {pairs['threshold']:.0%} ({len(pairs['pairs'])} listed), "
+        f"in {len(pairs['clusters'])} clusters (largest: {max((len(c['members']) for c in pairs['clusters']), default=0)})"
+    )
     print(f"  HTML: {len(html) / 1e6:.1f} MB; misconceptions: {len(data['misconceptions'])}")
     print(f"  written under {root}" + ("" if args.keep else " (a temporary directory)"))
 

@@ -17,6 +17,7 @@ assignments/` on the complete solution (a student's check), and `python -m autog
 of one submission (public and hidden checks, sandboxed: what a TA runs for one student).
 Prints figures; asserts nothing.
 """
+
 import argparse
 import importlib.util
 import os
@@ -42,8 +43,9 @@ def batch_figures(paths, config, workers, out):
 
     judge, server = time.process_time(), _procstat.server_cpu_seconds()
     start = time.perf_counter()
-    grade_batch(paths, config, out, workers=workers, reference=KIT / "solutions", seed=7, force=True,
-                log=open(os.devnull, "w"))
+    grade_batch(
+        paths, config, out, workers=workers, reference=KIT / "solutions", seed=7, force=True, log=open(os.devnull, "w")
+    )
     wall = time.perf_counter() - start
     time.sleep(0.5)  # the last workers' exit reaches the server
     return wall, time.process_time() - judge, _procstat.server_cpu_seconds() - server
@@ -57,22 +59,28 @@ def batches(args):
 
     config = grading_config.load()
     sizes = [int(n) for n in args.sizes.split(",")]
-    print(f"{'submissions':>11s} {'wall s':>7s} {'subs/s':>7s} {'CPU ms/sub':>10s} {'judge':>6s} {'workers':>8s} "
-          f"{'CPU-bound subs/s':>16s} {'judge RSS':>10s} {'server RSS':>10s}")
+    print(
+        f"{'submissions':>11s} {'wall s':>7s} {'subs/s':>7s} {'CPU ms/sub':>10s} {'judge':>6s} {'workers':>8s} "
+        f"{'CPU-bound subs/s':>16s} {'judge RSS':>10s} {'server RSS':>10s}"
+    )
     with tempfile.TemporaryDirectory() as tmp:
         paths = make_submissions(Path(tmp), max(sizes))
-        batch_figures(paths[:args.warmup], config, args.workers, Path(tmp) / "warm")  # server up, caches warm
+        batch_figures(paths[: args.warmup], config, args.workers, Path(tmp) / "warm")  # server up, caches warm
         for size in sizes:
             out = Path(tmp) / f"out{size}"
             wall, judge, server = batch_figures(paths[:size], config, args.workers, out)
             shutil.rmtree(out)
             cpu = (judge + server) / size
             rss = _procstat.rss_bytes(os.getpid()), _procstat.rss_bytes(_procstat.server_pid())
-            print(f"{size:11d} {wall:7.1f} {size / wall:7.2f} {cpu * 1000:10.0f} {judge / size * 1000:6.0f} "
-                  f"{server / size * 1000:8.0f} {args.workers / cpu:16.2f} {rss[0] / 2**20:8.0f} MiB "
-                  f"{rss[1] / 2**20:8.0f} MiB")
-    print("  CPU ms/sub = judge (this process) + workers (the worker server's tree: forks, confinement, checks); "
-          "target <= 150 ms, i.e. >= 10 subs/s on 2 cores")
+            print(
+                f"{size:11d} {wall:7.1f} {size / wall:7.2f} {cpu * 1000:10.0f} {judge / size * 1000:6.0f} "
+                f"{server / size * 1000:8.0f} {args.workers / cpu:16.2f} {rss[0] / 2**20:8.0f} MiB "
+                f"{rss[1] / 2**20:8.0f} MiB"
+            )
+    print(
+        "  CPU ms/sub = judge (this process) + workers (the worker server's tree: forks, confinement, checks); "
+        "target <= 150 ms, i.e. >= 10 subs/s on 2 cores"
+    )
 
 
 # hypothesis is the kit's own test extra, not in a student's install; where it is installed, its
@@ -105,9 +113,13 @@ def student_loop(runs):
         commands = {
             "python -c 'import torch'": ([sys.executable, "-c", "import torch"], root),
             "pytest assignments/ (complete solution)": (
-                [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", *HYPOTHESIS, "assignments"], root),
+                [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", *HYPOTHESIS, "assignments"],
+                root,
+            ),
             "python -m autograder grade (1 submission)": (
-                [sys.executable, "-m", "autograder", "grade", str(root / "assignments"), "--seed", "7"], KIT),
+                [sys.executable, "-m", "autograder", "grade", str(root / "assignments"), "--seed", "7"],
+                KIT,
+            ),
         }
         timed(commands["python -c 'import torch'"][0], root)  # warm the file cache
         times = {name: [] for name in commands}
@@ -120,11 +132,15 @@ def student_loop(runs):
         medians[name] = statistics.median(w for w, _ in values), statistics.median(c for _, c in values)
         print(f"{name:45s} {medians[name][0]:7.2f} {medians[name][1]:7.2f}")
     torch_wall, torch_cpu = medians["python -c 'import torch'"]
-    for name, target in (("pytest assignments/ (complete solution)", 0.5),
-                         ("python -m autograder grade (1 submission)", 1.5)):
+    for name, target in (
+        ("pytest assignments/ (complete solution)", 0.5),
+        ("python -m autograder grade (1 submission)", 1.5),
+    ):
         wall, cpu = medians[name]
-        print(f"  {name.split(' (')[0]:43s} import + {wall - torch_wall:5.2f} s wall, + {cpu - torch_cpu:5.2f} s CPU "
-              f"(target: + {target} s)")
+        print(
+            f"  {name.split(' (')[0]:43s} import + {wall - torch_wall:5.2f} s wall, + {cpu - torch_cpu:5.2f} s CPU "
+            f"(target: + {target} s)"
+        )
 
 
 def main():
@@ -136,8 +152,10 @@ def main():
     parser.add_argument("--skip-loop", action="store_true")
     parser.add_argument("--skip-batch", action="store_true")
     args = parser.parse_args()
-    print(f"machine: {os.cpu_count()} cores (os.cpu_count), {len(os.sched_getaffinity(0))} usable; "
-          f"load average {os.getloadavg()[0]:.1f} at start")
+    print(
+        f"machine: {os.cpu_count()} cores (os.cpu_count), {len(os.sched_getaffinity(0))} usable; "
+        f"load average {os.getloadavg()[0]:.1f} at start"
+    )
     if not args.skip_batch:
         batches(args)
     if not args.skip_loop:

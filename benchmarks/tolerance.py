@@ -7,6 +7,7 @@ stay far below the bound, mistakes far above it.
 
     python benchmarks/tolerance.py [seeds]
 """
+
 import math
 import sys
 
@@ -46,15 +47,17 @@ CORRECT = {
 MISTAKES = {
     "scale sqrt(d_k + 1)": {"scale": lambda d, q: math.sqrt(d + 1)},
     "scale sqrt(d_k - 1) (d_k + 2 when d_k = 2)": {"scale": lambda d, q: math.sqrt(d - 1 if d > 2 else d + 2)},
-    "scale d_k ** 0.49": {"scale": lambda d, q: d ** 0.49},
+    "scale d_k ** 0.49": {"scale": lambda d, q: d**0.49},
 }
 
 
 def shapes(rng, hidden):
     if not hidden:
         return (2, 3), 5, 7, 4, 6
+
     def r(lo, hi):
         return int(torch.randint(lo, hi, (), generator=rng))
+
     return (r(2, 4), r(2, 5)), r(2, 9), r(2, 9), r(2, 17), r(2, 9)
 
 
@@ -73,8 +76,10 @@ def main(seeds=300):
             v = torch.randn(*lead, lk, d_v, generator=rng, dtype=torch.float64)
             mask = causal(lq, lk)
             truth = attention(q, k, v, mask)
-            cases = {**{f"ok: {n}": dict(c) for n, c in CORRECT.items()},
-                     **{f"WRONG: {n}": dict(c) for n, c in MISTAKES.items()}}
+            cases = {
+                **{f"ok: {n}": dict(c) for n, c in CORRECT.items()},
+                **{f"WRONG: {n}": dict(c) for n, c in MISTAKES.items()},
+            }
             cases["WRONG: causal mask off by one (diagonal blocked)"] = {"causal_shift": -1}
             cases["WRONG: causal mask off by one (one future key seen)"] = {"causal_shift": 1}
             for name, kwargs in cases.items():
@@ -95,14 +100,16 @@ def main(seeds=300):
 def mha_case(seeds=100):
     """The whole module computed in float32 (weights and activations), cast back, vs float64."""
     from pathlib import Path
+
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "solutions"))
     from mha.mha import MultiHeadAttention  # the reference
 
     high, low_mistake = 0.0, math.inf
     for seed in range(seeds):
         rng = torch.Generator().manual_seed(seed)
-        heads, d_k, B, lq = (int(torch.randint(lo, hi, (), generator=rng))
-                             for lo, hi in ((2, 5), (2, 6), (2, 4), (2, 7)))  # the hidden check's ranges
+        heads, d_k, B, lq = (
+            int(torch.randint(lo, hi, (), generator=rng)) for lo, hi in ((2, 5), (2, 6), (2, 4), (2, 7))
+        )  # the hidden check's ranges
         D = heads * d_k
         module = MultiHeadAttention(D, heads, causal=True).double().eval()
         for p in module.parameters():

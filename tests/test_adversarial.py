@@ -1,6 +1,7 @@
 """Hostile submissions, graded through the sandbox. For each: the grader finishes, the honest
 steps keep their scores, the hostile step gets zero with a clear reason, and nothing outside the
 worker's scratch directory changes."""
+
 import hashlib
 import os
 
@@ -37,10 +38,14 @@ HOSTILE = {
     "infinite_loop": (in_pad_batch("while True:\n    pass"), "stopped after"),
     "sleep_forever": (in_pad_batch("import time\ntime.sleep(10**6)"), "stopped after"),
     "allocate_40_gb": (in_pad_batch("torch.ones(10**10)"), "can't allocate memory"),
-    "memory_growth": (in_pad_batch("hoard = []\nwhile True:\n    hoard.append(torch.empty(50_000_000))"),
-                      "can't allocate memory"),
-    "segfault": (in_pad_batch("import os, signal\nos.kill(os.getpid(), signal.SIGSEGV)"),
-                 "crashed the interpreter (SIGSEGV)"),
+    "memory_growth": (
+        in_pad_batch("hoard = []\nwhile True:\n    hoard.append(torch.empty(50_000_000))"),
+        "can't allocate memory",
+    ),
+    "segfault": (
+        in_pad_batch("import os, signal\nos.kill(os.getpid(), signal.SIGSEGV)"),
+        "crashed the interpreter (SIGSEGV)",
+    ),
     "os_exit_at_import": (at_import("import os\nos._exit(0)"), "ended the Python process (exit code 0)"),
     "sys_exit_at_import": (at_import("import sys\nsys.exit(0)"), "importing mha/padding.py raised SystemExit"),
     "os_exit_in_step": (in_pad_batch("import os\nos._exit(3)"), "ended the Python process (exit code 3)"),
@@ -48,39 +53,62 @@ HOSTILE = {
     "keyboard_interrupt": (in_pad_batch("raise KeyboardInterrupt"), "raised KeyboardInterrupt"),
     "patch_allclose": (at_import("torch.allclose = lambda *a, **k: True"), "rewrites torch"),
     "patch_assert_close": (at_import("torch.testing.assert_close = lambda *a, **k: None"), "rewrites torch"),
-    "patch_grader_modules": (at_import("import sys\nsys.modules['autograder.engine.check'].compare = lambda *a, **k: None"),
-                             "reaches into the grader"),
-    "read_the_reference": (at_import(f"REFERENCE = open({str(SOLUTIONS / 'mha' / 'padding.py')!r}).read()"),
-                           ("PermissionError", "FileNotFoundError")),  # outside the sandbox's view
-    "read_the_hidden_checks": (at_import(f"SECRET = open({str(HIDDEN_CHECKS)!r}).read()"),
-                               ("PermissionError", "FileNotFoundError")),
-    "write_a_fake_result": (at_import(f"open({OUT + '/fake.json'!r}, 'w').write('{{\"score\": 100}}')"),
-                            ("PermissionError", "FileNotFoundError")),
-    "print_a_fake_score_table": (in_pad_batch("print('padding 10.00 / 10\\n  total 100.00 / 100')\nreturn None"),
-                                 ("expected a pair (ids, pad_mask)", "nothing was raised")),
+    "patch_grader_modules": (
+        at_import("import sys\nsys.modules['autograder.engine.check'].compare = lambda *a, **k: None"),
+        "reaches into the grader",
+    ),
+    "read_the_reference": (
+        at_import(f"REFERENCE = open({str(SOLUTIONS / 'mha' / 'padding.py')!r}).read()"),
+        ("PermissionError", "FileNotFoundError"),
+    ),  # outside the sandbox's view
+    "read_the_hidden_checks": (
+        at_import(f"SECRET = open({str(HIDDEN_CHECKS)!r}).read()"),
+        ("PermissionError", "FileNotFoundError"),
+    ),
+    "write_a_fake_result": (
+        at_import(f"open({OUT + '/fake.json'!r}, 'w').write('{{\"score\": 100}}')"),
+        ("PermissionError", "FileNotFoundError"),
+    ),
+    "print_a_fake_score_table": (
+        in_pad_batch("print('padding 10.00 / 10\\n  total 100.00 / 100')\nreturn None"),
+        ("expected a pair (ids, pad_mask)", "nothing was raised"),
+    ),
     "flood_of_output": (in_pad_batch("for _ in range(200):\n    print('x' * 1_000_000)"), "raised OSError"),
     "fork_bomb": (in_pad_batch("import os\nwhile True:\n    os.fork()"), "Operation not permitted"),
-    "kill_the_grader": (in_pad_batch("import os, signal\nos.kill(os.getppid(), signal.SIGKILL)"),
-                        "Operation not permitted"),
-    "forge_a_worker_message": (in_pad_batch(
-        f"import os, pickle, sys\nframe = getattr(sys, {hidden('_getframe')})()\n"
-        f"while 'conn' not in getattr(frame, {hidden('f_locals')}):\n"
-        f"    frame = getattr(frame, {hidden('f_back')})\ngetattr(frame, {hidden('f_locals')})['conn'].send_bytes("
-        "pickle.dumps({'values': None, 'forbidden': [],"
-        " 'error': {'message_id': 'full_marks', 'params': {}}}))\nos._exit(0)"),
-        ("sent back something unreadable", "ended the Python process (exit code 0)")),
-    "stall_a_worker_message": (in_pad_batch(
-        "import os, signal, struct, sys, time\nsignal.signal(signal.SIGALRM, signal.SIG_IGN)\n"
-        f"frame = getattr(sys, {hidden('_getframe')})()\nwhile 'conn' not in getattr(frame, {hidden('f_locals')}):\n"
-        f"    frame = getattr(frame, {hidden('f_back')})\n"
-        f"os.write(getattr(frame, {hidden('f_locals')})['conn'].fileno(), struct.pack('!i', 1000) + b'{{')\n"
-        "time.sleep(10**6)"),
-        "stopped after"),
-    "sdpa_for_attention": ({"attention.py": (
-        "    scores = q @ k.transpose(-2, -1) / math.sqrt(d_k)  # (..., Lq, Lk)\n",
-        "    scores = q @ k.transpose(-2, -1) / math.sqrt(d_k)  # (..., Lq, Lk)\n"
-        "    torch.nn.functional.scaled_dot_product_attention(q, k, v)\n")},
-        "torch.nn.functional.scaled_dot_product_attention"),
+    "kill_the_grader": (
+        in_pad_batch("import os, signal\nos.kill(os.getppid(), signal.SIGKILL)"),
+        "Operation not permitted",
+    ),
+    "forge_a_worker_message": (
+        in_pad_batch(
+            f"import os, pickle, sys\nframe = getattr(sys, {hidden('_getframe')})()\n"
+            f"while 'conn' not in getattr(frame, {hidden('f_locals')}):\n"
+            f"    frame = getattr(frame, {hidden('f_back')})\ngetattr(frame, {hidden('f_locals')})['conn'].send_bytes("
+            "pickle.dumps({'values': None, 'forbidden': [],"
+            " 'error': {'message_id': 'full_marks', 'params': {}}}))\nos._exit(0)"
+        ),
+        ("sent back something unreadable", "ended the Python process (exit code 0)"),
+    ),
+    "stall_a_worker_message": (
+        in_pad_batch(
+            "import os, signal, struct, sys, time\nsignal.signal(signal.SIGALRM, signal.SIG_IGN)\n"
+            f"frame = getattr(sys, {hidden('_getframe')})()\nwhile 'conn' not in getattr(frame, {hidden('f_locals')}):\n"
+            f"    frame = getattr(frame, {hidden('f_back')})\n"
+            f"os.write(getattr(frame, {hidden('f_locals')})['conn'].fileno(), struct.pack('!i', 1000) + b'{{')\n"
+            "time.sleep(10**6)"
+        ),
+        "stopped after",
+    ),
+    "sdpa_for_attention": (
+        {
+            "attention.py": (
+                "    scores = q @ k.transpose(-2, -1) / math.sqrt(d_k)  # (..., Lq, Lk)\n",
+                "    scores = q @ k.transpose(-2, -1) / math.sqrt(d_k)  # (..., Lq, Lk)\n"
+                "    torch.nn.functional.scaled_dot_product_attention(q, k, v)\n",
+            )
+        },
+        "torch.nn.functional.scaled_dot_product_attention",
+    ),
 }
 STEP_OF_FILE = {"padding.py": {"padding"}, "attention.py": {"attention", "masking"}}
 # A forbidden call costs the checks that made it: masking's checks of padding_mask and
@@ -134,7 +162,10 @@ def test_hostile_submission(name, submission, quick_config):
 
     result = grade(path, quick_config, reference=SOLUTIONS, seed=1, isolate=True)
 
-    if name in ("read_the_reference", "read_the_hidden_checks", "write_a_fake_result") and "landlock" not in result.sandbox:
+    if (
+        name in ("read_the_reference", "read_the_hidden_checks", "write_a_fake_result")
+        and "landlock" not in result.sandbox
+    ):
         pytest.skip("Landlock is not available on this kernel")
     if name == "fork_bomb" and "seccomp" not in result.sandbox:
         pytest.skip("seccomp is not available here")
@@ -155,7 +186,7 @@ def test_hostile_submission(name, submission, quick_config):
 
 def test_printed_output_is_shown_cut_and_never_parsed(submission, quick_config):
     changes, _ = HOSTILE["print_a_fake_score_table"]
-    (old, new), = changes.values()
+    ((old, new),) = changes.values()
     path = submission(files={"padding.py": (SOLUTIONS / "mha" / "padding.py").read_text().replace(old, new)})
     result = grade(path, quick_config, reference=SOLUTIONS, seed=1, isolate=True)
     assert "total 100.00 / 100" in result.output
@@ -164,7 +195,7 @@ def test_printed_output_is_shown_cut_and_never_parsed(submission, quick_config):
 
 def test_output_flood_is_cut(submission, quick_config):
     changes, _ = HOSTILE["flood_of_output"]
-    (old, new), = changes.values()
+    ((old, new),) = changes.values()
     path = submission(files={"padding.py": (SOLUTIONS / "mha" / "padding.py").read_text().replace(old, new)})
     result = grade(path, quick_config, reference=SOLUTIONS, seed=1, isolate=True)
     assert len(result.output) < 5000 and result.output.endswith("[... output cut ...]")
@@ -182,8 +213,10 @@ def test_every_submission_gets_a_worker_of_its_own(submission, tmp_path, quick_c
     """Workers are forked ahead of need (spares), but none ever grades two submissions: what one
     submission leaves behind in its process never reaches the next."""
     source = (SOLUTIONS / "mha" / "padding.py").read_text()
-    leave = "import os\nprint('pid', os.getpid(), 'saw', os.environ.get('MHA_LAB_LEFTOVER'))\n" \
-            "os.environ['MHA_LAB_LEFTOVER'] = 'from the previous submission'\n"
+    leave = (
+        "import os\nprint('pid', os.getpid(), 'saw', os.environ.get('MHA_LAB_LEFTOVER'))\n"
+        "os.environ['MHA_LAB_LEFTOVER'] = 'from the previous submission'\n"
+    )
     outputs = []
     for _ in range(3):
         path = submission(files={"padding.py": source.replace("import torch\n", "import torch\n" + leave, 1)})
@@ -261,10 +294,15 @@ def test_a_message_that_would_expand_beyond_memory_is_refused():
 def _namespaces_work():
     import shutil
     import subprocess
+
     if shutil.which("bwrap") is None:
         return False
-    return subprocess.run(["bwrap", "--ro-bind", "/", "/", "--unshare-pid", "--unshare-net", "true"],
-                          capture_output=True).returncode == 0
+    return (
+        subprocess.run(
+            ["bwrap", "--ro-bind", "/", "/", "--unshare-pid", "--unshare-net", "true"], capture_output=True
+        ).returncode
+        == 0
+    )
 
 
 @pytest.mark.skipif(not _namespaces_work(), reason="bubblewrap is missing or cannot make namespaces here")
@@ -272,6 +310,7 @@ def test_every_layer_is_in_force_where_the_system_offers_it(quick_config):
     """On a Linux with bubblewrap and user namespaces (CI installs bubblewrap), every layer of
     the security model is in force, the uid drop too when the grader runs as root."""
     from autograder.sandbox.confine import landlock_abi
+
     result = grade(SOLUTIONS, quick_config, seed=1, isolate=True)
     expected = {"bubblewrap", "private-scratch", "no-capabilities", "rlimits", "one-cpu", "seccomp"}
     expected |= {"uid-drop"} if os.geteuid() == 0 else set()
@@ -286,10 +325,25 @@ def test_without_bubblewrap_the_worker_server_still_confines(tmp_path):
     import json
     import subprocess
     import sys
+
     env = {**os.environ, "MHA_LAB_NO_BWRAP": "1"}
-    subprocess.run([sys.executable, "-m", "autograder", "grade", str(SOLUTIONS), "--assignment", "mha",
-                    "--json", str(tmp_path / "r.json")],
-                   cwd=KIT, env=env, capture_output=True, check=True)
+    subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "autograder",
+            "grade",
+            str(SOLUTIONS),
+            "--assignment",
+            "mha",
+            "--json",
+            str(tmp_path / "r.json"),
+        ],
+        cwd=KIT,
+        env=env,
+        capture_output=True,
+        check=True,
+    )
     result = json.loads((tmp_path / "r.json").read_text())
     assert "bubblewrap" not in result["sandbox"]
     assert {"no-capabilities", "rlimits"} <= set(result["sandbox"])

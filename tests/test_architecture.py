@@ -1,5 +1,6 @@
 """The layering rules of ARCHITECTURE.md: imports flow routes -> engine -> sandbox, and the engine,
 the sandbox and the routes name no assignment (everything assignment-specific is in its folder)."""
+
 import ast
 import re
 from pathlib import Path
@@ -34,10 +35,15 @@ def named_assignments(source: str, ids) -> list:
     """(line, text) of each identifier or string (docstrings and comments aside) that names one
     of the assignment ids `ids` as a word of its own (the kit's name, mha-lab, is not one)."""
     tree = ast.parse(source)
-    docstrings = {id(node.body[0].value) for node in ast.walk(tree)
-                  if isinstance(node, (ast.Module, ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef))
-                  and node.body and isinstance(node.body[0], ast.Expr)
-                  and isinstance(node.body[0].value, ast.Constant) and isinstance(node.body[0].value.value, str)}
+    docstrings = {
+        id(node.body[0].value)
+        for node in ast.walk(tree)
+        if isinstance(node, (ast.Module, ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef))
+        and node.body
+        and isinstance(node.body[0], ast.Expr)
+        and isinstance(node.body[0].value, ast.Constant)
+        and isinstance(node.body[0].value.value, str)
+    }
     word = re.compile(r"(?<![\w-])(" + "|".join(map(re.escape, ids)) + r")(?![\w-])")
     hits = []
     for node in ast.walk(tree):
@@ -79,7 +85,10 @@ def test_no_layer_names_an_assignment(layer):
 
 def test_the_rules_catch_planted_violations():
     """The two checks above find what they look for (else they could never fail)."""
-    assert kit_imports("from autograder.engine.runner import grade\nimport autograder.routes.cli") == {"engine", "routes"}
+    assert kit_imports("from autograder.engine.runner import grade\nimport autograder.routes.cli") == {
+        "engine",
+        "routes",
+    }
     assert kit_imports("from autograder.assignments.mha.checks import x") == {"assignments"}
     assert kit_imports("from autograder import KIT\nimport torch") == set()
     planted = 'PACKAGE = "mha"\nx = root / "mha/heads.py"\ndef f(mha):\n    return mha\n'
@@ -91,6 +100,7 @@ def test_the_rules_catch_planted_violations():
 def test_every_assignment_folder_is_complete():
     """What the engine expects of an assignment folder (ARCHITECTURE.md, 'Adding an assignment')."""
     from autograder.engine import config as grading_config
+
     for config in grading_config.load_all():
         folder = assignments.folder(config.id)
         assert (folder / "checks" / "__init__.py").is_file()
@@ -145,9 +155,13 @@ def cycles(graph: dict) -> list:
 
 def test_no_import_cycles():
     root = KIT / "autograder"
-    names = {".".join(("autograder", *path.relative_to(root).with_suffix("").parts)).removesuffix(".__init__"): path
-             for path in root.rglob("*.py")}
-    graph = {name: {target for target in module_imports(path) if target in names and target != name}
-             for name, path in names.items()}
+    names = {
+        ".".join(("autograder", *path.relative_to(root).with_suffix("").parts)).removesuffix(".__init__"): path
+        for path in root.rglob("*.py")
+    }
+    graph = {
+        name: {target for target in module_imports(path) if target in names and target != name}
+        for name, path in names.items()
+    }
     assert cycles(graph) == []
     assert cycles({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}) == [["a", "b", "c"]]  # the check itself works

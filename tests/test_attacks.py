@@ -16,6 +16,7 @@ Sandbox attacks run with the judge's source scan turned off (tests/attacks/drive
 sandbox must hold on its own, not because a scan refused the code before it ran. Attacks on the
 scan itself (forbidden calls, class 8) run with it on.
 """
+
 import csv
 import fcntl
 import json
@@ -37,8 +38,10 @@ import pytest
 from conftest import ASSIGNMENTS, KIT, SOLUTIONS, replace_once
 
 # slow: the whole suite takes minutes; CI runs it (pytest -m "")
-pytestmark = [pytest.mark.skipif(sys.platform != "linux", reason="the sandbox attacks are Linux system calls"),
-              pytest.mark.slow]
+pytestmark = [
+    pytest.mark.skipif(sys.platform != "linux", reason="the sandbox attacks are Linux system calls"),
+    pytest.mark.slow,
+]
 
 HARNESS = Path(__file__).parent / "attacks" / "harness.py"
 DRIVER = Path(__file__).parent / "attacks" / "driver.py"
@@ -85,8 +88,10 @@ def hostile(root: Path, name: str, payload: str, gated: bool = False, **values: 
 
 def flag(probe: str) -> str:
     """A gated payload: FLAG is what `probe` (the body of a function, indented 4) returns."""
-    return "def _probe():\n" + probe + "\ntry:\n    FLAG = bool(_probe())\nexcept BaseException as error:\n" \
+    return (
+        "def _probe():\n" + probe + "\ntry:\n    FLAG = bool(_probe())\nexcept BaseException as error:\n"
         "    print('attack failed:', type(error).__name__, error)\n    FLAG = False\n"
+    )
 
 
 # ---------------------------------------------------------------------------- grading
@@ -119,8 +124,18 @@ class Outcome:
         return f"rc={self.rc} timed_out={self.timed_out} survivors={self.survivors}\nstderr: {self.stderr[-3000:]}"
 
 
-def grade(tmp_path: Path, submissions: list, *, workers: int = 2, scan: bool = False, timeout: float = 2,
-          memory_bytes: int = None, limit: float = 240, env: dict = None, out: Path = None) -> Outcome:
+def grade(
+    tmp_path: Path,
+    submissions: list,
+    *,
+    workers: int = 2,
+    scan: bool = False,
+    timeout: float = 2,
+    memory_bytes: int = None,
+    limit: float = 240,
+    env: dict = None,
+    out: Path = None,
+) -> Outcome:
     """Grade `submissions` as one batch (`python -m autograder grade ... --out`), the grader a
     child of the harness; the grader's TMPDIR is a directory of the test."""
     run = tmp_path / f"run-{uuid.uuid4().hex[:8]}"
@@ -129,13 +144,28 @@ def grade(tmp_path: Path, submissions: list, *, workers: int = 2, scan: bool = F
     tmpdir = Path(tempfile.mkdtemp(prefix="mha-attack-", dir="/tmp"))  # short: UNIX socket paths live there
     config = run / "grading.yml"
     config.write_text(quick_config(timeout))
-    argv = ["grade", *map(str, submissions), "--out", str(out), "--seed", "1", "--config", str(config),
-            "--workers", str(workers)]
+    argv = [
+        "grade",
+        *map(str, submissions),
+        "--out",
+        str(out),
+        "--seed",
+        "1",
+        "--config",
+        str(config),
+        "--workers",
+        str(workers),
+    ]
     spec = {"argv": argv, "no_static_scan": not scan, "memory_bytes": memory_bytes}
     report = run / "report.json"
-    harness = {"argv": [sys.executable, str(DRIVER), json.dumps(spec)], "cwd": str(KIT),
-               "env": {**os.environ, "TMPDIR": str(tmpdir), **(env or {})}, "timeout": limit, "grace": 3,
-               "report": str(report)}
+    harness = {
+        "argv": [sys.executable, str(DRIVER), json.dumps(spec)],
+        "cwd": str(KIT),
+        "env": {**os.environ, "TMPDIR": str(tmpdir), **(env or {})},
+        "timeout": limit,
+        "grace": 3,
+        "report": str(report),
+    }
     try:
         subprocess.run([sys.executable, str(HARNESS), json.dumps(harness)], check=True, timeout=limit + 120)
         data = json.loads(report.read_text())
@@ -148,8 +178,17 @@ def grade(tmp_path: Path, submissions: list, *, workers: int = 2, scan: bool = F
         result = json.loads(path.read_text())
         results[result.get("submission", path.stem)] = result
     rows = list(csv.DictReader((out / "grades.csv").open())) if (out / "grades.csv").exists() else []
-    return Outcome(data["rc"], data["timed_out"], data["survivors"], data["maxrss_kb"], data["stdout"],
-                   data["stderr"], results, rows, leftovers)
+    return Outcome(
+        data["rc"],
+        data["timed_out"],
+        data["survivors"],
+        data["maxrss_kb"],
+        data["stdout"],
+        data["stderr"],
+        results,
+        rows,
+        leftovers,
+    )
 
 
 FS_IOC_GETFLAGS, FS_IOC_SETFLAGS, FS_IMMUTABLE_FL, FS_APPEND_FL = 0x80086601, 0x40086602, 0x10, 0x20
@@ -358,10 +397,20 @@ def test_3c_staging_does_not_follow_a_symlinked_step_file(layout, tmp_path):
 # x86-64 machine code: fork through the i386 ABI (int 0x80, eax=2); the child sleeps
 # SURVIVOR_SECONDS (nanosleep) and exits (exit_group), the parent returns the child's pid.
 I386_FORK = bytes.fromhex(
-    "b802000000" "cd80" "85c0" "7519"           # mov eax, 2; int 0x80; test eax, eax; jnz parent
-    "488d3d16000000" "31f6" "b823000000" "0f05"  # lea rdi, [rip+ts]; xor esi, esi; nanosleep
-    "31ff" "b8e7000000" "0f05"                   # exit_group(0)
-    "c3" "000000")                               # parent: ret; pad to the timespec at offset 40
+    "b802000000"
+    "cd80"
+    "85c0"
+    "7519"  # mov eax, 2; int 0x80; test eax, eax; jnz parent
+    "488d3d16000000"
+    "31f6"
+    "b823000000"
+    "0f05"  # lea rdi, [rip+ts]; xor esi, esi; nanosleep
+    "31ff"
+    "b8e7000000"
+    "0f05"  # exit_group(0)
+    "c3"
+    "000000"
+)  # parent: ret; pad to the timespec at offset 40
 FOREIGN_ABI_FORK = """
 def _probe():
     import mmap
@@ -411,12 +460,12 @@ PRIVILEGE = {  # 5. root inside the worker
     return True""",
     "bpf_reachable": f"""
     {LIBC}    attr = ctypes.create_string_buffer(bytes.fromhex('02000000' '04000000' '04000000' '01000000'), 72)
-    fd = libc.syscall({SYSCALLS.get('bpf', -1)}, 0, attr, 72)  # BPF_MAP_CREATE, an array of one int
+    fd = libc.syscall({SYSCALLS.get("bpf", -1)}, 0, attr, 72)  # BPF_MAP_CREATE, an array of one int
     return fd >= 0""",
     # Invalid magic numbers: the kernel checks the capability first (EPERM), then the magic (EINVAL),
     # so EINVAL proves the capability without anything happening.
     "reboot_reachable": f"""
-    {LIBC}    result = libc.syscall({SYSCALLS.get('reboot', -1)}, 0, 0, 0, 0)
+    {LIBC}    result = libc.syscall({SYSCALLS.get("reboot", -1)}, 0, 0, 0, 0)
     return result == -1 and ctypes.get_errno() == 22""",
     "raise_own_limits": """
     import resource
@@ -462,16 +511,16 @@ LIMITS = {  # 6. limits with holes (memory budget of the batch: MEMORY)
 }
 NETWORK = {  # 7. network (receivers of the test's own on loopback)
     "udp": "    import socket\n    socket.socket(socket.AF_INET, socket.SOCK_DGRAM).sendto(@TOKEN@, ('127.0.0.1', @UDP@))\n"
-           "    return True",
+    "    return True",
     "tcp": "    import socket\n    socket.create_connection(('127.0.0.1', @TCP@), timeout=2).sendall(@TOKEN@)\n    return True",
     "mptcp": "    import socket\n    s = socket.socket(socket.AF_INET, socket.SOCK_STREAM, 262)\n    s.settimeout(2)\n"
-             "    s.connect(('127.0.0.1', @MPTCP@))\n    s.sendall(@TOKEN@)\n    return True",
+    "    s.connect(('127.0.0.1', @MPTCP@))\n    s.sendall(@TOKEN@)\n    return True",
     "unix_pathname": "    import socket\n    socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM).sendto(@TOKEN@, @UNIX@)\n"
-                     "    return True",
+    "    return True",
     "unix_abstract": "    import socket\n    socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM).sendto(@TOKEN@, @ABSTRACT@)\n"
-                     "    return True",
+    "    return True",
     "raw_socket": "    import socket\n    socket.socket(socket.AF_INET, socket.SOCK_RAW, socket.IPPROTO_ICMP).close()\n"
-                  "    return True",
+    "    return True",
     "packet_socket": "    import socket\n    socket.socket(socket.AF_PACKET, socket.SOCK_RAW, 0).close()\n    return True",
 }
 REACH = {  # more: other processes, files outside scratch
@@ -533,9 +582,15 @@ def probes(tmp_path_factory):
     abstract = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
     sleeper_marker = root / "marker-signalled"
     sleeper = subprocess.Popen(
-        [sys.executable, "-c", "import signal, sys, time\n"
-         f"signal.signal(signal.SIGUSR1, lambda *a: open({str(sleeper_marker)!r}, 'w').write('signalled'))\n"
-         "time.sleep(120)"], env={**os.environ, "MHA_LAB_SECRET": secret})
+        [
+            sys.executable,
+            "-c",
+            "import signal, sys, time\n"
+            f"signal.signal(signal.SIGUSR1, lambda *a: open({str(sleeper_marker)!r}, 'w').write('signalled'))\n"
+            "time.sleep(120)",
+        ],
+        env={**os.environ, "MHA_LAB_SECRET": secret},
+    )
     shm = Path("/dev/shm") / f"mha-lab-attack-{uuid.uuid4().hex}"
     try:
         udp.bind(("127.0.0.1", 0))
@@ -545,17 +600,33 @@ def probes(tmp_path_factory):
         unix.bind(str(short / "sock"))
         abstract.bind(f"\0mha-lab-attack-{uuid.uuid4().hex}")
         out = root / "out"
-        victims = {name: root / f"victim-{name}" for name in ("chmod_outside_scratch", "chown_outside_scratch",
-                                                              "setxattr_outside_scratch")}
+        victims = {
+            name: root / f"victim-{name}"
+            for name in ("chmod_outside_scratch", "chown_outside_scratch", "setxattr_outside_scratch")
+        }
         for victim in victims.values():
             victim.write_text("a file of the test's")
             victim.chmod(0o600)
-        markers = {"write_tmp_outside_scratch": root / "marker-tmp", "write_dev_shm": shm,
-                   "signal_a_process_outside": sleeper_marker, "forge_the_results_dir": out / "forged.json"}
-        values = {"TOKEN": token, "UDP": udp.getsockname()[1], "TCP": tcp.getsockname()[1], "MPTCP": mptcp.getsockname()[1],
-                  "UNIX": str(short / "sock"), "ABSTRACT": abstract.getsockname(), "SLEEPER": sleeper.pid,
-                  "SECRET": secret, "MARKER": str(markers["write_tmp_outside_scratch"]), "SHM": str(shm),
-                  "OUT": str(out), "MEMORY": MEMORY}
+        markers = {
+            "write_tmp_outside_scratch": root / "marker-tmp",
+            "write_dev_shm": shm,
+            "signal_a_process_outside": sleeper_marker,
+            "forge_the_results_dir": out / "forged.json",
+        }
+        values = {
+            "TOKEN": token,
+            "UDP": udp.getsockname()[1],
+            "TCP": tcp.getsockname()[1],
+            "MPTCP": mptcp.getsockname()[1],
+            "UNIX": str(short / "sock"),
+            "ABSTRACT": abstract.getsockname(),
+            "SLEEPER": sleeper.pid,
+            "SECRET": secret,
+            "MARKER": str(markers["write_tmp_outside_scratch"]),
+            "SHM": str(shm),
+            "OUT": str(out),
+            "MEMORY": MEMORY,
+        }
         paths = {}
         for name, probe in {**PRIVILEGE, **LIMITS, **NETWORK, **REACH}.items():
             used = {key: value for key, value in values.items() if f"@{key}@" in probe}
@@ -648,10 +719,12 @@ HIDDEN_SDPA = {
     "disable_torch_function": (
         "    with torch._C.DisableTorchFunction():\n"
         "        fn = getattr(torch.nn.functional, 'scaled_dot_' + 'product_attention')\n"
-        "        out = fn(q.new_zeros(*q.shape[:-1], 1), k.new_zeros(*k.shape[:-1], 1), v, attn_mask=weights.log())\n"),
+        "        out = fn(q.new_zeros(*q.shape[:-1], 1), k.new_zeros(*k.shape[:-1], 1), v, attn_mask=weights.log())\n"
+    ),
     "aten_op": (
         "    out = torch.ops.aten._scaled_dot_product_attention_math(\n"
-        "        q.new_zeros(*q.shape[:-1], 1), k.new_zeros(*k.shape[:-1], 1), v, weights.log())[0]\n"),
+        "        q.new_zeros(*q.shape[:-1], 1), k.new_zeros(*k.shape[:-1], 1), v, weights.log())[0]\n"
+    ),
     "helper_module_patches_the_watcher": "    out = _helpers.attend(weights, q, k, v)\n",
 }
 HELPER = """import sys

@@ -1,5 +1,6 @@
 """A malformed grading.yml, met by every route: one message naming the file and the line, exit
 code 2 (pytest too), no traceback, nothing started or written before."""
+
 import shutil
 import subprocess
 import sys
@@ -17,8 +18,11 @@ FAULTS = {  # name: (what replaces a line of the kit's grading.yml (REPLACED's, 
     "unknown_key": ("        pointz: 10", "pointz"),  # the schema: additionalProperties
     "unknown_step": ("      - id: paddin", "paddin"),  # no checks module of that name
 }
-REPLACED = {"forbidden_typo": "        forbidden: [torch.nn.utils.rnn.pad_sequence]",
-            "unknown_key": "        forbidden: [torch.nn.utils.rnn.pad_sequence]", "unknown_step": "      - id: padding"}
+REPLACED = {
+    "forbidden_typo": "        forbidden: [torch.nn.utils.rnn.pad_sequence]",
+    "unknown_key": "        forbidden: [torch.nn.utils.rnn.pad_sequence]",
+    "unknown_step": "      - id: padding",
+}
 
 
 def fault_line(text, fault):
@@ -58,8 +62,9 @@ def test_every_command_reports_a_bad_grading_yml_with_file_and_line(bad_kit, com
     fault, bad_kit = bad_kit
     shutil.rmtree(bad_kit / "out", ignore_errors=True)
     (bad_kit / "out").mkdir()
-    completed = subprocess.run([sys.executable, *COMMANDS[command]], cwd=bad_kit, capture_output=True,
-                               text=True, timeout=300)
+    completed = subprocess.run(
+        [sys.executable, *COMMANDS[command]], cwd=bad_kit, capture_output=True, text=True, timeout=300
+    )
     output = completed.stdout + completed.stderr
     line = fault_line((bad_kit / "grading.yml").read_text(), fault)
     assert completed.returncode == 2, output  # every command, pytest too

@@ -1,4 +1,5 @@
 """A broken submission still gets its other steps graded, with a clear message for the broken one."""
+
 import pytest
 
 from autograder.engine import config as grading_config
@@ -32,8 +33,11 @@ def test_missing_file_costs_only_its_steps(config, submission):
 
 
 def test_wrong_signature_is_reported_as_such(config, submission):
-    heads = (SOLUTIONS / "mha" / "heads.py").read_text().replace(
-        "def split_heads(x, num_heads):", "def split_heads(x):\n    num_heads = 3")
+    heads = (
+        (SOLUTIONS / "mha" / "heads.py")
+        .read_text()
+        .replace("def split_heads(x, num_heads):", "def split_heads(x):\n    num_heads = 3")
+    )
     result = grade_with_hidden(submission(files={"heads.py": heads}), config)
     assert lost(result) == {"split_heads"}
     assert any("TypeError" in m and "positional argument" in m for m in messages(result, "split_heads"))
@@ -54,14 +58,16 @@ def test_broken_package_init_does_not_stop_grading(config, submission):
 def test_no_mha_package_gives_zero_with_a_message(config, tmp_path):
     result = grade(tmp_path, config)
     assert result.score == 0
-    assert all("no `mha` package found" in c.message for s in result.steps for c in s.checks
-               if c.passed is False)
+    assert all("no `mha` package found" in c.message for s in result.steps for c in s.checks if c.passed is False)
 
 
 def test_import_time_exception_and_system_exit_are_contained(config, submission):
     padding = "import sys\nsys.exit(3)\n"
-    embedding = (SOLUTIONS / "mha" / "embedding.py").read_text().replace(
-        "return self.embedding(ids)  # (B, L, d_model)", "raise SystemExit(0)")
+    embedding = (
+        (SOLUTIONS / "mha" / "embedding.py")
+        .read_text()
+        .replace("return self.embedding(ids)  # (B, L, d_model)", "raise SystemExit(0)")
+    )
     result = grade_with_hidden(submission(files={"padding.py": padding, "embedding.py": embedding}), config)
     assert lost(result) == {"padding", "embedding"}
     assert all("importing mha/padding.py raised SystemExit" in m for m in messages(result, "padding"))
@@ -70,8 +76,11 @@ def test_import_time_exception_and_system_exit_are_contained(config, submission)
 def test_endless_loop_ends_in_a_per_check_timeout(submission):
     text = replace_once(grading_config.default_path().read_text(), "timeout: 10", "timeout: 0.5")
     config = grading_config.parse(text)
-    padding = (SOLUTIONS / "mha" / "padding.py").read_text().replace(
-        "    if len(sequences) == 0:", "    while True:\n        pass\n    if len(sequences) == 0:")
+    padding = (
+        (SOLUTIONS / "mha" / "padding.py")
+        .read_text()
+        .replace("    if len(sequences) == 0:", "    while True:\n        pass\n    if len(sequences) == 0:")
+    )
     result = grade(submission(files={"padding.py": padding}), config, steps=["padding", "embedding"])
     assert full_marks(result) == ["padding"]
     assert all(m.startswith("stopped after 0.5 s") and "mha/padding.py" in m for m in messages(result, "padding"))
@@ -79,8 +88,13 @@ def test_endless_loop_ends_in_a_per_check_timeout(submission):
 
 def test_student_writing_into_inputs_does_not_change_what_is_judged(config, submission):
     """Student code that modifies its inputs in place only affects its own observation."""
-    heads = (SOLUTIONS / "mha" / "heads.py").read_text().replace(
-        "    B, H, L, d_k = x.shape\n", "    B, H, L, d_k = x.shape\n    y = x.clone()\n    x.zero_()\n    x = y\n")
+    heads = (
+        (SOLUTIONS / "mha" / "heads.py")
+        .read_text()
+        .replace(
+            "    B, H, L, d_k = x.shape\n", "    B, H, L, d_k = x.shape\n    y = x.clone()\n    x.zero_()\n    x = y\n"
+        )
+    )
     result = grade_with_hidden(submission(files={"heads.py": heads}), config)
     assert full_marks(result) == []
 
@@ -88,8 +102,7 @@ def test_student_writing_into_inputs_does_not_change_what_is_judged(config, subm
 @pytest.mark.parametrize("fill", ["-1e9", "float('-inf')"])
 def test_valid_variants_of_the_mask_fill(config, submission, fill):
     """-1e9 is accepted; -inf only loses the all-blocked-row check (NaN rows)."""
-    attention = (SOLUTIONS / "mha" / "attention.py").read_text().replace(
-        "torch.finfo(scores.dtype).min)", f"{fill})")
+    attention = (SOLUTIONS / "mha" / "attention.py").read_text().replace("torch.finfo(scores.dtype).min)", f"{fill})")
     result = grade_with_hidden(submission(files={"attention.py": attention}), config)
     if fill == "-1e9":
         assert full_marks(result) == []
@@ -101,11 +114,13 @@ def test_valid_variants_of_the_mask_fill(config, submission, fill):
 
 def course_notebook_json():
     import json
+
     return json.loads((SOLUTIONS / "mha.ipynb").read_text())
 
 
 def write_notebook(path, notebook):
     import json
+
     path.write_text(json.dumps(notebook))
     return path
 
@@ -128,8 +143,9 @@ def test_a_course_notebook_is_graded_from_its_writefile_cells(config, tmp_path):
 
 
 def test_an_nbgrader_submission_directory_is_graded_from_its_notebook(config, tmp_path):
-    write_notebook((tmp_path / "bob" / "mha").mkdir(parents=True) or tmp_path / "bob" / "mha" / "mha.ipynb",
-                   course_notebook_json())
+    write_notebook(
+        (tmp_path / "bob" / "mha").mkdir(parents=True) or tmp_path / "bob" / "mha" / "mha.ipynb", course_notebook_json()
+    )
     assert full_marks(grade_with_hidden(tmp_path / "bob", config)) == []
 
 

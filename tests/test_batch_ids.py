@@ -1,5 +1,6 @@
 """Batch bookkeeping: every submission gets a unique id derived from its path, its own JSON and
 its own row in grades.csv, whatever its directory is called."""
+
 import csv
 import io
 import json
@@ -10,8 +11,15 @@ from autograder.engine.results import GradeResult, StepResult
 
 
 def test_ids_are_unique_and_tell_same_named_directories_apart(tmp_path):
-    paths = [tmp_path / "x" / "alice", tmp_path / "y" / "alice", tmp_path / "z" / "alice-2", tmp_path / "z" / "alice",
-             tmp_path / "bob", tmp_path / "a b", tmp_path / "a_b"]
+    paths = [
+        tmp_path / "x" / "alice",
+        tmp_path / "y" / "alice",
+        tmp_path / "z" / "alice-2",
+        tmp_path / "z" / "alice",
+        tmp_path / "bob",
+        tmp_path / "a b",
+        tmp_path / "a_b",
+    ]
     ids = submission_ids(paths)
     assert len(set(ids)) == len(ids)
     assert ids[:5] == ["x__alice", "y__alice", "alice-2", "z__alice", "bob"]
@@ -21,8 +29,13 @@ def test_ids_are_unique_and_tell_same_named_directories_apart(tmp_path):
 def fake_grade(path, config, **kwargs):
     """A result whose score tells which path was graded."""
     score = float(len(str(path)))
-    return GradeResult(assignment="a", submission=str(path), seed=1, output="",
-                       steps=[StepResult(id="padding", title="t", score=score, max_score=1000.0, checks=[])])
+    return GradeResult(
+        assignment="a",
+        submission=str(path),
+        seed=1,
+        output="",
+        steps=[StepResult(id="padding", title="t", score=score, max_score=1000.0, checks=[])],
+    )
 
 
 def test_batch_keeps_one_result_and_one_row_per_submission(tmp_path, monkeypatch):

@@ -1,5 +1,6 @@
 """A check that timed out while neighbours ran is graded again, alone, before it is charged:
 a hostile neighbour must not cost an honest submission points."""
+
 import json
 import threading
 
@@ -8,8 +9,15 @@ from autograder.engine.results import CheckResult, GradeResult, StepResult
 
 
 def result_with(message_id):
-    check = CheckResult(id="values", passed=message_id is None, points=0.0 if message_id else 1.0, max_points=1.0,
-                        visibility="public", message="", message_id=message_id)
+    check = CheckResult(
+        id="values",
+        passed=message_id is None,
+        points=0.0 if message_id else 1.0,
+        max_points=1.0,
+        visibility="public",
+        message="",
+        message_id=message_id,
+    )
     step = StepResult(id="padding", title="Padding", score=check.points, max_score=1.0, checks=[check])
     return GradeResult(assignment="test", submission="", steps=[step])
 

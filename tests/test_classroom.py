@@ -1,4 +1,5 @@
 """The GitHub Classroom workflow: generated from grading.yml, and its commands run for real."""
+
 import base64
 import json
 import os
@@ -45,8 +46,14 @@ def run_step(repo, step, tmp_path):
     """Run one graded step as the workflow would; (points earned, max points)."""
     env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
     if "uses" in step:  # the all-or-nothing command grader: points if the command exits 0
-        completed = subprocess.run(["bash", "-c", step["with"]["command"].replace("python ", f"{sys.executable} ", 1)],
-                                   cwd=repo, env=env, capture_output=True, text=True, timeout=300)
+        completed = subprocess.run(
+            ["bash", "-c", step["with"]["command"].replace("python ", f"{sys.executable} ", 1)],
+            cwd=repo,
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=300,
+        )
         max_score = step["with"]["max-score"]
         return (max_score if completed.returncode == 0 else 0), max_score
     output = tmp_path / f"{step['id']}.out"
@@ -67,9 +74,20 @@ def test_workflow_wires_every_step_into_the_reporter(classroom_release):
     mode, root = classroom_release
     steps = workflow_steps(root)
     graded = graded_steps(root)
-    assert [s["id"] for s in graded] == [runner_id(i) for i in ("padding", "embedding", "qkv_projection",
-                                        "split_heads", "attention", "masking", "output_projection",
-                                        "multi_head_attention", "cuda")]
+    assert [s["id"] for s in graded] == [
+        runner_id(i)
+        for i in (
+            "padding",
+            "embedding",
+            "qkv_projection",
+            "split_heads",
+            "attention",
+            "masking",
+            "output_projection",
+            "multi_head_attention",
+            "cuda",
+        )
+    ]
     reporter = steps[-1]
     assert reporter["uses"] == "classroom-resources/autograding-grading-reporter@v1"
     # a step that fails (a grader error, a time-out) leaves the later steps and the report running

@@ -1,5 +1,6 @@
 """The private-kit Classroom workflow: the token and the kit only in the job that receives the
 submission's files alone, student code never beside them outside the sandbox."""
+
 import base64
 import json
 import os
@@ -79,7 +80,9 @@ def test_a_grading_step_runs_from_the_kit_with_the_hidden_checks(document, tmp_p
     step = next(s for s in document["jobs"]["grade"]["steps"] if s.get("id") == "padding")
     shutil.copytree(SOLUTIONS / "mha", tmp_path / "submission" / "mha")
     output = tmp_path / "github_output"
-    command = step["run"].replace("../submission", str(tmp_path / "submission")).replace("python ", f"{sys.executable} ", 1)
+    command = (
+        step["run"].replace("../submission", str(tmp_path / "submission")).replace("python ", f"{sys.executable} ", 1)
+    )
     env = {**os.environ, "GITHUB_OUTPUT": str(output)}
     completed = subprocess.run(["bash", "-c", command], cwd=KIT, env=env, capture_output=True, text=True, timeout=300)
     assert completed.returncode == 0, completed.stderr
@@ -96,11 +99,15 @@ def test_the_private_workflow_passes_actionlint(document, tmp_path):
     assert completed.returncode == 0 and not completed.stdout, completed.stdout
 
 
-@pytest.mark.parametrize("break_it,finding", [
-    (lambda jobs: jobs["grade"].update({"run-on": jobs["grade"].pop("runs-on")}), "run-on"),  # a misspelt key
-    (lambda jobs: jobs["report"].update({"needs": "grades"}), "grades"),  # a job that does not exist
-    (lambda jobs: jobs["report"].update({"if": "!cancelled() && needs.grading.result != 'skipped'"}), "grading"),
-], ids=["misspelt-runs-on", "unknown-needs", "unknown-job-in-if"])
+@pytest.mark.parametrize(
+    "break_it,finding",
+    [
+        (lambda jobs: jobs["grade"].update({"run-on": jobs["grade"].pop("runs-on")}), "run-on"),  # a misspelt key
+        (lambda jobs: jobs["report"].update({"needs": "grades"}), "grades"),  # a job that does not exist
+        (lambda jobs: jobs["report"].update({"if": "!cancelled() && needs.grading.result != 'skipped'"}), "grading"),
+    ],
+    ids=["misspelt-runs-on", "unknown-needs", "unknown-job-in-if"],
+)
 def test_actionlint_reports_a_broken_private_workflow(document, tmp_path, break_it, finding):
     config = document[1]
     broken = yaml.safe_load(private_workflow(config, KIT_REPO))
@@ -148,8 +155,14 @@ def run_masking(command, tmp_path):
     output = tmp_path / "github_output"
     output.unlink(missing_ok=True)
     env = {**os.environ, "GITHUB_OUTPUT": str(output)}
-    completed = subprocess.run(["bash", "-c", command.replace("python ", f"{sys.executable} ", 1)], cwd=KIT, env=env,
-                               capture_output=True, text=True, timeout=300)
+    completed = subprocess.run(
+        ["bash", "-c", command.replace("python ", f"{sys.executable} ", 1)],
+        cwd=KIT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert completed.returncode == 0, completed.stderr
     result = json.loads(base64.b64decode(output.read_text().strip().removeprefix("result=")))
     return completed.stdout + completed.stderr, result
@@ -168,7 +181,9 @@ def test_the_log_and_the_result_tell_nothing_of_the_hidden_checks(document, tmp_
     assert "student printed" not in log  # it could print the hidden checks' inputs
     assert "hidden checks: 3" in log  # a count and points
     # The public checks alone (a student's own run): what the submission printed is shown.
-    public = (f"python -m autograder.routes.classroom masking --assignment mha --path {submission} --config grading.yml "
-              '--output "$GITHUB_OUTPUT"')
+    public = (
+        f"python -m autograder.routes.classroom masking --assignment mha --path {submission} --config grading.yml "
+        '--output "$GITHUB_OUTPUT"'
+    )
     log, result = run_masking(public, tmp_path)
     assert "student printed" in log and all(t["status"] == "pass" for t in result["tests"])

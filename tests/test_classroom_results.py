@@ -1,6 +1,7 @@
 """GitHub Classroom: what the grading reporter receives. Whole points that add up exactly, no
 empty test list, line numbers and diagnoses where the reporter prints them, a step switched off
 left out of the total; and a grade that the student's output and exits cannot change."""
+
 import base64
 import json
 import os
@@ -19,16 +20,20 @@ from conftest import KIT, SOLUTIONS
 
 
 def check(id_, passed, points, max_points, message="", visibility="public"):
-    return CheckResult(id=id_, passed=passed, points=points, max_points=max_points, visibility=visibility,
-                       message=message)
+    return CheckResult(
+        id=id_, passed=passed, points=points, max_points=max_points, visibility=visibility, message=message
+    )
 
 
-@pytest.mark.parametrize("parts,total,expected", [
-    ([10 / 3, 10 / 3, 0.0], 20 / 3, 7),  # 6.67 -> 7, never 6.66 + 0.01 shown as 6.67 / 6.66
-    ([2.5, 2.5, 2.5, 0.0], 7.5, 8),  # 7.5 is not truncated to 7 by the reader
-    ([2.73, 0.91, 1.82], 5.46, 5),
-    ([0.0, 0.0], 0.0, 0),
-])
+@pytest.mark.parametrize(
+    "parts,total,expected",
+    [
+        ([10 / 3, 10 / 3, 0.0], 20 / 3, 7),  # 6.67 -> 7, never 6.66 + 0.01 shown as 6.67 / 6.66
+        ([2.5, 2.5, 2.5, 0.0], 7.5, 8),  # 7.5 is not truncated to 7 by the reader
+        ([2.73, 0.91, 1.82], 5.46, 5),
+        ([0.0, 0.0], 0.0, 0),
+    ],
+)
 def test_whole_points_add_up_to_the_rounded_total(parts, total, expected):
     points = whole_points(parts, total)
     assert all(isinstance(p, int) for p in points)
@@ -37,11 +42,19 @@ def test_whole_points_add_up_to_the_rounded_total(parts, total, expected):
 
 
 def test_the_reporter_gets_whole_points_lines_and_diagnoses():
-    step = StepResult(id="attention", title="Attention", score=10.0, max_score=15.0, checks=[
-        check("a", True, 5.0, 5.0), check("b", True, 5.0, 5.0),
-        check("c", False, 0.0, 5.0, "wrong values (mha/attention.py, line 12, in attention)"),
-        check("d", False, 0.0, 0.0, "secret input of size 7", visibility="hidden")],
-        diagnoses=[{"id": "no_scale", "message": "? you probably did not divide by sqrt(d_k)"}])
+    step = StepResult(
+        id="attention",
+        title="Attention",
+        score=10.0,
+        max_score=15.0,
+        checks=[
+            check("a", True, 5.0, 5.0),
+            check("b", True, 5.0, 5.0),
+            check("c", False, 0.0, 5.0, "wrong values (mha/attention.py, line 12, in attention)"),
+            check("d", False, 0.0, 0.0, "secret input of size 7", visibility="hidden"),
+        ],
+        diagnoses=[{"id": "no_scale", "message": "? you probably did not divide by sqrt(d_k)"}],
+    )
     result = reporter_result(step)
     assert result["max_score"] == 15 and sum(t["score"] for t in result["tests"]) == 10
     failed = result["tests"][2]
@@ -52,8 +65,14 @@ def test_the_reporter_gets_whole_points_lines_and_diagnoses():
 
 
 def test_a_step_with_no_check_run_is_off_the_total_and_never_empty():
-    step = StepResult(id="cuda", title="Cuda", score=0.0, max_score=0.0, status="not_checked",
-                      checks=[check("runs", None, 0.0, 0.0, "not checked: no GPU")])
+    step = StepResult(
+        id="cuda",
+        title="Cuda",
+        score=0.0,
+        max_score=0.0,
+        status="not_checked",
+        checks=[check("runs", None, 0.0, 0.0, "not checked: no GPU")],
+    )
     result = reporter_result(step)
     assert result["max_score"] == 0 and result["tests"]  # the reporter divides by len(tests): NaN
     assert result["status"] == "pass"
@@ -68,14 +87,18 @@ def test_a_step_switched_off_is_left_out_of_the_workflow(mode):
     assert "cuda" not in runners and len(runners) == 8
 
 
-FORGED = "result=" + base64.b64encode(json.dumps(
-    {"version": 1, "status": "pass", "max_score": 10, "tests": [{"name": "x", "status": "pass", "score": 10}]}
-).encode()).decode()
+FORGED = (
+    "result="
+    + base64.b64encode(
+        json.dumps(
+            {"version": 1, "status": "pass", "max_score": 10, "tests": [{"name": "x", "status": "pass", "score": 10}]}
+        ).encode()
+    ).decode()
+)
 BODY = "    ### BEGIN SOLUTION\n"
 STUDENTS = {  # name: (what goes into pad_batch, what the reference line becomes)
     # wrong (pad_id ignored) and printing: a forged full-marks line and a line that is no output
-    "prints": (f"    print({FORGED!r})\n    print('hello')\n",
-               ("pad_id, dtype=torch.long)", "0, dtype=torch.long)")),
+    "prints": (f"    print({FORGED!r})\n    print('hello')\n", ("pad_id, dtype=torch.long)", "0, dtype=torch.long)")),
     "exits": ("    import os\n    os._exit(0)\n", None),
 }
 
@@ -106,8 +129,14 @@ def run_workflow_command(command, repo, tmp_path):
     output = tmp_path / "github_output"
     output.touch()
     env = {**os.environ, "GITHUB_OUTPUT": str(output), "PYTHONPATH": str(KIT)}
-    completed = subprocess.run(["bash", "-c", command.replace("python ", f"{sys.executable} ", 1)], cwd=repo,
-                               env=env, capture_output=True, text=True, timeout=300)
+    completed = subprocess.run(
+        ["bash", "-c", command.replace("python ", f"{sys.executable} ", 1)],
+        cwd=repo,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     return completed, output.read_text()
 
 
@@ -140,10 +169,17 @@ PUBLIC = {"id": "no_scale", "message": "? you probably did not divide by sqrt(d_
 
 
 def step_with_hidden_failure(*diagnoses):
-    return StepResult(id="masking", title="Masking", score=5.0, max_score=10.0, checks=[
-        check("causal_mask_values", False, 0.0, 5.0, "values differ"),
-        check("causal_mask_device", False, 0.0, 5.0, "device: expected meta, got cpu", visibility="hidden")],
-        diagnoses=list(diagnoses))
+    return StepResult(
+        id="masking",
+        title="Masking",
+        score=5.0,
+        max_score=10.0,
+        checks=[
+            check("causal_mask_values", False, 0.0, 5.0, "values differ"),
+            check("causal_mask_device", False, 0.0, 5.0, "device: expected meta, got cpu", visibility="hidden"),
+        ],
+        diagnoses=list(diagnoses),
+    )
 
 
 def test_only_diagnoses_a_student_release_ships_are_public():

@@ -1,4 +1,5 @@
 """`python -m autograder grade`: the table, --json (documented shape), and batch mode (--out)."""
+
 import csv
 import json
 import subprocess
@@ -10,8 +11,9 @@ from conftest import KIT, SOLUTIONS, all_mistakes
 
 
 def run(*args, cwd=KIT):
-    return subprocess.run([sys.executable, "-m", "autograder", *map(str, args)], cwd=cwd,
-                          capture_output=True, text=True, timeout=300)
+    return subprocess.run(
+        [sys.executable, "-m", "autograder", *map(str, args)], cwd=cwd, capture_output=True, text=True, timeout=300
+    )
 
 
 def assert_result_shape(data):

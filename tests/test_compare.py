@@ -1,5 +1,6 @@
 """compare_tensor's verdicts, pinned: its quick path for the common case (everything within
 tolerance) must accept exactly what its full comparison accepts, and no more."""
+
 import math
 
 import pytest
@@ -52,8 +53,13 @@ def test_a_float64_result_off_by_a_real_mistake_fails_with_every_figure_in_the_m
     fail = compare_tensor(got, expected, TOL, name="out")
     assert fail.message_id == "values"
     text = render("values", **fail.params)
-    for words in ("largest absolute error", "largest relative error 0.001", "float32 arithmetic",
-                  "got float64, expected float64", "the first at index (0, 0)"):
+    for words in (
+        "largest absolute error",
+        "largest relative error 0.001",
+        "float32 arithmetic",
+        "got float64, expected float64",
+        "the first at index (0, 0)",
+    ):
         assert words in text, text
 
 

@@ -1,4 +1,5 @@
 """grading.yml: the kit's own file is valid, and malformed files get errors naming key and line."""
+
 import pytest
 
 from autograder import KIT
@@ -26,9 +27,17 @@ def parse(text):
 
 
 def test_kit_grading_yml_has_every_step_and_100_points(config):
-    assert [s.id for s in config.steps] == ["padding", "embedding", "qkv_projection", "split_heads",
-                                            "attention", "masking", "output_projection",
-                                            "multi_head_attention", "cuda"]
+    assert [s.id for s in config.steps] == [
+        "padding",
+        "embedding",
+        "qkv_projection",
+        "split_heads",
+        "attention",
+        "masking",
+        "output_projection",
+        "multi_head_attention",
+        "cuda",
+    ]
     assert sum(s.points for s in config.steps) == 100
     assert [s.points for s in config.steps] == [10, 5, 15, 15, 15, 15, 10, 10, 5]
 
@@ -44,23 +53,34 @@ def test_good_config_is_read_with_overrides():
     assert config.step("padding").timeout == grading_config.DEFAULT_TIMEOUT
 
 
-@pytest.mark.parametrize("text,line,words", [
-    (GOOD.replace("points: 10", "points: ten"), 5, ["steps[0].points", "number"]),
-    (GOOD.replace("points: 10", "points: -1"), 5, ["steps[0].points", ">= 0"]),
-    (GOOD.replace("    title: Padding\n", "    title: Padding\n    pointz: 3\n"), 5, ["pointz", "not a known key"]),
-    (GOOD.replace("id: padding", "id: paddin"), 3, ["steps[0].id", "paddin", "no known step"]),
-    (GOOD.replace("{values: 5}", "{valuez: 5}"), 6, ["valuez", "not a known key"]),
-    (GOOD.replace("mode: off", "mode: sometimes"), 10, ["options.mode", "one of"]),
-    (GOOD.replace("    title: Cuda\n", ""), 7, ["steps[1]", "title"]),
-    (GOOD.replace("id: cuda", "id: padding"), 7, ["repeats", "padding"]),
-    (GOOD.replace("assignment: Test\n", "assignment: Test\nassignment: Again\n"), 2, ["appears twice"]),
-    (GOOD.replace("    points: 5\n", "    points: 5\n   bad: [\n"), None, ["not valid YAML"]),
-    ("id: mha\nassignment: Test\nsteps: []\n", 3, ["steps", "non-empty"]),
-    (GOOD.replace("id: mha", "id: mhaa"), 11, ["id", "mhaa", "no known assignment"]),
-    ("assignments:\n  - id: mha\n    title: A\n    steps: [{id: padding, title: P, points: 1}]\n"
-     "  - id: mha\n    title: B\n    steps: [{id: padding, title: P, points: 1}]\n", 5, ["repeats", "mha"]),
-    (GOOD.replace("    points: 10\n", "    points: 10\n    all_or_nothing: maybe\n"), 6, ["all_or_nothing", "true or false"]),
-])
+@pytest.mark.parametrize(
+    "text,line,words",
+    [
+        (GOOD.replace("points: 10", "points: ten"), 5, ["steps[0].points", "number"]),
+        (GOOD.replace("points: 10", "points: -1"), 5, ["steps[0].points", ">= 0"]),
+        (GOOD.replace("    title: Padding\n", "    title: Padding\n    pointz: 3\n"), 5, ["pointz", "not a known key"]),
+        (GOOD.replace("id: padding", "id: paddin"), 3, ["steps[0].id", "paddin", "no known step"]),
+        (GOOD.replace("{values: 5}", "{valuez: 5}"), 6, ["valuez", "not a known key"]),
+        (GOOD.replace("mode: off", "mode: sometimes"), 10, ["options.mode", "one of"]),
+        (GOOD.replace("    title: Cuda\n", ""), 7, ["steps[1]", "title"]),
+        (GOOD.replace("id: cuda", "id: padding"), 7, ["repeats", "padding"]),
+        (GOOD.replace("assignment: Test\n", "assignment: Test\nassignment: Again\n"), 2, ["appears twice"]),
+        (GOOD.replace("    points: 5\n", "    points: 5\n   bad: [\n"), None, ["not valid YAML"]),
+        ("id: mha\nassignment: Test\nsteps: []\n", 3, ["steps", "non-empty"]),
+        (GOOD.replace("id: mha", "id: mhaa"), 11, ["id", "mhaa", "no known assignment"]),
+        (
+            "assignments:\n  - id: mha\n    title: A\n    steps: [{id: padding, title: P, points: 1}]\n"
+            "  - id: mha\n    title: B\n    steps: [{id: padding, title: P, points: 1}]\n",
+            5,
+            ["repeats", "mha"],
+        ),
+        (
+            GOOD.replace("    points: 10\n", "    points: 10\n    all_or_nothing: maybe\n"),
+            6,
+            ["all_or_nothing", "true or false"],
+        ),
+    ],
+)
 def test_malformed_config_names_key_and_line(text, line, words):
     with pytest.raises(grading_config.ConfigError) as error:
         parse(text)
@@ -72,9 +92,12 @@ def test_malformed_config_names_key_and_line(text, line, words):
 
 
 def test_tolerance_and_timeout_overrides():
-    text = GOOD.replace("steps:", "defaults:\n  timeout: 2\n  tolerance:\n    float32: {rtol: 0.01, atol: 0.001}\nsteps:")
+    text = GOOD.replace(
+        "steps:", "defaults:\n  timeout: 2\n  tolerance:\n    float32: {rtol: 0.01, atol: 0.001}\nsteps:"
+    )
     step = parse(text).step("padding")
     import torch
+
     assert step.timeout == 2.0
     assert step.tolerance[torch.float32] == (0.01, 0.001)
     assert step.tolerance[torch.float64] == grading_config.DEFAULT_TOLERANCE["float64"]
@@ -84,11 +107,14 @@ def test_precheck_needs_no_torch_and_finds_what_it_can(tmp_path):
     """The command line validates grading.yml before it starts any process or imports torch."""
     bad = tmp_path / "grading.yml"
     bad.write_text(GOOD.replace("points: 10", "points: ten"))
-    code = ("import sys\nfrom autograder.engine import config\n"
-            f"try:\n    config.precheck({str(bad)!r})\nexcept config.ConfigError as e:\n    print('ERROR', e)\n"
-            "print('torch loaded:', 'torch' in sys.modules)\n")
+    code = (
+        "import sys\nfrom autograder.engine import config\n"
+        f"try:\n    config.precheck({str(bad)!r})\nexcept config.ConfigError as e:\n    print('ERROR', e)\n"
+        "print('torch loaded:', 'torch' in sys.modules)\n"
+    )
     import subprocess
     import sys
+
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=KIT).stdout
     assert "ERROR" in out and "line 5" in out and "torch loaded: False" in out, out
 
@@ -96,6 +122,7 @@ def test_precheck_needs_no_torch_and_finds_what_it_can(tmp_path):
 def test_a_malformed_config_starts_no_worker_server(tmp_path, monkeypatch):
     from autograder.routes import cli
     from autograder.sandbox import fork_server
+
     started = []
     monkeypatch.setattr(fork_server, "start", lambda *args: started.append(args))
     bad = tmp_path / "grading.yml"
@@ -104,7 +131,9 @@ def test_a_malformed_config_starts_no_worker_server(tmp_path, monkeypatch):
     assert started == []
     good = tmp_path / "good.yml"
     good.write_text((KIT / "grading.yml").read_text())
-    monkeypatch.setattr(fork_server, "start", lambda *args: started.append(args) or (_ for _ in ()).throw(SystemExit(9)))
+    monkeypatch.setattr(
+        fork_server, "start", lambda *args: started.append(args) or (_ for _ in ()).throw(SystemExit(9))
+    )
     with pytest.raises(SystemExit):  # the planted server start: reached only once the file is valid
         cli.main(["grade", str(KIT / "solutions"), "--config", str(good)])
     assert started
@@ -153,42 +182,118 @@ def parse_course(text):
 
 SCHEMA_FAULTS = {  # name: (old, new, line, the key named, words of what is wrong)
     # an unknown key, at each level
-    "unknown_top": ("defaults:\n", "colour: red\ndefaults:\n", 1, "colour", ["not a known key", "known: assignments, defaults"]),
-    "unknown_defaults": ("  timeout: 5", "  timeut: 5", 2, "defaults.timeut", ["not a known key", "did you mean `timeout`"]),
+    "unknown_top": (
+        "defaults:\n",
+        "colour: red\ndefaults:\n",
+        1,
+        "colour",
+        ["not a known key", "known: assignments, defaults"],
+    ),
+    "unknown_defaults": (
+        "  timeout: 5",
+        "  timeut: 5",
+        2,
+        "defaults.timeut",
+        ["not a known key", "did you mean `timeout`"],
+    ),
     "unknown_dtype": ("float32:", "float16:", 4, "defaults.tolerance.float16", ["not a known key", "float32, float64"]),
-    "unknown_in_tolerance": ("atol: 0.001}", "atol: 0.001, btol: 1}", 4, "defaults.tolerance.float32.btol",
-                             ["not a known key", "known: atol, rtol"]),
-    "unknown_assignment_key": ("    title: Attention\n", "    title: Attention\n    points: 100\n", 8, "assignments[0].points",
-                               ["not a known key", "known: id, steps, title"]),
-    "unknown_step_key": ("        points: 10\n", "        points: 10\n        wieghts: {}\n", 12, f"{STEP0}.wieghts",
-                         ["not a known key", "did you mean `weights`"]),
-    "misspelt_points": ("        points: 10\n", "        pointz: 10\n", 11, f"{STEP0}.pointz",
-                        ["not a known key", "did you mean `points`"]),  # not: `points` is missing
-    "unknown_check": ("{values: 5}", "{valuez: 5}", 12, f"{STEP0}.weights.valuez", ["not a known key", "did you mean `values`"]),
+    "unknown_in_tolerance": (
+        "atol: 0.001}",
+        "atol: 0.001, btol: 1}",
+        4,
+        "defaults.tolerance.float32.btol",
+        ["not a known key", "known: atol, rtol"],
+    ),
+    "unknown_assignment_key": (
+        "    title: Attention\n",
+        "    title: Attention\n    points: 100\n",
+        8,
+        "assignments[0].points",
+        ["not a known key", "known: id, steps, title"],
+    ),
+    "unknown_step_key": (
+        "        points: 10\n",
+        "        points: 10\n        wieghts: {}\n",
+        12,
+        f"{STEP0}.wieghts",
+        ["not a known key", "did you mean `weights`"],
+    ),
+    "misspelt_points": (
+        "        points: 10\n",
+        "        pointz: 10\n",
+        11,
+        f"{STEP0}.pointz",
+        ["not a known key", "did you mean `points`"],
+    ),  # not: `points` is missing
+    "unknown_check": (
+        "{values: 5}",
+        "{valuez: 5}",
+        12,
+        f"{STEP0}.weights.valuez",
+        ["not a known key", "did you mean `values`"],
+    ),
     "unknown_option": ("{mode: real}", "{mood: real}", 16, f"{STEP1}.options.mood", ["not a known key", "known: mode"]),
     # a wrong type
-    "title_list": ("    title: Attention", "    title: [Attention]", 7, "assignments[0].title", ["must be a text", "list"]),
+    "title_list": (
+        "    title: Attention",
+        "    title: [Attention]",
+        7,
+        "assignments[0].title",
+        ["must be a text", "list"],
+    ),
     "timeout_text": ("  timeout: 5", "  timeout: soon", 2, "defaults.timeout", ["must be a number > 0", "'soon'"]),
     "weights_list": ("{values: 5}", "[values]", 12, f"{STEP0}.weights", ["must be a mapping"]),
-    "forbidden_text": ("[torch.nn.MultiheadAttention]", "torch.nn.MultiheadAttention", 17, f"{STEP1}.forbidden",
-                       ["must be a list"]),
-    "forbidden_not_torch": ("[torch.nn.MultiheadAttention]", "[nn.MultiheadAttention]", 17, f"{STEP1}.forbidden[0]",
-                            ["dotted torch name"]),
-    "points_bool": ("points: 20", "points: yes", 23, "assignments[1].steps[0].points", ["must be a number >= 0", "bool True"]),
-    "steps_mapping": ("      - id: kv_cache\n        title: The cache\n        points: 20\n",
-                      "      kv_cache: {title: The cache, points: 20}\n", 20, "assignments[1].steps", ["must be a list"]),
+    "forbidden_text": (
+        "[torch.nn.MultiheadAttention]",
+        "torch.nn.MultiheadAttention",
+        17,
+        f"{STEP1}.forbidden",
+        ["must be a list"],
+    ),
+    "forbidden_not_torch": (
+        "[torch.nn.MultiheadAttention]",
+        "[nn.MultiheadAttention]",
+        17,
+        f"{STEP1}.forbidden[0]",
+        ["dotted torch name"],
+    ),
+    "points_bool": (
+        "points: 20",
+        "points: yes",
+        23,
+        "assignments[1].steps[0].points",
+        ["must be a number >= 0", "bool True"],
+    ),
+    "steps_mapping": (
+        "      - id: kv_cache\n        title: The cache\n        points: 20\n",
+        "      kv_cache: {title: The cache, points: 20}\n",
+        20,
+        "assignments[1].steps",
+        ["must be a list"],
+    ),
     # a missing required key
     "no_title": ("    title: Attention\n", "", 6, "assignments[0]", ["missing the required key `title`"]),
     "no_points": ("        points: 5\n", "", 13, STEP1, ["missing the required key `points`"]),
-    "no_atol": ("{rtol: 0.01, atol: 0.001}", "{rtol: 0.01}", 4, "defaults.tolerance.float32", ["missing the required key `atol`"]),
+    "no_atol": (
+        "{rtol: 0.01, atol: 0.001}",
+        "{rtol: 0.01}",
+        4,
+        "defaults.tolerance.float32",
+        ["missing the required key `atol`"],
+    ),
     # a negative number
     "points_negative": ("points: 20", "points: -20", 23, "assignments[1].steps[0].points", ["must be >= 0, got -20"]),
     "rtol_negative": ("rtol: 0.01", "rtol: -0.01", 4, "defaults.tolerance.float32.rtol", ["must be >= 0"]),
     "timeout_zero": ("  timeout: 5", "  timeout: 0", 2, "defaults.timeout", ["must be > 0, got 0"]),
     "weight_negative": ("{values: 5}", "{values: -5}", 12, f"{STEP0}.weights.values", ["must be >= 0"]),
     # a value outside its enum (the step's OPTIONS)
-    "cuda_mode": ("{mode: real}", "{mode: gpu}", 16, f"{STEP1}.options.mode",
-                  ["must be one of auto, real, simulated, off", "'gpu'"]),
+    "cuda_mode": (
+        "{mode: real}",
+        "{mode: gpu}",
+        16,
+        f"{STEP1}.options.mode",
+        ["must be one of auto, real, simulated, off", "'gpu'"],
+    ),
     "cuda_mode_number": ("{mode: real}", "{mode: 3}", 16, f"{STEP1}.options.mode", ["must be one of", "3"]),
 }
 
@@ -205,13 +310,21 @@ def test_the_schema_names_the_key_its_line_and_what_is_wrong(fault):
         assert word in message, message
 
 
-@pytest.mark.parametrize("text,words", [
-    ("defaults: {timeout: 1}\n", ["`the file` is missing the required key `assignments`"]),
-    ("id: mha\nassignment: T\nsteps: [{id: padding, title: P, points: 1}]\ntitle: U\n",
-     ["line 4: `title` is not a known key", "known: assignment, defaults, id, steps"]),
-    ("id: mha\nsteps: [{id: padding, title: P, points: 1}]\n", ["`the file` is missing the required key `assignment`"]),
-    ("- mha\n", ["`the file` must be a mapping"]),
-])
+@pytest.mark.parametrize(
+    "text,words",
+    [
+        ("defaults: {timeout: 1}\n", ["`the file` is missing the required key `assignments`"]),
+        (
+            "id: mha\nassignment: T\nsteps: [{id: padding, title: P, points: 1}]\ntitle: U\n",
+            ["line 4: `title` is not a known key", "known: assignment, defaults, id, steps"],
+        ),
+        (
+            "id: mha\nsteps: [{id: padding, title: P, points: 1}]\n",
+            ["`the file` is missing the required key `assignment`"],
+        ),
+        ("- mha\n", ["`the file` must be a mapping"]),
+    ],
+)
 def test_the_schema_checks_both_forms_of_the_file(text, words):
     with pytest.raises(grading_config.ConfigError) as error:
         grading_config.parse(text)
@@ -222,13 +335,16 @@ def test_the_schema_checks_both_forms_of_the_file(text, words):
 def test_the_shallow_precheck_uses_the_schema_too(tmp_path):
     bad = tmp_path / "grading.yml"
     bad.write_text(COURSE.replace("points: 20", "points: -20"))
-    with pytest.raises(grading_config.ConfigError, match=r"line 23: `assignments\[1\]\.steps\[0\]\.points` must be >= 0"):
+    with pytest.raises(
+        grading_config.ConfigError, match=r"line 23: `assignments\[1\]\.steps\[0\]\.points` must be >= 0"
+    ):
         grading_config.precheck(bad)
 
 
 def test_the_schema_is_for_editors_too():
     """A Draft 2020-12 schema with an $id, and a description for every key an editor completes."""
     from jsonschema import Draft202012Validator
+
     schema = grading_config.schema()
     Draft202012Validator.check_schema(schema)
     assert schema["$schema"] == "https://json-schema.org/draft/2020-12/schema" and schema["$id"]
@@ -236,11 +352,16 @@ def test_the_schema_is_for_editors_too():
     def described(sub):
         return sub.get("description") or schema["$defs"][sub["$ref"].split("/")[-1]].get("description")
 
-    undescribed = [f"{name}.{key}" for name, definition in schema["$defs"].items()
-                   for key, sub in definition.get("properties", {}).items() if not described(sub)]
+    undescribed = [
+        f"{name}.{key}"
+        for name, definition in schema["$defs"].items()
+        for key, sub in definition.get("properties", {}).items()
+        if not described(sub)
+    ]
     undescribed += [name for name, definition in schema["$defs"].items() if not definition.get("description")]
     assert not undescribed
     import yaml
+
     assert not list(Draft202012Validator(schema).iter_errors(yaml.safe_load((KIT / "grading.yml").read_text())))
 
 
@@ -248,6 +369,7 @@ def test_what_is_accepted_is_the_schema_files_decision(tmp_path, monkeypatch):
     """Validation is declared, not hand-written: a schema that allows any key in a step lets a
     misspelt key through."""
     import json
+
     schema = grading_config.schema()
     del schema["$defs"]["step"]["additionalProperties"]
     planted = tmp_path / "grading.schema.json"
@@ -270,9 +392,12 @@ def test_the_precheck_leaves_out_jsonschemas_slow_optional_format_checker():
     import importlib.util
     import subprocess
     import sys
+
     if importlib.util.find_spec("rfc3987_syntax") is None:
         pytest.skip("rfc3987-syntax is not installed here")
-    code = ("import sys\nfrom autograder.engine import config\nconfig.precheck()\n"
-            "print('loaded:', 'rfc3987_syntax' in sys.modules)\nimport rfc3987_syntax\nprint('imports')\n")
+    code = (
+        "import sys\nfrom autograder.engine import config\nconfig.precheck()\n"
+        "print('loaded:', 'rfc3987_syntax' in sys.modules)\nimport rfc3987_syntax\nprint('imports')\n"
+    )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=KIT).stdout
     assert "loaded: False" in out and "imports" in out, out

@@ -1,6 +1,7 @@
 """The cuda step: real GPU when present, a simulated CUDA device otherwise.
 
 Each bad submission below is right on the CPU, so it must lose points in the cuda step only."""
+
 import pytest
 
 from autograder.engine import config as grading_config
@@ -15,23 +16,39 @@ def with_mode(mode):
 
 
 BAD_ON_CUDA = {
-    "mask_built_by_torch_ones_in_forward": {"mha.py": (
-        "blocked = torch.zeros(Lq, Lk, dtype=torch.bool, device=scores.device)",
-        "blocked = torch.ones(Lq, Lk).triu(1).bool() & False")},
-    "mask_kept_as_plain_attribute": {"mha.py": [
-        ("        self.dropout = nn.Dropout(dropout)\n",
-         "        self.dropout = nn.Dropout(dropout)\n"
-         "        self.future = torch.triu(torch.ones(64, 64, dtype=torch.bool), diagonal=1)\n"),
-        ("blocked = torch.ones_like(blocked).triu(diagonal=1)  # (Lq, Lk)", "blocked = self.future[:Lq, :Lk]")]},
-    "cpu_call_in_forward": {"output.py": (
-        "return self.w_o(merged)  # (B, L, D)", "return self.w_o(merged.cpu())  # (B, L, D)")},
-    "cpu_index_passed_to_an_embedding": {"embedding.py": (
-        "return self.embedding(ids)  # (B, L, d_model)",
-        "import torch\n        pad = self.embedding(torch.tensor([self.embedding.padding_idx]))  # a CPU index\n"
-        "        return self.embedding(ids) + 0 * pad")},
+    "mask_built_by_torch_ones_in_forward": {
+        "mha.py": (
+            "blocked = torch.zeros(Lq, Lk, dtype=torch.bool, device=scores.device)",
+            "blocked = torch.ones(Lq, Lk).triu(1).bool() & False",
+        )
+    },
+    "mask_kept_as_plain_attribute": {
+        "mha.py": [
+            (
+                "        self.dropout = nn.Dropout(dropout)\n",
+                "        self.dropout = nn.Dropout(dropout)\n"
+                "        self.future = torch.triu(torch.ones(64, 64, dtype=torch.bool), diagonal=1)\n",
+            ),
+            ("blocked = torch.ones_like(blocked).triu(diagonal=1)  # (Lq, Lk)", "blocked = self.future[:Lq, :Lk]"),
+        ]
+    },
+    "cpu_call_in_forward": {
+        "output.py": ("return self.w_o(merged)  # (B, L, D)", "return self.w_o(merged.cpu())  # (B, L, D)")
+    },
+    "cpu_index_passed_to_an_embedding": {
+        "embedding.py": (
+            "return self.embedding(ids)  # (B, L, d_model)",
+            "import torch\n        pad = self.embedding(torch.tensor([self.embedding.padding_idx]))  # a CPU index\n"
+            "        return self.embedding(ids) + 0 * pad",
+        )
+    },
 }
-LEGAL_ITEM = {"mha.py": ("        if pad_mask is not None:\n",
-                         "        if pad_mask is not None and bool(pad_mask.any().item()):\n")}
+LEGAL_ITEM = {
+    "mha.py": (
+        "        if pad_mask is not None:\n",
+        "        if pad_mask is not None and bool(pad_mask.any().item()):\n",
+    )
+}
 
 
 def make(submission, changes):
@@ -56,13 +73,15 @@ def test_reference_passes_simulated_mode(config):
 @pytest.mark.parametrize("name", sorted(BAD_ON_CUDA))
 def test_device_mistakes_fail_the_cuda_step_only_in_simulated_mode(submission, name):
     result = grade_with_hidden(make(submission, BAD_ON_CUDA[name]), with_mode("simulated"))
-    assert full_marks(result) == ["cuda"], [(s.id, [c.message for c in s.checks if c.passed is False])
-                                           for s in result.steps if s.score < s.max_score]
+    assert full_marks(result) == ["cuda"], [
+        (s.id, [c.message for c in s.checks if c.passed is False]) for s in result.steps if s.score < s.max_score
+    ]
 
 
 def test_device_mismatch_message_says_where_and_what_to_do(submission):
-    result = grade_with_hidden(make(submission, BAD_ON_CUDA["mask_built_by_torch_ones_in_forward"]),
-                               with_mode("simulated"))
+    result = grade_with_hidden(
+        make(submission, BAD_ON_CUDA["mask_built_by_torch_ones_in_forward"]), with_mode("simulated")
+    )
     message = next(c.message for c in result.step("cuda").checks if c.passed is False)
     assert "a CPU tensor met a tensor on cuda (mha/mha.py, line" in message and "device=x.device" in message
     assert [d["id"] for d in result.step("cuda").diagnoses] == ["cpu_tensor_in_forward"]
@@ -133,11 +152,14 @@ def test_backward_still_works_after_the_fake_guard_is_loaded_first():
     backward after the guard was registered, which aborted or hung the process at random."""
     import subprocess
     import sys
-    code = ("from autograder.engine.fake_cuda import simulated_device; import torch\n"
-            "simulated_device()\n"
-            "for _ in range(20):\n"
-            "    w = torch.randn(5, 3, requires_grad=True); (w * 2).sum().backward()\n"
-            "print('ok')\n")
+
+    code = (
+        "from autograder.engine.fake_cuda import simulated_device; import torch\n"
+        "simulated_device()\n"
+        "for _ in range(20):\n"
+        "    w = torch.randn(5, 3, requires_grad=True); (w * 2).sum().backward()\n"
+        "print('ok')\n"
+    )
     for _ in range(3):
         completed = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
         assert completed.returncode == 0 and completed.stdout.strip() == "ok", completed.stderr[-2000:]

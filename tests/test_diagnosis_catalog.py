@@ -1,4 +1,5 @@
 """The diagnosis catalog: the ids the course promises exist, and every id has a message."""
+
 from pathlib import Path
 
 import pytest
@@ -15,8 +16,15 @@ PROMISED = {
     "qkv_projection": ["qkv_shared_weight", "qkv_fused_split_per_head", "qkv_wrong_order"],
     "split_heads": ["split_without_transpose", "merge_without_transpose"],
     "attention": ["scale_by_d_model", "no_scale", "scale_not_sqrt", "softmax_wrong_dim", "k_not_transposed"],
-    "masking": ["mask_fill_zero", "mask_after_softmax", "mask_inverted", "mask_on_queries",
-                "causal_includes_diagonal", "causal_wrong_direction", "fully_masked_nan"],
+    "masking": [
+        "mask_fill_zero",
+        "mask_after_softmax",
+        "mask_inverted",
+        "mask_on_queries",
+        "causal_includes_diagonal",
+        "causal_wrong_direction",
+        "fully_masked_nan",
+    ],
     "output_projection": ["out_no_merge_transpose", "out_missing_bias"],
     "multi_head_attention": ["out_missing_bias", "dropout_in_eval", "mha_causal_ignored", "mha_pad_mask_ignored"],
 }
@@ -48,11 +56,13 @@ def test_the_release_catalogs_drop_the_hidden_only_diagnoses(tmp_path):
     from autograder.routes.release import public_message_ids, student_message
 
     from autograder.engine.assignment import known
+
     ids = tuple(known())
     keep = set().union(*(public_message_ids(config) for config in grading_config.load_all()))
     write_student_catalogs(tmp_path, lambda message_id: student_message(message_id, keep))
-    shipped = {p.diagnosis for a in ids for module in step_modules(a).values() for p in module.PROBES} | \
-        {i for a in ids for i in shipped_ids(load(a))}
+    shipped = {p.diagnosis for a in ids for module in step_modules(a).values() for p in module.PROBES} | {
+        i for a in ids for i in shipped_ids(load(a))
+    }
     hidden_only = {m.id for a in ids for step in step_modules(a) for m in mistakes_of(a, step)} - shipped
     assert "causal_ignores_device" in hidden_only
     released = tuple((tmp_path / Path(d).relative_to(messages.GRADER), domain) for d, domain in messages.CATALOGS)
@@ -75,15 +85,23 @@ def test_the_model_without_knobs_passes_every_check(config):
             inputs = check_inputs(check, check_seed(check, 7))
             if check.requires == "cuda":
                 inputs["mode"] = "simulated"
-            fail = judge(check, inputs, observe(check, model, inputs), expectation(check, inputs, reference), step.tolerance)
+            fail = judge(
+                check, inputs, observe(check, model, inputs), expectation(check, inputs, reference), step.tolerance
+            )
             assert fail is None, f"{step.id}::{check.id}: {fail}"
 
 
 def test_every_mistake_variant_fails_a_check_of_its_step():
     """A variant that passes every check could never be named, and would name correct code."""
     from autograder.engine import fingerprints
-    shown = {v.split("#")[0] for step in fingerprints.load("mha")["steps"].values() for groups in step["checks"].values()
-             for group in groups for v in group["variants"]}
+
+    shown = {
+        v.split("#")[0]
+        for step in fingerprints.load("mha")["steps"].values()
+        for groups in step["checks"].values()
+        for group in groups
+        for v in group["variants"]
+    }
     hidden_only = {"causal_ignores_device"}  # its check needs 'meta' triu: hidden (see checks/masking.py)
     catalog = {m.id for step in step_modules("mha") for m in mistakes_of("mha", step)}
     assert catalog - shown == hidden_only
@@ -93,8 +111,10 @@ def test_fingerprints_are_up_to_date_fast():
     """The sources the fingerprints are made from are the ones they were made from; else run
     `python -m autograder fingerprints` (the slow test below regenerates and compares)."""
     from autograder.engine import fingerprints
-    assert fingerprints.load("mha").get("sources") == fingerprints.sources_digest("mha"), \
+
+    assert fingerprints.load("mha").get("sources") == fingerprints.sources_digest("mha"), (
         "run `python -m autograder fingerprints`"
+    )
 
 
 @pytest.mark.slow
@@ -103,8 +123,10 @@ def test_fingerprints_are_up_to_date():
     import sys
 
     from conftest import KIT
-    completed = subprocess.run([sys.executable, "-m", "autograder", "fingerprints", "--check"], cwd=KIT,
-                               capture_output=True, text=True)
+
+    completed = subprocess.run(
+        [sys.executable, "-m", "autograder", "fingerprints", "--check"], cwd=KIT, capture_output=True, text=True
+    )
     assert completed.returncode == 0, completed.stderr
 
 
@@ -112,6 +134,7 @@ def test_fingerprints_match_within_tolerance_and_only_then():
     import torch
 
     from autograder.engine.fingerprints import fingerprint, matches
+
     tol = {torch.float64: (1e-7, 1e-9), torch.float32: (1e-5, 1e-6)}
     x = torch.randn(3, 4, 5, dtype=torch.float64, generator=torch.Generator().manual_seed(0))
     fp = fingerprint({"out": x, "n": 3, "pair": (x.float(), torch.tensor([True, False]))})
@@ -123,4 +146,6 @@ def test_fingerprints_match_within_tolerance_and_only_then():
     assert not matches({"out": x, "n": 3, "pair": (x.float(), torch.tensor([True, True]))}, fp, tol)
     nan = x.clone()
     nan[1, 1, 1] = float("nan")
-    assert matches({"out": nan}, fingerprint({"out": nan}), tol) and not matches({"out": x}, fingerprint({"out": nan}), tol)
+    assert matches({"out": nan}, fingerprint({"out": nan}), tol) and not matches(
+        {"out": x}, fingerprint({"out": nan}), tol
+    )

@@ -1,6 +1,7 @@
 """No diagnosis on correct code: for random seeds of the hidden checks, the reference and the
 correct variants (tests/variants.py) get full marks and not one diagnosis; and a random
 correct computation is never mistaken for a known mistake."""
+
 import shutil
 
 import pytest
@@ -41,22 +42,34 @@ class FixedAttention:
 
     def judge(self, inputs, got, expected, tol):
         from autograder.engine.check import compare
+
         return compare(got, expected, tol)
 
 
 @settings(max_examples=15, deadline=None)
-@given(B=st.integers(1, 3), H=st.integers(2, 4), lq=st.integers(2, 6), lk=st.integers(2, 6), d_k=st.integers(2, 8),
-       d_v=st.integers(2, 6), seed=st.integers(0, 10_000), masked=st.booleans())
+@given(
+    B=st.integers(1, 3),
+    H=st.integers(2, 4),
+    lq=st.integers(2, 6),
+    lk=st.integers(2, 6),
+    d_k=st.integers(2, 8),
+    d_v=st.integers(2, 6),
+    seed=st.integers(0, 10_000),
+    masked=st.booleans(),
+)
 def test_no_known_mistake_explains_a_correct_attention(config, B, H, lq, lk, d_k, d_v, seed, masked):
     """The reference's output on random shapes, reported as failing: no known mistake may be
     named for it. A variant that computes the same on these shapes (scale by sqrt(d_v) when
     d_v == d_k) passes and is not named; one that differs must not pass for the same output."""
     from autograder.engine.runner import load_reference
+
     rng = torch.Generator().manual_seed(seed)
-    inputs = {"q": torch.randn(B, H, lq, d_k, generator=rng, dtype=torch.float64),
-              "k": torch.randn(B, H, lk, d_k, generator=rng, dtype=torch.float64),
-              "v": torch.randn(B, H, lk, d_v, generator=rng, dtype=torch.float64),
-              "mask": (torch.rand(B, 1, 1, lk, generator=rng) < 0.3) if masked else None}
+    inputs = {
+        "q": torch.randn(B, H, lq, d_k, generator=rng, dtype=torch.float64),
+        "k": torch.randn(B, H, lk, d_k, generator=rng, dtype=torch.float64),
+        "v": torch.randn(B, H, lk, d_v, generator=rng, dtype=torch.float64),
+        "mask": (torch.rand(B, 1, 1, lk, generator=rng) < 0.3) if masked else None,
+    }
     if masked:
         inputs["mask"][..., 0] = False
     check = FixedAttention()
@@ -66,23 +79,27 @@ def test_no_known_mistake_explains_a_correct_attention(config, B, H, lq, lk, d_k
     for step_id in ("attention", "masking"):
         record = Record(check, inputs, Observation(values=values), fail=_fail(values, tol), expected=values)
         module = step_modules("mha")[step_id]
-        found = diagnose(_without_probes(module), [record], lambda c, p, i: observe(c, p, i), None, tol,
-                         reference=SOLUTIONS)
+        found = diagnose(
+            _without_probes(module), [record], lambda c, p, i: observe(c, p, i), None, tol, reference=SOLUTIONS
+        )
         assert [d["id"] for d in found] == ["no_known_mistake"], (step_id, found)
 
 
 def _fail(values, tol):
     """A real value mismatch on `out` (as if the output had been reported wrong)."""
     from autograder.engine.check import compare
+
     return compare({**values, "out": values["out"] + 1.0}, values, tol)
 
 
 def _without_probes(module):
     from types import SimpleNamespace
+
     return SimpleNamespace(__name__=module.__name__, ASSIGNMENT=module.ASSIGNMENT, PROBES=[])
 
 
 @pytest.fixture(scope="module")
 def config():
     from autograder.engine import config as grading_config
+
     return grading_config.load()

@@ -1,6 +1,7 @@
 """The run-time watch (autograder/forbidden.py) sees a forbidden call however it is reached:
 through torch.ops.aten, torch._C entry points, inside DisableTorchFunction, in inference mode,
 on fake tensors; and it never flags ordinary attention arithmetic."""
+
 import pytest
 import torch
 import torch.nn as nn
@@ -30,6 +31,7 @@ def _no_torch_function(fn):
     def run():
         with torch._C.DisableTorchFunction():
             fn()
+
     return run
 
 
@@ -53,11 +55,15 @@ SDPA_ROUTES = {
     "aten math": lambda: torch.ops.aten._scaled_dot_product_attention_math(*qkv()),
     "aten fused cpu kernel": lambda: torch.ops.aten._scaled_dot_product_flash_attention_for_cpu(*qkv()),
     "torch._C._nn": lambda: torch._C._nn.scaled_dot_product_attention(*qkv()),
-    "DisableTorchFunction + getattr": _no_torch_function(lambda: getattr(F, "scaled_dot_" + "product_attention")(*qkv())),
+    "DisableTorchFunction + getattr": _no_torch_function(
+        lambda: getattr(F, "scaled_dot_" + "product_attention")(*qkv())
+    ),
     "DisableTorchFunction + aten math": _no_torch_function(
-        lambda: torch.ops.aten._scaled_dot_product_attention_math.default(*qkv())),
+        lambda: torch.ops.aten._scaled_dot_product_attention_math.default(*qkv())
+    ),
     "DisableTorchFunction + fused kernel": _no_torch_function(
-        lambda: torch.ops.aten._scaled_dot_product_flash_attention_for_cpu.default(*qkv())),
+        lambda: torch.ops.aten._scaled_dot_product_flash_attention_for_cpu.default(*qkv())
+    ),
     "inference mode": lambda: torch.inference_mode()(lambda: F.scaled_dot_product_attention(*qkv()))(),
     "with dropout": lambda: F.scaled_dot_product_attention(*qkv(), dropout_p=0.5),
 }
@@ -87,15 +93,30 @@ def test_functional_multi_head_attention_is_named_as_such(disable):
     t = x.transpose(0, 1)
 
     def run():
-        F.multi_head_attention_forward(t, t, t, 8, 2, module.in_proj_weight, module.in_proj_bias, None, None, False,
-                                       0.0, module.out_proj.weight, module.out_proj.bias)
+        F.multi_head_attention_forward(
+            t,
+            t,
+            t,
+            8,
+            2,
+            module.in_proj_weight,
+            module.in_proj_bias,
+            None,
+            None,
+            False,
+            0.0,
+            module.out_proj.weight,
+            module.out_proj.bias,
+        )
+
     assert seen(ATTENTION, _no_torch_function(run) if disable else run) == [MHA_F]
 
 
 PAD_ROUTES = {
     "plain": lambda: nn.utils.rnn.pad_sequence([torch.tensor([1, 2]), torch.tensor([3])], batch_first=True),
     "DisableTorchFunction + torch._C._nn": _no_torch_function(
-        lambda: torch._C._nn.pad_sequence([torch.tensor([1, 2]), torch.tensor([3])], True, 0.0)),
+        lambda: torch._C._nn.pad_sequence([torch.tensor([1, 2]), torch.tensor([3])], True, 0.0)
+    ),
     "aten": lambda: torch.ops.aten.pad_sequence([torch.tensor([1, 2]), torch.tensor([3])], True),
 }
 
@@ -113,13 +134,14 @@ def test_sdpa_on_fake_tensors_is_seen():
         with FakeTensorMode():
             q = torch.empty(2, 3, 4, 5, device="meta")
             F.scaled_dot_product_attention(q, q, q)
+
     assert seen(ATTENTION, run) == [SDPA]
 
 
 def test_ordinary_attention_code_is_not_flagged():
     def attention():
         q, k, v = qkv(grad=True)
-        scores = torch.einsum("bhqd,bhkd->bhqk", q, k) / 5 ** 0.5 + (q @ k.transpose(-2, -1)) * 0
+        scores = torch.einsum("bhqd,bhkd->bhqk", q, k) / 5**0.5 + (q @ k.transpose(-2, -1)) * 0
         mask = torch.ones(4, 4, dtype=torch.bool).triu(1)
         weights = scores.masked_fill(mask, float("-inf")).softmax(-1)
         weights = F.dropout(torch.softmax(weights, dim=-1, dtype=torch.float32).double(), 0.1, training=True)
@@ -129,6 +151,7 @@ def test_ordinary_attention_code_is_not_flagged():
         with torch.inference_mode():
             torch.softmax(torch.randn(3, 3), -1)
         nn.functional.pad(torch.ones(2, 3), (0, 2))
+
     assert seen(ATTENTION + (PAD,), attention) == []
 
 
@@ -137,5 +160,5 @@ def test_the_grader_own_calls_outside_a_watch_are_unchanged():
     q, k, v = qkv(grad=True)
     out = F.scaled_dot_product_attention(q, k, v)
     out.sum().backward()
-    expected = torch.softmax(q @ k.transpose(-2, -1) / 5 ** 0.5, -1) @ v
+    expected = torch.softmax(q @ k.transpose(-2, -1) / 5**0.5, -1) @ v
     assert torch.allclose(out, expected) and q.grad is not None

@@ -1,5 +1,6 @@
 """The result says which files were graded (`graded_files`, relative to the submission) and where
 the package was found (`package_root`), for every layout a submission comes in."""
+
 import json
 import shutil
 
@@ -31,11 +32,14 @@ def graded(path, config):
     return result
 
 
-@pytest.mark.parametrize("layout, root", [
-    ("package", "."),                                     # <submission>/mha/
-    ("assignments", "assignments"),                       # the release as a student's folder
-    ("zip", "mha-lab-main/assignments"),                  # GitHub's "download zip": one folder deeper
-])
+@pytest.mark.parametrize(
+    "layout, root",
+    [
+        ("package", "."),  # <submission>/mha/
+        ("assignments", "assignments"),  # the release as a student's folder
+        ("zip", "mha-lab-main/assignments"),  # GitHub's "download zip": one folder deeper
+    ],
+)
 def test_the_packages_files_are_the_graded_ones(config, tmp_path, layout, root):
     submission = tmp_path / "submission"
     holder = submission / root

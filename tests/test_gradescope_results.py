@@ -1,11 +1,16 @@
 """Gradescope's results.json shows students nothing of the hidden checks before publication."""
+
 from autograder.routes.release import gradescope_results
 from autograder.engine.results import CheckResult, GradeResult, StepResult
 
 
 def test_the_top_level_output_leaves_the_hidden_checks_out():
-    checks = [CheckResult("a", True, 4.0, 4.0, "public"), CheckResult("b", False, 0.0, 2.0, "public", "wrong"),
-              CheckResult("c", True, 3.0, 3.0, "hidden"), CheckResult("d", False, 0.0, 1.0, "hidden", "wrong")]
+    checks = [
+        CheckResult("a", True, 4.0, 4.0, "public"),
+        CheckResult("b", False, 0.0, 2.0, "public", "wrong"),
+        CheckResult("c", True, 3.0, 3.0, "hidden"),
+        CheckResult("d", False, 0.0, 1.0, "hidden", "wrong"),
+    ]
     result = GradeResult("MHA", "upload", [StepResult("attention", "Attention", 7.0, 10.0, checks)])
     data = gradescope_results(result, 1.0)
     assert "4.00 / 6.00" in data["output"]
@@ -21,11 +26,13 @@ def test_what_the_code_printed_is_shown_as_the_hidden_checks_are():
     public = [CheckResult("a", True, 4.0, 4.0, "public")]
     hidden = public + [CheckResult("c", True, 3.0, 3.0, "hidden")]
     printed = "hidden input: tensor([0.1234, 0.5678])"
-    with_hidden = gradescope_results(GradeResult("MHA", "upload", [StepResult("attention", "A", 7.0, 7.0, hidden)],
-                                                 output=printed), 1.0)
+    with_hidden = gradescope_results(
+        GradeResult("MHA", "upload", [StepResult("attention", "A", 7.0, 7.0, hidden)], output=printed), 1.0
+    )
     assert printed not in with_hidden["output"]
     held = [test for test in with_hidden["tests"] if test.get("output") == printed]
     assert [test["visibility"] for test in held] == ["after_published"]
-    public_only = gradescope_results(GradeResult("MHA", "upload", [StepResult("attention", "A", 4.0, 4.0, public)],
-                                                 output=printed), 1.0)
+    public_only = gradescope_results(
+        GradeResult("MHA", "upload", [StepResult("attention", "A", 4.0, 4.0, public)], output=printed), 1.0
+    )
     assert printed in public_only["output"]  # a public-only run (what the student sees locally) keeps it

@@ -1,6 +1,7 @@
 """Issue 14: a hang costs one time limit. Once student code has hung in a file, every later check
 that runs that file (its declared files, and what they import) is skipped with no second wait,
 in any step and through every route; checks that do not reach it still run."""
+
 import re
 
 import pytest
@@ -27,8 +28,13 @@ def short_timeout_config(seconds):
 @pytest.mark.parametrize("isolate", [False, True], ids=["in_process", "sandboxed"])
 def test_a_hang_in_attention_is_waited_for_once_and_skips_what_runs_it_in_other_steps(submission, isolate):
     attention = endless_attention((SOLUTIONS / "mha" / "attention.py").read_text())
-    result = grade(submission(files={"attention.py": attention}), short_timeout_config(0.5),
-                   reference=SOLUTIONS, steps=["attention", "masking", "multi_head_attention"], isolate=isolate)
+    result = grade(
+        submission(files={"attention.py": attention}),
+        short_timeout_config(0.5),
+        reference=SOLUTIONS,
+        steps=["attention", "masking", "multi_head_attention"],
+        isolate=isolate,
+    )
     ids = {step.id: {c.id: c.message_id for c in step.checks} for step in result.steps}
     every = [i for step in ids.values() for i in step.values()]
     assert every.count("timeout") == 1 and ids["attention"]["weights"] == "timeout", ids
@@ -36,8 +42,12 @@ def test_a_hang_in_attention_is_waited_for_once_and_skips_what_runs_it_in_other_
     masking = result.step("masking")
     skipped = [c for c in masking.checks if c.message_id == "skipped_after_hang_elsewhere"]
     assert {c.id for c in skipped} == {c.id for c in masking.checks} - MASKS_ONLY, ids["masking"]
-    assert all("mha/attention.py, line" in c.message and "in scaled_dot_product_attention" in c.message
-               and "check weights of step attention" in c.message for c in skipped), skipped[0].message
+    assert all(
+        "mha/attention.py, line" in c.message
+        and "in scaled_dot_product_attention" in c.message
+        and "check weights of step attention" in c.message
+        for c in skipped
+    ), skipped[0].message
     assert all(c.passed for c in masking.checks if c.id in MASKS_ONLY)  # they call only masking.py: still run
     assert result.step("multi_head_attention").score == result.step("multi_head_attention").max_score
 
@@ -46,6 +56,7 @@ def test_a_hang_outside_the_files_a_check_declares_skips_only_its_own_step():
     from autograder.engine.assignment import step_modules
     from autograder.engine.check import Fail
     from autograder.engine.runner import HangGuard, Observation
+
     modules = step_modules("mha")
     attention, masking = modules["attention"].CHECKS, modules["masking"].CHECKS
     guard = HangGuard()
@@ -54,8 +65,11 @@ def test_a_hang_outside_the_files_a_check_declares_skips_only_its_own_step():
     assert guard.skipped(attention[1]).error.message_id == "skipped_after_hang"
     assert guard.skipped(masking[0]) is None and guard.skipped(masking[-1]) is None
     guard = HangGuard()
-    assert guard.note(attention[0], Observation(error=Fail("timeout", {"seconds": 1, "where": "see above"})),
-                      location="mha/attention.py, line 9, in scaled_dot_product_attention")
+    assert guard.note(
+        attention[0],
+        Observation(error=Fail("timeout", {"seconds": 1, "where": "see above"})),
+        location="mha/attention.py, line 9, in scaled_dot_product_attention",
+    )
     by_id = {c.id: guard.skipped(c) for c in masking}
     assert by_id["attention_padding"].error.params["step"] == "attention"
     assert by_id["causal_mask_values"] is None
@@ -66,6 +80,7 @@ def test_a_hang_in_a_file_a_step_imports_skips_that_step(tmp_path):
     from autograder.engine.assignment import step_modules
     from autograder.engine.check import Fail
     from autograder.engine.runner import HangGuard, Observation
+
     package = tmp_path / "mha"
     package.mkdir()
     (package / "attention.py").write_text("def scaled_dot_product_attention(q, k, v):\n    pass\n")
@@ -89,7 +104,7 @@ def test_pytest_waits_once_for_a_hang_in_attention_and_runs_the_mask_only_checks
     attention.write_text(endless_attention(attention.read_text()))
     out = pytest_in(root, "--step", "attention", "--step", "masking").stdout
     assert out.count("Timeout (>1.0s)") == 1, out[-4000:]
-    table = out[out.index("MHA Lab score"):]
+    table = out[out.index("MHA Lab score") :]
     failures = dict(re.findall(r"^\s+x (\w+): (.*)$", table, flags=re.M))
     masked = {check: message for check, message in failures.items() if "of step attention" in message}
     assert set(masked) == {"attention_padding", "attention_causal", "all_blocked_row_finite", "float32_mask"}, table

@@ -3,6 +3,7 @@
 The catalog checks (autograder/catalogs.py) run on the kit's catalogs, where they must find
 nothing, and on copies with one planted defect each, where they must name it.
 """
+
 import ast
 import json
 import os
@@ -60,11 +61,11 @@ def edit(path, change):
 def compile_catalogs(copied):
     """The documented compile commands (messages.py, README), on a copy."""
     for directory, domain in copied:
-        subprocess.run([str(PYBABEL), "compile", "-d", str(directory), "-D", domain], check=True,
-                       capture_output=True)
+        subprocess.run([str(PYBABEL), "compile", "-d", str(directory), "-D", domain], check=True, capture_output=True)
 
 
 # --- the catalogs ---------------------------------------------------------------------------
+
 
 def test_the_catalogs_are_complete_translated_and_consistent():
     assert catalogs.problems() == []
@@ -81,17 +82,24 @@ def test_every_message_has_english_and_korean_with_the_same_placeholders():
     engine = catalogs.texts(catalogs.read(po(messages.CATALOGS, "autograder", "en")))
     assert "diagnosis.scale_by_d_model" in mha and "mask_changes_kept_keys" in mha
     assert "raised" in engine and "diagnosis.no_known_mistake" in engine and "table.total" in engine
-    every = [catalogs.texts(catalogs.read(directory / "en" / "LC_MESSAGES" / f"{domain}.po"))
-             for directory, domain in messages.CATALOGS]
+    every = [
+        catalogs.texts(catalogs.read(directory / "en" / "LC_MESSAGES" / f"{domain}.po"))
+        for directory, domain in messages.CATALOGS
+    ]
     ids = [i for texts in every for i in texts]
     assert sorted({i for i in ids if ids.count(i) > 1}) == [], "an id in two catalogs: one would hide the other"
 
 
 def test_korean_uses_the_course_terms():
     korean = messages.catalog("ko")
-    for message_id, term in [("diagnosis.scale_by_d_model", "어텐션"), ("diagnosis.mask_after_softmax", "마스킹"),
-                             ("diagnosis.mask_after_softmax", "소프트맥스"), ("diagnosis.mha_split_without_transpose", "헤드를 분할"),
-                             ("diagnosis.pad_left", "패딩"), ("diagnosis.scale_after_softmax", "스케일링")]:
+    for message_id, term in [
+        ("diagnosis.scale_by_d_model", "어텐션"),
+        ("diagnosis.mask_after_softmax", "마스킹"),
+        ("diagnosis.mask_after_softmax", "소프트맥스"),
+        ("diagnosis.mha_split_without_transpose", "헤드를 분할"),
+        ("diagnosis.pad_left", "패딩"),
+        ("diagnosis.scale_after_softmax", "스케일링"),
+    ]:
         assert term in korean[message_id], message_id
 
 
@@ -106,17 +114,37 @@ def two_way_particles(korean: dict) -> list:
 
 def test_korean_needs_no_two_way_particle():
     assert two_way_particles(messages.catalog("ko")) == []
-    planted = {**messages.catalog("ko"), "near_miss": "{owner}에는 `{name}`이(가) 없습니다",
-               "import_error": "{file}을(를) import하는 중에 오류", "refused_file": "{file}(으)로 이동"}
+    planted = {
+        **messages.catalog("ko"),
+        "near_miss": "{owner}에는 `{name}`이(가) 없습니다",
+        "import_error": "{file}을(를) import하는 중에 오류",
+        "refused_file": "{file}(으)로 이동",
+    }
     assert [line.split(":")[0] for line in two_way_particles(planted)] == ["import_error", "near_miss", "refused_file"]
 
 
 PLANTED = [  # (language, domain, id, how the entry is spoiled, what problems() must say)
-    ("ko", "assignment", "diagnosis.rows_not_normalised",
-     lambda m: setattr(m, "string", m.string.replace("{high:.3g}", "")), "placeholders"),
-    ("ko", "autograder", "timeout", lambda m: setattr(m, "string", m.string.replace("{seconds:g}", "{seconds}")),
-     "placeholders"),
-    ("ko", "autograder", "raised", lambda m: setattr(m, "string", m.string.replace("{type}", "{kind}")), "placeholders"),
+    (
+        "ko",
+        "assignment",
+        "diagnosis.rows_not_normalised",
+        lambda m: setattr(m, "string", m.string.replace("{high:.3g}", "")),
+        "placeholders",
+    ),
+    (
+        "ko",
+        "autograder",
+        "timeout",
+        lambda m: setattr(m, "string", m.string.replace("{seconds:g}", "{seconds}")),
+        "placeholders",
+    ),
+    (
+        "ko",
+        "autograder",
+        "raised",
+        lambda m: setattr(m, "string", m.string.replace("{type}", "{kind}")),
+        "placeholders",
+    ),
     ("ko", "autograder", "raised", lambda m: setattr(m, "string", ""), "no translation"),
     ("en", "assignment", "diagnosis.no_scale", lambda m: setattr(m, "string", ""), "no translation"),
     ("ko", "autograder", "shape", lambda m: m.flags.add("fuzzy"), "marked fuzzy"),
@@ -153,6 +181,7 @@ def test_the_mo_files_are_compiled_from_the_po_files(tmp_path):
 
 # --- extraction: the ids the code uses and the templates ---------------------------------------
 
+
 def test_every_id_the_code_passes_is_in_a_template_it_may_use():
     extracted = catalogs.extracted_ids()
     assert len(extracted) > 50 and "table.total" in extracted and "raised" in extracted
@@ -163,9 +192,22 @@ def test_the_documented_pybabel_command_extracts_the_same_ids(tmp_path):
     """babel.cfg's command (its -k options are catalogs.KEYWORDS) run as documented."""
     config = (KIT / "babel.cfg").read_text(encoding="utf-8")
     assert re.findall(r"-k (\w+)", config) == list(catalogs.KEYWORDS)
-    subprocess.run([str(PYBABEL), "extract", "-F", "babel.cfg", "--no-default-keywords",
-                    *(f"-k{keyword}" for keyword in catalogs.KEYWORDS), "-o", str(tmp_path / "ids.pot"), "autograder"],
-                   cwd=KIT, check=True, capture_output=True)
+    subprocess.run(
+        [
+            str(PYBABEL),
+            "extract",
+            "-F",
+            "babel.cfg",
+            "--no-default-keywords",
+            *(f"-k{keyword}" for keyword in catalogs.KEYWORDS),
+            "-o",
+            str(tmp_path / "ids.pot"),
+            "autograder",
+        ],
+        cwd=KIT,
+        check=True,
+        capture_output=True,
+    )
     assert set(catalogs.texts(catalogs.read(tmp_path / "ids.pot"))) == set(catalogs.extracted_ids())
 
 
@@ -173,7 +215,7 @@ def test_an_id_missing_from_its_template_is_named(tmp_path):
     planted = {
         "engine/planted.py": 'messages.render("table.total")\nmessages.render("mask_changes_kept_keys")\n',
         "assignments/mha/checks/planted.py": 'Fail("mask_changes_kept_keys", {})\nFail("scale_by_d_model", {})\n'
-                                              'Fail("no_such_message", {})\n',
+        'Fail("no_such_message", {})\n',
         "assignments/kv_cache/checks/planted.py": 'raise ContractError("mask_changes_kept_keys")\n',
     }
     for name, source in planted.items():
@@ -183,7 +225,8 @@ def test_an_id_missing_from_its_template_is_named(tmp_path):
     assert sorted(catalogs.unknown_ids(tmp_path)) == [
         "assignments/kv_cache/checks/planted.py:1: mask_changes_kept_keys: in no template it may use",
         "assignments/mha/checks/planted.py:3: no_such_message: in no template it may use",
-        "engine/planted.py:2: mask_changes_kept_keys: in no template it may use"]
+        "engine/planted.py:2: mask_changes_kept_keys: in no template it may use",
+    ]
 
 
 def test_no_template_id_is_stale():
@@ -203,15 +246,21 @@ def test_a_stale_template_id_is_named(tmp_path):
     edit(template, lambda catalog: catalog.add("a_message_no_code_gives"))
     edit(template, lambda catalog: catalog.add("diagnosis.a_mistake_nobody_made"))
     assert [p.split(": ", 1)[1] for p in catalogs.unused_ids(catalogs=copied)] == [
-        "a_message_no_code_gives: no code uses it", "diagnosis.a_mistake_nobody_made: no code uses it"]
+        "a_message_no_code_gives: no code uses it",
+        "diagnosis.a_mistake_nobody_made: no code uses it",
+    ]
 
 
 def test_the_catalogs_are_package_data():
     tomllib = pytest.importorskip("tomllib")
     globs = tomllib.loads((KIT / "pyproject.toml").read_text())["tool"]["setuptools"]["package-data"]["autograder"]
     shipped = {path for pattern in globs for path in (KIT / "autograder").glob(pattern)}
-    files = {path for directory, _ in messages.CATALOGS for path in Path(directory).rglob("*")
-             if path.suffix in (".po", ".mo", ".pot")}
+    files = {
+        path
+        for directory, _ in messages.CATALOGS
+        for path in Path(directory).rglob("*")
+        if path.suffix in (".po", ".mo", ".pot")
+    }
     assert len(files) == 5 * len(messages.CATALOGS) and files <= shipped  # a template, 2 .po, 2 .mo each
 
 
@@ -254,8 +303,10 @@ def concept_problems(english: dict, korean: dict, skeletons: Path = ASSIGNMENTS)
                     if not file.startswith(f"{assignment.package}/") or not skeleton.is_file():
                         found.append(f"{assignment.id}/{step.id}/{check.id} ({lang}): {file} is not a skeleton file")
                     elif not any(paragraph.startswith(quote) for paragraph in paragraphs(skeleton)):
-                        found.append(f"{assignment.id}/{step.id}/{check.id} ({lang}): no paragraph of {file} "
-                                     f"opens with {quote!r}")
+                        found.append(
+                            f"{assignment.id}/{step.id}/{check.id} ({lang}): no paragraph of {file} "
+                            f"opens with {quote!r}"
+                        )
                 if len(files) > 1:
                     found.append(f"{assignment.id}/{step.id}/{check.id}: English and Korean point to different files")
     for message_id in sorted({i for i in (*english, *korean) if i.startswith("concept.")} - known):
@@ -267,15 +318,25 @@ def test_every_check_points_to_a_paragraph_of_the_students_skeleton():
     assert concept_problems(messages.catalog("en"), messages.catalog("ko")) == []
 
 
-@pytest.mark.parametrize("spoil, said", [
-    (lambda en, ko: ko.update({"concept.attention.weights": 'mha/attention.py, "왜 d_model로 나눌까요?"'}),
-     "no paragraph of mha/attention.py opens with"),
-    (lambda en, ko: en.update({"concept.attention.weights": 'mha/masking.py, "Why divide by sqrt(d_k)?"'}),
-     "no paragraph of mha/masking.py opens with"),
-    (lambda en, ko: en.update({"concept.padding": 'solutions/padding.py, "Why"'}), "is not a skeleton file"),
-    (lambda en, ko: [d.pop("concept.embedding") for d in (en, ko)], "no concept anchor"),
-    (lambda en, ko: en.update({"concept.attention.random_sizes": en["concept.attention"]}), "no such step or public check"),
-])
+@pytest.mark.parametrize(
+    "spoil, said",
+    [
+        (
+            lambda en, ko: ko.update({"concept.attention.weights": 'mha/attention.py, "왜 d_model로 나눌까요?"'}),
+            "no paragraph of mha/attention.py opens with",
+        ),
+        (
+            lambda en, ko: en.update({"concept.attention.weights": 'mha/masking.py, "Why divide by sqrt(d_k)?"'}),
+            "no paragraph of mha/masking.py opens with",
+        ),
+        (lambda en, ko: en.update({"concept.padding": 'solutions/padding.py, "Why"'}), "is not a skeleton file"),
+        (lambda en, ko: [d.pop("concept.embedding") for d in (en, ko)], "no concept anchor"),
+        (
+            lambda en, ko: en.update({"concept.attention.random_sizes": en["concept.attention"]}),
+            "no such step or public check",
+        ),
+    ],
+)
 def test_a_wrong_concept_anchor_is_named(spoil, said):
     english, korean = messages.catalog("en"), messages.catalog("ko")
     spoil(english, korean)
@@ -285,29 +346,42 @@ def test_a_wrong_concept_anchor_is_named(spoil, said):
 
 def test_a_failing_check_points_to_its_paragraph_in_the_table(no_language, monkeypatch):
     def result():
-        checks = [CheckResult("weights", False, 0.0, 5.0, "public", "wrong weights"),
-                  CheckResult("output", False, 0.0, 5.0, "public", "wrong output"),
-                  CheckResult("three_dims", False, 0.0, 5.0, "public", "wrong 3-d output"),
-                  CheckResult("float32", True, 5.0, 5.0, "public")]
-        unknown = StepResult("no_such_step", "A step no catalog knows", 0.0, 5.0,
-                             [CheckResult("values", False, 0.0, 5.0, "public", "wrong values")])
+        checks = [
+            CheckResult("weights", False, 0.0, 5.0, "public", "wrong weights"),
+            CheckResult("output", False, 0.0, 5.0, "public", "wrong output"),
+            CheckResult("three_dims", False, 0.0, 5.0, "public", "wrong 3-d output"),
+            CheckResult("float32", True, 5.0, 5.0, "public"),
+        ]
+        unknown = StepResult(
+            "no_such_step",
+            "A step no catalog knows",
+            0.0,
+            5.0,
+            [CheckResult("values", False, 0.0, 5.0, "public", "wrong values")],
+        )
         return GradeResult("MHA", "submission", [StepResult("attention", "Attention", 5.0, 20.0, checks), unknown])
 
     english = table(result()).splitlines()
     arrows = [line.strip() for line in english if "→" in line]
-    assert arrows == ['→ see mha/attention.py, "Why divide by sqrt(d_k)?"',
-                      '→ see mha/attention.py, "For every query, compare it with every key"']
+    assert arrows == [
+        '→ see mha/attention.py, "Why divide by sqrt(d_k)?"',
+        '→ see mha/attention.py, "For every query, compare it with every key"',
+    ]
     # right under the check it teaches; one line for a run of checks taught by the same paragraph
     assert english[english.index(next(x for x in english if "x weights" in x)) + 1].strip() == arrows[0]
-    assert english.index(next(x for x in english if "x three_dims" in x)) + 1 == \
-        english.index(next(x for x in english if arrows[1] in x))
+    assert english.index(next(x for x in english if "x three_dims" in x)) + 1 == english.index(
+        next(x for x in english if arrows[1] in x)
+    )
     monkeypatch.setenv("MHA_LAB_LANG", "ko")
     korean = [line.strip() for line in table(result()).splitlines() if "→" in line]
-    assert korean == ['→ 설명: mha/attention.py, "왜 sqrt(d_k)로 나눌까요 (스케일링)?"',
-                      '→ 설명: mha/attention.py, "쿼리마다 모든 키와 비교하고(내적)"']
+    assert korean == [
+        '→ 설명: mha/attention.py, "왜 sqrt(d_k)로 나눌까요 (스케일링)?"',
+        '→ 설명: mha/attention.py, "쿼리마다 모든 키와 비교하고(내적)"',
+    ]
 
 
 # --- the choice of language -----------------------------------------------------------------
+
 
 def test_the_language_comes_from_lang_then_mha_lab_lang_then_the_locale(no_language, monkeypatch):
     assert messages.language() == "en"
@@ -335,7 +409,10 @@ def test_an_unknown_language_is_english(no_language, monkeypatch, value):
 def test_render_speaks_the_chosen_language(no_language, monkeypatch):
     params = {"type": "ValueError", "message": "bad", "where": "heads.py, line 3"}
     assert messages.render("raised", **params) == "your code raised ValueError: bad (heads.py, line 3)"
-    assert messages.render("raised", lang="ko", **params) == "코드에서 ValueError 예외가 발생했습니다: bad (heads.py, line 3)"
+    assert (
+        messages.render("raised", lang="ko", **params)
+        == "코드에서 ValueError 예외가 발생했습니다: bad (heads.py, line 3)"
+    )
     monkeypatch.setenv("MHA_LAB_LANG", "ko")
     assert messages.render("raised", **params).startswith("코드에서 ValueError")
     assert messages.render("timeout", seconds=2.5, where="w").startswith("2.5초 후에")
@@ -360,7 +437,9 @@ def test_speaking_sets_and_restores_mha_lab_lang(no_language):
 def test_the_assignment_catalog_comes_first_and_english_fills_a_missing_translation(tmp_path):
     copied = copy_catalogs(tmp_path)
     edit(po(copied, "autograder", "ko"), lambda catalog: catalog.delete("missing_file"))
-    edit(po(copied, "assignment", "ko"), lambda catalog: catalog.add("raised", "과제 카탈로그: {type} {message} {where}"))
+    edit(
+        po(copied, "assignment", "ko"), lambda catalog: catalog.add("raised", "과제 카탈로그: {type} {message} {where}")
+    )
     compile_catalogs(copied)
     chain = messages.translations("ko", copied)
     assert chain.gettext("missing_file") == "{file} is missing"
@@ -371,18 +450,34 @@ def test_the_assignment_catalog_comes_first_and_english_fills_a_missing_translat
 
 
 def test_the_grade_command_refuses_an_unknown_lang():
-    completed = subprocess.run([sys.executable, "-m", "autograder", "grade", "--lang", "fr"], cwd=KIT,
-                               capture_output=True, text=True)
+    completed = subprocess.run(
+        [sys.executable, "-m", "autograder", "grade", "--lang", "fr"], cwd=KIT, capture_output=True, text=True
+    )
     assert completed.returncode == 2 and "--lang" in completed.stderr
 
 
 # --- the score table and the routes ---------------------------------------------------------
 
+
 def two_step_result():
-    failing = StepResult("attention", "Scaled dot-product attention", 0.0, 15.0, [
-        CheckResult("weights", False, 0.0, 7.5, "public", messages.render("shape", name="weights", expected=(2, 3), got=(3, 2))),
-        CheckResult("output", True, 0.0, 7.5, "public")],
-        diagnoses=[{"id": "no_scale", "message": messages.render("diagnosis.no_scale")}])
+    failing = StepResult(
+        "attention",
+        "Scaled dot-product attention",
+        0.0,
+        15.0,
+        [
+            CheckResult(
+                "weights",
+                False,
+                0.0,
+                7.5,
+                "public",
+                messages.render("shape", name="weights", expected=(2, 3), got=(3, 2)),
+            ),
+            CheckResult("output", True, 0.0, 7.5, "public"),
+        ],
+        diagnoses=[{"id": "no_scale", "message": messages.render("diagnosis.no_scale")}],
+    )
     passing = StepResult("padding", "Pad a batch", 10.0, 10.0, [CheckResult("basic", True, 10.0, 10.0, "public")])
     skeleton = StepResult("embedding", "Embedding", 0.0, 5.0, [], status="not_implemented")
     return GradeResult("MHA", "submission", [passing, failing, skeleton])
@@ -400,11 +495,12 @@ def test_the_score_table_in_korean_and_in_english(no_language, monkeypatch):
     lines = korean.splitlines()
     total, padding = next(x for x in lines if "합계" in x), next(x for x in lines if "padding" in x)
     # the scores line up on screen: 합계 takes four columns
-    assert display_width(total[:total.index("10.00")]) == display_width(padding[:padding.index("10.00")])
+    assert display_width(total[: total.index("10.00")]) == display_width(padding[: padding.index("10.00")])
 
 
 def test_gradescope_output_in_korean(no_language, monkeypatch):
     from autograder.routes.release import gradescope_results
+
     english = gradescope_results(two_step_result(), 1.0)
     assert "What probably went wrong in this step:" in english["tests"][1]["output"]
     monkeypatch.setenv("MHA_LAB_LANG", "ko")
@@ -415,6 +511,7 @@ def test_gradescope_output_in_korean(no_language, monkeypatch):
 
 def test_the_notebook_check_speaks_its_lang_argument(tmp_path, capsys, no_language):
     from autograder.routes.notebook import check_step
+
     shutil.copytree(ASSIGNMENTS / "mha", tmp_path / "mha")
     assert check_step("padding", directory=tmp_path, lang="ko") == 0.0
     out = capsys.readouterr().out
@@ -426,6 +523,7 @@ def test_the_notebook_check_speaks_its_lang_argument(tmp_path, capsys, no_langua
 
 def test_the_notebook_check_points_a_failing_check_to_its_paragraph(tmp_path, capsys, no_language):
     from autograder.routes.notebook import check_step
+
     attention = failing_copy(tmp_path).joinpath("assignments")
     assert check_step("attention", directory=attention, lang="ko") == 0.0
     assert '→ 설명: mha/attention.py, "왜 sqrt(d_k)로 나눌까요 (스케일링)?"' in capsys.readouterr().out
@@ -440,16 +538,22 @@ HANGUL = re.compile("[가-힣]")
 
 def test_the_student_readme_is_korean_then_english():
     from autograder.routes.release import student_readme
+
     readme = student_readme(grading_config.load_all())
     korean, english = readme.split("\n## 한국어\n")[1].split("\n## English\n")
     assert HANGUL.search(korean) and "pytest assignments/ --lang ko" in korean and "→" in korean
     assert "| `mha/` | `masking` | " + messages.template("step_title.mha.masking", "ko") + " | 15 |" in korean
     assert "| `mha/` | `masking` | Padding and causal masks | 15 |" in english
-    assert "Fill in the TODOs" in english and "→" in english and not HANGUL.search(english.replace("메시지와 점수표를 한국어로", ""))
+    assert (
+        "Fill in the TODOs" in english
+        and "→" in english
+        and not HANGUL.search(english.replace("메시지와 점수표를 한국어로", ""))
+    )
 
 
 def test_the_student_notebook_speaks_korean_and_english_and_names_lang_ko():
     from autograder.routes.student_notebook import student_notebook
+
     config = grading_config.load_all()[0]
     cells = {cell.get("id"): cell.source for cell in student_notebook(config).cells}
     introduction = cells["introduction"]
@@ -457,8 +561,10 @@ def test_the_student_notebook_speaks_korean_and_english_and_names_lang_ko():
     assert messages.template("assignment_title.mha", "ko") in introduction.splitlines()[0]
     assert 'lang="ko"' in cells["setup"] and "LANG = None" in cells["setup"] and HANGUL.search(cells["setup"])
     for step in config.steps:
-        assert cells[f"step-{step.id}"] == (f"## 단계 / Step: {messages.template(f'step_title.mha.{step.id}', 'ko')} / "
-                                            f"{step.title} ({step.points:g}점 / points)")
+        assert cells[f"step-{step.id}"] == (
+            f"## 단계 / Step: {messages.template(f'step_title.mha.{step.id}', 'ko')} / "
+            f"{step.title} ({step.points:g}점 / points)"
+        )
         assert cells[f"check-{step.id}"].endswith("lang=LANG)")
 
 
@@ -469,14 +575,18 @@ def test_the_pictures_speak_the_language(monkeypatch, no_language):
 
     from autograder.routes import plots
     from autograder.assignments.mha.checks import masking
+
     drawn = []
     monkeypatch.setattr(plt, "close", drawn.append)
     weights = torch.full((1, 1, 2, 2), 0.5)
     check = masking.BlocksPadding()
     for lang in ("en", "ko"):
         with messages.speaking(lang):
-            picture = check.picture({"q": torch.zeros(1, 1, 2, 4), "k": torch.zeros(1, 1, 2, 4),
-                                     "mask": torch.tensor([False, True])}, {"weights": weights}, None)
+            picture = check.picture(
+                {"q": torch.zeros(1, 1, 2, 4), "k": torch.zeros(1, 1, 2, 4), "mask": torch.tensor([False, True])},
+                {"weights": weights},
+                None,
+            )
             plots.draw(picture, Path(os.devnull))
     english, korean = ([axis.get_title() for axis in figure.axes[:2]] + [figure.get_suptitle()] for figure in drawn)
     assert english == ["yours", "expected", "masked attention weights (padding mask), batch 0, head 0"]
@@ -489,6 +599,7 @@ def test_the_pictures_speak_the_language(monkeypatch, no_language):
 def test_where_a_time_limit_ran_out_in_the_grader_speaks_the_language(no_language, monkeypatch):
     from autograder.engine import runner
     from autograder.engine.check import Fail
+
     try:
         raise RuntimeError("stuck")
     except RuntimeError as error:
@@ -500,7 +611,9 @@ def test_where_a_time_limit_ran_out_in_the_grader_speaks_the_language(no_languag
     check = assignments.step_modules("mha")["padding"].CHECKS[0]
     guard = runner.HangGuard()
     assert not guard.note(check, runner.Observation(error=Fail("timeout", {"seconds": 1, "where": "채점기에서 호출"})))
-    assert guard.note(check, runner.Observation(error=Fail("timeout", {"seconds": 1, "where": "mha/padding.py, line 3"})))
+    assert guard.note(
+        check, runner.Observation(error=Fail("timeout", {"seconds": 1, "where": "mha/padding.py, line 3"}))
+    )
 
 
 def failing_copy(tmp_path):
@@ -531,8 +644,14 @@ def test_pytest_assignments_in_korean(tmp_path):
     root = failing_copy(tmp_path)
     # PYTHONPATH: this kit's autograder, not another checkout's (an editable install may point there)
     env = {**os.environ, "MHA_LAB_LANG": "en", "PYTHONPATH": str(KIT)}
-    completed = subprocess.run([sys.executable, "-m", "pytest", "assignments", "-p", "no:cacheprovider", "--lang", "ko"],
-                               cwd=root, capture_output=True, text=True, env=env, timeout=600)
+    completed = subprocess.run(
+        [sys.executable, "-m", "pytest", "assignments", "-p", "no:cacheprovider", "--lang", "ko"],
+        cwd=root,
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=600,
+    )
     out = completed.stdout
     assert completed.returncode == 1, out[-3000:]
     assert "MHA Lab 점수 (공개 검사)" in out and "공개 검사 결과입니다" in out
@@ -551,15 +670,33 @@ def test_pytest_assignments_in_korean(tmp_path):
 def test_grade_json_in_korean(tmp_path):
     root = failing_copy(tmp_path)
     out = tmp_path / "result.json"
-    completed = subprocess.run([sys.executable, "-m", "autograder", "grade", str(root / "assignments"), "--public-only",
-                                "--in-process", "--lang", "ko", "--json", str(out)],
-                               cwd=KIT, capture_output=True, text=True, timeout=600)
+    completed = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "autograder",
+            "grade",
+            str(root / "assignments"),
+            "--public-only",
+            "--in-process",
+            "--lang",
+            "ko",
+            "--json",
+            str(out),
+        ],
+        cwd=KIT,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
     assert completed.returncode == 0, completed.stderr[-3000:]
     assert "합계" in completed.stdout and '→ 설명: mha/attention.py, "왜 sqrt(d_k)로 나눌까요' in completed.stdout
     result = json.loads(out.read_text(encoding="utf-8"))
     steps = {step["id"]: step for step in result["steps"]}
     failed = [c for c in steps["attention"]["checks"] if c["passed"] is False]
     assert failed and all("허용 오차를 벗어났습니다" in c["message"] for c in failed)
-    assert [d["message"] for d in steps["attention"]["diagnoses"]] == [messages.render("diagnosis.scale_by_d_model", lang="ko")]
+    assert [d["message"] for d in steps["attention"]["diagnoses"]] == [
+        messages.render("diagnosis.scale_by_d_model", lang="ko")
+    ]
     assert steps["padding"]["score"] == 10 and all(c["message"] == "" for c in steps["padding"]["checks"])
     assert "mode_note" not in steps["cuda"] or "장치에서 채점했습니다" in steps["cuda"]["mode_note"]

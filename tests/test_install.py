@@ -1,5 +1,6 @@
 """Install paths: CPU torch from PyTorch's CPU index in what the kit generates, and the fake CUDA
 guard built with the C++ standard the installed torch needs (or the reason it was not)."""
+
 import subprocess
 import zipfile
 
@@ -10,10 +11,18 @@ from autograder.engine import fake_cuda
 from autograder.routes.release import CPU_INDEX, gradescope_zip, requirements_text, student_readme
 
 
-@pytest.mark.parametrize("version,standard", [
-    ("2.3.0", "c++17"), ("2.13.0", "c++17"), ("2.13.1+cpu", "c++17"),
-    ("2.14.0", "c++20"), ("2.14.1+cu130", "c++20"), ("2.15.0.dev20260301+cpu", "c++20"), ("3.0.0", "c++20"),
-])
+@pytest.mark.parametrize(
+    "version,standard",
+    [
+        ("2.3.0", "c++17"),
+        ("2.13.0", "c++17"),
+        ("2.13.1+cpu", "c++17"),
+        ("2.14.0", "c++20"),
+        ("2.14.1+cu130", "c++20"),
+        ("2.15.0.dev20260301+cpu", "c++20"),
+        ("3.0.0", "c++20"),
+    ],
+)
 def test_the_cxx_standard_follows_the_torch_version(version, standard):
     assert fake_cuda.cxx_standard(version) == standard
 
@@ -54,6 +63,7 @@ def test_the_student_requirements_take_torch_from_the_cpu_index():
     assert lines[0] == f"--extra-index-url {CPU_INDEX}" and CPU_INDEX.endswith("/whl/cpu")
     assert any(line.startswith("torch") for line in lines)
     from autograder.engine import config as grading_config
+
     readme = student_readme(grading_config.load_all())
     assert CPU_INDEX in readme and "CUDA build" in readme  # and how to get one instead
 

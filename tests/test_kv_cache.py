@@ -5,6 +5,7 @@ but the integration step `decoder` and those it declares).
 
 Observe, expectation and judge are the engine's own functions, called check by check.
 """
+
 import sys
 import types
 from pathlib import Path
@@ -48,8 +49,12 @@ def all_checks():
 
 
 def all_variants():
-    return [(step, mistake, i) for step in step_modules(ASSIGNMENT) for mistake in mistakes_of(ASSIGNMENT, step)
-            for i in range(len(mistake.variants))]
+    return [
+        (step, mistake, i)
+        for step in step_modules(ASSIGNMENT)
+        for mistake in mistakes_of(ASSIGNMENT, step)
+        for i in range(len(mistake.variants))
+    ]
 
 
 def verdict(check, package, reference, seed=None):
@@ -61,9 +66,13 @@ def verdict(check, package, reference, seed=None):
 
 def failing(package, reference, steps=None, seeds=SEEDS):
     """{(step, check id)} that `package` fails on any of `seeds`."""
-    return {(step, check.id) for step, check in all_checks() if steps is None or step in steps
-            for seed in (seeds if check.visibility == "hidden" else (None,))
-            if verdict(check, package, reference, seed) is not None}
+    return {
+        (step, check.id)
+        for step, check in all_checks()
+        if steps is None or step in steps
+        for seed in (seeds if check.visibility == "hidden" else (None,))
+        if verdict(check, package, reference, seed) is not None
+    }
 
 
 _mistake_failures = {}
@@ -73,6 +82,7 @@ def mistake_failures(knobs, reference):
     """failing() of the mistake model with `knobs` on one grading seed, computed once per session
     (two tests use it); the other seeds are the slow test_mistake_verdict_does_not_depend_on_the_seed."""
     from autograder.assignments.kv_cache.mistakes.model import package
+
     key = repr(sorted(knobs.items()))
     if key not in _mistake_failures:
         _mistake_failures[key] = failing(package(**knobs), reference, seeds=SEEDS[:1])
@@ -81,6 +91,7 @@ def mistake_failures(knobs, reference):
 
 def test_the_steps_are_the_grading_entry_s():
     from autograder.engine import config as grading_config
+
     entry = grading_config.load(assignment=ASSIGNMENT)
     assert [step.id for step in entry.steps] == list(STEPS)
     assert sorted(step_modules(ASSIGNMENT)) == sorted(STEPS)
@@ -114,11 +125,13 @@ def test_skeleton_is_up_to_date_and_leaks_no_solution():
 
 def test_mistake_model_at_its_defaults_passes_every_check(reference):
     from autograder.assignments.kv_cache.mistakes.model import package
+
     assert failing(package(), reference) == set()
 
 
-@pytest.mark.parametrize("step,mistake,variant", all_variants(),
-                         ids=lambda v: getattr(v, "id", v) if not isinstance(v, int) else f"v{v}")
+@pytest.mark.parametrize(
+    "step,mistake,variant", all_variants(), ids=lambda v: getattr(v, "id", v) if not isinstance(v, int) else f"v{v}"
+)
 def test_every_mistake_fails_its_own_step_only(reference, step, mistake, variant):
     fails = mistake_failures(mistake.variants[variant], reference)
     assert any(s == step for s, _ in fails), f"{mistake.id} {mistake.variants[variant]} passes step {step}"
@@ -127,11 +140,13 @@ def test_every_mistake_fails_its_own_step_only(reference, step, mistake, variant
 
 
 @pytest.mark.slow  # every variant on two more seeds; CI runs it
-@pytest.mark.parametrize("step,mistake,variant", all_variants(),
-                         ids=lambda v: getattr(v, "id", v) if not isinstance(v, int) else f"v{v}")
+@pytest.mark.parametrize(
+    "step,mistake,variant", all_variants(), ids=lambda v: getattr(v, "id", v) if not isinstance(v, int) else f"v{v}"
+)
 def test_mistake_verdict_does_not_depend_on_the_seed(reference, step, mistake, variant):
     """A random draw of a hidden check must not let a mistake through on some seeds only."""
     from autograder.assignments.kv_cache.mistakes.model import package
+
     first = mistake_failures(mistake.variants[variant], reference)
     for seed in SEEDS[1:]:
         assert failing(package(**mistake.variants[variant]), reference, seeds=(seed,)) == first, seed
@@ -147,7 +162,8 @@ def test_every_check_fails_on_some_mistake(reference):
 
 def test_probe_names_a_decoder_that_sees_the_future(reference):
     from autograder.assignments.kv_cache.mistakes.model import package
-    probe, = step_modules(ASSIGNMENT)["incremental_decoding"].PROBES
+
+    (probe,) = step_modules(ASSIGNMENT)["incremental_decoding"].PROBES
 
     def diagnosed(pkg):
         inputs = check_inputs(probe, 0)
@@ -160,13 +176,15 @@ def test_probe_names_a_decoder_that_sees_the_future(reference):
         assert diagnosed(package(**knobs)).message_id == "decode_sees_future", knobs
 
 
-@pytest.mark.parametrize("step,mistake", [(s, m) for s in STEPS for m in mistakes_of(ASSIGNMENT, s)],
-                         ids=lambda v: getattr(v, "id", v))
+@pytest.mark.parametrize(
+    "step,mistake", [(s, m) for s in STEPS for m in mistakes_of(ASSIGNMENT, s)], ids=lambda v: getattr(v, "id", v)
+)
 def test_the_diagnosis_rule_names_each_mistake(reference, step, mistake):
     """A submission that makes the mistake (its first variant) is explained by it, by the engine's
     own rule (reproduce a failure, fail nothing the submission passes, the most specific wins)."""
     from autograder.assignments.kv_cache.mistakes.model import package
     from autograder.engine.diagnosis import Record, best, most_specific, variant_evidence
+
     student = package(**mistake.variants[0])
     module = step_modules(ASSIGNMENT)[step]
     records = []
@@ -175,25 +193,30 @@ def test_the_diagnosis_rule_names_each_mistake(reference, step, mistake):
         inputs = check_inputs(check, seed)
         expected = expectation(check, inputs, reference)
         observation = observe(check, student, inputs)
-        records.append(Record(check, inputs, observation, judge(check, inputs, observation, expected, TOL),
-                              seed, expected))
+        records.append(
+            Record(check, inputs, observation, judge(check, inputs, observation, expected, TOL), seed, expected)
+        )
 
     def run(check, pkg, inputs):
         return observe(check, pkg, inputs)
 
-    explained = {m.id: best(variant_evidence(pkg, records, run, TOL) for pkg in m.packages())
-                 for m in mistakes_of(ASSIGNMENT, step)}
+    explained = {
+        m.id: best(variant_evidence(pkg, records, run, TOL) for pkg in m.packages())
+        for m in mistakes_of(ASSIGNMENT, step)
+    }
     assert mistake.id in most_specific(explained), {k: v for k, v in explained.items() if v}
 
 
 def catalog(lang):
     import gettext
+
     with open(FOLDER / "locale" / lang / "LC_MESSAGES" / "assignment.mo", "rb") as f:
         return gettext.GNUTranslations(f)._catalog
 
 
 def placeholders(text):
     import string
+
     return {name for _, name, _, _ in string.Formatter().parse(text) if name}
 
 
@@ -220,24 +243,58 @@ def test_compiled_catalogs_match_the_po_files():
 # Mistakes written as students write them: (step, mistake id, file, [(old, new)]), each `old`
 # occurring once in the reference file. The model (mistakes/model.py) must recognise real code.
 PLANTED = [
-    ("kv_cache", "cache_wrong_dim", "cache.py", [("[self.k, k], dim=2", "[self.k, k], dim=1"),
-                                                 ("[self.v, v], dim=2", "[self.v, v], dim=1")]),
+    (
+        "kv_cache",
+        "cache_wrong_dim",
+        "cache.py",
+        [("[self.k, k], dim=2", "[self.k, k], dim=1"), ("[self.v, v], dim=2", "[self.v, v], dim=1")],
+    ),
     ("kv_cache", "cache_prepends", "cache.py", [("[self.k, k]", "[k, self.k]"), ("[self.v, v]", "[v, self.v]")]),
     ("kv_cache", "cache_len_wrong_axis", "cache.py", [("self.k.size(2)", "self.k.size(1)")]),
-    ("kv_cache", "cache_reset_keeps", "cache.py", [("        self.k = None\n        self.v = None\n", "        pass\n")]),
+    (
+        "kv_cache",
+        "cache_reset_keeps",
+        "cache.py",
+        [("        self.k = None\n        self.v = None\n", "        pass\n")],
+    ),
     ("incremental_decoding", "decode_positions_restart", "decode.py", [("diagonal=offset + 1", "diagonal=1")]),
     ("incremental_decoding", "decode_offset_off_by_one", "decode.py", [("diagonal=offset + 1", "diagonal=offset")]),
     ("incremental_decoding", "decode_no_scale", "decode.py", [(" / math.sqrt(q.size(-1))  # (B, H, L_new, L)", "")]),
-    ("incremental_decoding", "decode_ignores_cache", "decode.py", [("K, V = cache.update(k, v)",
-                                                                    "cache.update(k, v)\n    K, V = k, v")]),
-    ("grouped_query_attention", "kv_heads_tiled", "gqa.py", [("x.repeat_interleave(n_rep, dim=1)",
-                                                              "x.repeat(1, n_rep, 1, 1)")]),
-    ("grouped_query_attention", "gqa_no_error_when_not_divisible", "gqa.py",
-     [("    if H % H_kv != 0:\n        raise", "    if False:\n        raise")]),
-    ("decoder", "decoder_heads_merged_without_transpose", "decoder.py", [("out.transpose(1, 2).contiguous()",
-                                                                          "out.contiguous()")]),
-    ("decoder", "decoder_positions_restart", "decoder.py", [("offset_causal_mask(L, k.size(2), device=x.device)",
-                                                             "offset_causal_mask(k.size(2), k.size(2), device=x.device)[:L]")]),
+    (
+        "incremental_decoding",
+        "decode_ignores_cache",
+        "decode.py",
+        [("K, V = cache.update(k, v)", "cache.update(k, v)\n    K, V = k, v")],
+    ),
+    (
+        "grouped_query_attention",
+        "kv_heads_tiled",
+        "gqa.py",
+        [("x.repeat_interleave(n_rep, dim=1)", "x.repeat(1, n_rep, 1, 1)")],
+    ),
+    (
+        "grouped_query_attention",
+        "gqa_no_error_when_not_divisible",
+        "gqa.py",
+        [("    if H % H_kv != 0:\n        raise", "    if False:\n        raise")],
+    ),
+    (
+        "decoder",
+        "decoder_heads_merged_without_transpose",
+        "decoder.py",
+        [("out.transpose(1, 2).contiguous()", "out.contiguous()")],
+    ),
+    (
+        "decoder",
+        "decoder_positions_restart",
+        "decoder.py",
+        [
+            (
+                "offset_causal_mask(L, k.size(2), device=x.device)",
+                "offset_causal_mask(k.size(2), k.size(2), device=x.device)[:L]",
+            )
+        ],
+    ),
     ("decoder", "decoder_ignores_cache", "decoder.py", [("k, v = cache.update(k, v)", "pass")]),
 ]
 
@@ -246,6 +303,7 @@ PLANTED = [
 def test_planted_mistake_fails_its_step_and_is_diagnosed(reference, tmp_path, step, mistake_id, file, patches):
     import shutil
     from autograder.engine.diagnosis import Record, best, most_specific, variant_evidence
+
     shutil.copytree(KIT / "solutions" / ASSIGNMENT, tmp_path / ASSIGNMENT)
     target = tmp_path / ASSIGNMENT / file
     source = target.read_text()
@@ -263,14 +321,18 @@ def test_planted_mistake_fails_its_step_and_is_diagnosed(reference, tmp_path, st
         inputs = check_inputs(check, seed)
         expected = expectation(check, inputs, reference)
         observation = observe(check, student, inputs)
-        records.append(Record(check, inputs, observation, judge(check, inputs, observation, expected, TOL),
-                              seed, expected))
-    explained = {m.id: best(variant_evidence(pkg, records, lambda c, p, i: observe(c, p, i), TOL)
-                            for pkg in m.packages()) for m in mistakes_of(ASSIGNMENT, step)}
+        records.append(
+            Record(check, inputs, observation, judge(check, inputs, observation, expected, TOL), seed, expected)
+        )
+    explained = {
+        m.id: best(variant_evidence(pkg, records, lambda c, p, i: observe(c, p, i), TOL) for pkg in m.packages())
+        for m in mistakes_of(ASSIGNMENT, step)
+    }
     assert mistake_id in most_specific(explained), {k: v for k, v in explained.items() if v}
 
 
 def test_warm_up_runs():
     from autograder.assignments.kv_cache.warmup import _exercise, warm_up
+
     warm_up()
     assert torch.isfinite(_exercise(torch.randn(2, 3, 8, dtype=torch.float64), torch.nn.Linear(8, 8).double()))

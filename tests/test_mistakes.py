@@ -9,14 +9,14 @@
 * the verdict does not depend on the seed of the hidden checks: a mistake fails the same checks
   of its step whatever random sizes were drawn (a grade must not be a lottery).
 """
+
 import pytest
 
 from autograder.engine.assignment import step_modules
 from autograder.engine.fingerprints import load, shipped_ids
 from autograder.engine.runner import grade
 from planted import PLANTED
-from conftest import (INTEGRATION_STEPS, SOLUTIONS, all_mistakes, cuda_available, full_marks,
-                      grade_with_hidden)
+from conftest import INTEGRATION_STEPS, SOLUTIONS, all_mistakes, cuda_available, full_marks, grade_with_hidden
 
 SEED = 20261121
 OTHER_SEEDS = (0, 1, 2)
@@ -93,8 +93,12 @@ def test_every_check_fails_on_some_planted_mistake(graded_mistakes):
     for _, _, result in graded_mistakes.values():
         for step in result.steps:
             caught |= {(step.id, check.id) for check in step.checks if check.passed is False}
-    never = [(step_id, check.id) for step_id, module in step_modules("mha").items() for check in module.CHECKS
-             if (step_id, check.id) not in caught and not (check.requires == "cuda" and not cuda_available())]
+    never = [
+        (step_id, check.id)
+        for step_id, module in step_modules("mha").items()
+        for check in module.CHECKS
+        if (step_id, check.id) not in caught and not (check.requires == "cuda" and not cuda_available())
+    ]
     assert never == [], f"checks that no planted mistake makes fail: {never}"
 
 

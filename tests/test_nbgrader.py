@@ -4,6 +4,7 @@ route: CLI (`python -m autograder grade`), nbgrader, GitHub Classroom commands, 
 One course for the module: generate_assignment, three students (the reference, the untouched
 skeleton, the reference with a masking mistake), autograde, export, generate_feedback.
 """
+
 import base64
 import contextlib
 import html
@@ -46,17 +47,22 @@ def student_files():
     also leaves debugging output on stderr, which must cost nothing."""
     mistaken = reference_files()
     mistaken[MISTAKE.file] = MISTAKE.apply(mistaken[MISTAKE.file])
-    mistaken["masking.py"] += ('\nimport sys, warnings\nprint("debugging masks", file=sys.stderr)\n'
-                               'warnings.warn("still debugging")\n')
+    mistaken["masking.py"] += (
+        '\nimport sys, warnings\nprint("debugging masks", file=sys.stderr)\nwarnings.warn("still debugging")\n'
+    )
     return {"reference": reference_files(), "skeleton": {}, "masking": mistaken}
 
 
 def run_nbgrader(course, *args):
     # nbgrader runs the `alembic` script of its environment: put that environment's bin first.
-    env = {**os.environ, "PYTHONPATH": str(KIT),
-           "PATH": os.pathsep.join([os.path.dirname(sys.executable), os.environ.get("PATH", "")])}
-    completed = subprocess.run([sys.executable, "-m", "nbgrader", *args], cwd=course, env=env,
-                               capture_output=True, text=True, timeout=900)
+    env = {
+        **os.environ,
+        "PYTHONPATH": str(KIT),
+        "PATH": os.pathsep.join([os.path.dirname(sys.executable), os.environ.get("PATH", "")]),
+    }
+    completed = subprocess.run(
+        [sys.executable, "-m", "nbgrader", *args], cwd=course, env=env, capture_output=True, text=True, timeout=900
+    )
     assert completed.returncode == 0, completed.stdout[-3000:] + completed.stderr[-3000:]
     return completed
 
@@ -113,8 +119,11 @@ def hidden_check_lines():
         text = path.read_text()
         if HIDDEN_MARKER in text:
             region = text.split(HIDDEN_MARKER, 1)[1].split(PROBES_MARKER, 1)[0]
-            lines |= {line.strip() for line in region.splitlines()
-                      if len(line.strip()) > 24 and not line.strip().startswith(("#", '"""'))}
+            lines |= {
+                line.strip()
+                for line in region.splitlines()
+                if len(line.strip()) > 24 and not line.strip().startswith(("#", '"""'))
+            }
     assert lines, "no hidden check lines found: the test would prove nothing"
     return lines
 
@@ -143,8 +152,9 @@ def test_the_released_notebook_has_no_solution_and_no_hidden_switch(course):
     text = (course / "release" / "mha" / "mha.ipynb").read_text()
     assert "HIDDEN TESTS" not in text and "hidden = True" not in text
     released = json.loads(text)
-    sources = "\n".join("".join(c["source"]) if isinstance(c["source"], list) else c["source"]
-                        for c in released["cells"])
+    sources = "\n".join(
+        "".join(c["source"]) if isinstance(c["source"], list) else c["source"] for c in released["cells"]
+    )
     skeletons = {p.name: p.read_text() for p in (KIT / "assignments" / "mha").glob("*.py")}
     shown = "\n".join(skeletons.values())
     for name, source in reference_files().items():
@@ -207,8 +217,18 @@ def classroom_points(submission):
     for step in STEPS:
         out = io.StringIO()
         with contextlib.redirect_stdout(out):
-            classroom.main([step, "--path", str(submission), "--reference", str(SOLUTIONS),
-                            "--config", str(KIT / "grading.yml"), "--in-process"])
+            classroom.main(
+                [
+                    step,
+                    "--path",
+                    str(submission),
+                    "--reference",
+                    str(SOLUTIONS),
+                    "--config",
+                    str(KIT / "grading.yml"),
+                    "--in-process",
+                ]
+            )
         line = next(text for text in out.getvalue().splitlines() if text.startswith("result="))
         result = json.loads(base64.b64decode(line.removeprefix("result=")))
         points[step] = round(sum(t["score"] for t in result["tests"]), 2)
@@ -228,8 +248,10 @@ def test_four_routes_give_the_same_step_scores(course, tmp_path):
         }
         uploaded = {p.name: p.read_text() for p in (package / "mha").glob("*.py")}
         gradescope = run_gradescope(tmp_path / student, uploaded)
-        routes["gradescope"] = {step: round(sum(t["score"] for t in gradescope["tests"]
-                                                if t["name"].startswith(f"{step}: ")), 2) for step in STEPS}
+        routes["gradescope"] = {
+            step: round(sum(t["score"] for t in gradescope["tests"] if t["name"].startswith(f"{step}: ")), 2)
+            for step in STEPS
+        }
         for step in STEPS:
             seen = {route: scores[step] for route, scores in routes.items() if route != "classroom"}
             assert max(seen.values()) - min(seen.values()) <= 0.011, f"{student}, {step}: {seen}"

@@ -1,5 +1,6 @@
 """The notebook check cell: hidden checks only as a count and points (nbgrader's feedback shows
 the cell's output), and the points frozen into the course when it was made."""
+
 import json
 import re
 
@@ -73,8 +74,7 @@ class FakeKernelShell:
     kernel = object()  # what Jupyter's and Colab's shells have, a terminal's does not
 
 
-def test_the_pictures_of_failing_public_checks_show_in_the_notebook(submission, config, monkeypatch, capsys,
-                                                                    tmp_path):
+def test_the_pictures_of_failing_public_checks_show_in_the_notebook(submission, config, monkeypatch, capsys, tmp_path):
     import IPython
     import IPython.display
 

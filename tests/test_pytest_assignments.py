@@ -1,4 +1,5 @@
 """A student's `pytest assignments/`, run for real in a subprocess on copies of the kit."""
+
 import os
 import shutil
 import subprocess
@@ -22,8 +23,14 @@ def pytest_in(root, *args, cache=False):
     """`pytest assignments/` in a student copy, with the grader of this checkout (not whichever
     copy the environment has installed)."""
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(KIT), *filter(None, [os.environ.get("PYTHONPATH")])])}
-    return subprocess.run([sys.executable, "-m", "pytest", "assignments", *([] if cache else ["-p", "no:cacheprovider"]),
-                           *args], cwd=root, capture_output=True, text=True, timeout=300, env=env)
+    return subprocess.run(
+        [sys.executable, "-m", "pytest", "assignments", *([] if cache else ["-p", "no:cacheprovider"]), *args],
+        cwd=root,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env=env,
+    )
 
 
 def table_line(output, step):
@@ -35,8 +42,17 @@ def test_untouched_skeleton_scores_zero_with_not_implemented_and_no_traceback(tm
     out = completed.stdout
     assert completed.returncode == 1
     assert "MHA Lab score (public checks)" in out
-    for step in ("padding", "embedding", "qkv_projection", "split_heads", "attention", "masking",
-                 "output_projection", "multi_head_attention", "cuda"):
+    for step in (
+        "padding",
+        "embedding",
+        "qkv_projection",
+        "split_heads",
+        "attention",
+        "masking",
+        "output_projection",
+        "multi_head_attention",
+        "cuda",
+    ):
         assert "0.00 /" in table_line(out, step) and "not implemented yet" in table_line(out, step)
     assert "Traceback" not in out and "raise NotImplementedError" not in out
 
@@ -51,6 +67,7 @@ def test_reference_gets_full_public_marks(tmp_path):
 def test_without_a_gpu_the_quick_run_leaves_the_cuda_step_to_cuda_flag(tmp_path):
     if cuda_available():
         import pytest
+
         pytest.skip("with a GPU the cuda step always runs")
     completed = pytest_in(student_copy(tmp_path, SOLUTIONS / "mha"))
     assert completed.returncode == 0, completed.stdout[-3000:]
@@ -73,8 +90,11 @@ def test_endless_loop_ends_in_a_per_check_timeout(tmp_path):
     grading = replace_once((KIT / "grading.yml").read_text(), "timeout: 10", "timeout: 1")
     root = student_copy(tmp_path, SOLUTIONS / "mha", grading)
     padding = root / "assignments" / "mha" / "padding.py"
-    padding.write_text(padding.read_text().replace(
-        "    if len(sequences) == 0:", "    while True:\n        pass\n    if len(sequences) == 0:"))
+    padding.write_text(
+        padding.read_text().replace(
+            "    if len(sequences) == 0:", "    while True:\n        pass\n    if len(sequences) == 0:"
+        )
+    )
     completed = pytest_in(root, "-k", "padding or embedding")
     out = completed.stdout
     assert completed.returncode == 1

@@ -1,4 +1,5 @@
 """The reference scores full marks; the untouched skeleton scores zero in every step."""
+
 import pytest
 
 from autograder.engine.runner import grade

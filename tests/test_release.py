@@ -1,4 +1,5 @@
 """The student release and the Gradescope autograder, built and run for real."""
+
 import functools
 import json
 import os
@@ -27,9 +28,13 @@ def student_release(tmp_path_factory):
 
 def release_text(root):
     """path -> its text without comment lines (TODO comments state the contract on purpose)."""
-    return {path: "\n".join(line for line in path.read_text(errors="replace").splitlines()
-                             if not line.strip().startswith("#"))
-            for path in root.rglob("*") if path.is_file()}
+    return {
+        path: "\n".join(
+            line for line in path.read_text(errors="replace").splitlines() if not line.strip().startswith("#")
+        )
+        for path in root.rglob("*")
+        if path.is_file()
+    }
 
 
 def test_release_has_no_reference_no_hidden_check_and_no_mistake(student_release):
@@ -37,15 +42,23 @@ def test_release_has_no_reference_no_hidden_check_and_no_mistake(student_release
     # Reference lines that compute something (assignments and returns); bare control flow such
     # as `if pad_mask is not None:` is common to any implementation, the public oracle included.
     packages = ("mha", "kv_cache")
-    code_lines = {line.strip() for package in packages for path in (SOLUTIONS / package).glob("*.py")
-                  for region in solution_regions(path.read_text()) for line in region.splitlines()
-                  if (" = " in line or line.strip().startswith("return ")) and len(line.strip()) > 12}
-    hidden_ids = {c.id for a in packages for module in step_modules(a).values() for c in module.CHECKS
-                  if c.visibility == "hidden"} - {c.id for a in packages for module in step_modules(a).values()
-                                                  for c in module.CHECKS if c.visibility == "public"}
+    code_lines = {
+        line.strip()
+        for package in packages
+        for path in (SOLUTIONS / package).glob("*.py")
+        for region in solution_regions(path.read_text())
+        for line in region.splitlines()
+        if (" = " in line or line.strip().startswith("return ")) and len(line.strip()) > 12
+    }
+    hidden_ids = {
+        c.id for a in packages for module in step_modules(a).values() for c in module.CHECKS if c.visibility == "hidden"
+    } - {
+        c.id for a in packages for module in step_modules(a).values() for c in module.CHECKS if c.visibility == "public"
+    }
     # the ids the fingerprints can name ship (that is how the kit diagnoses); the others must not
-    mistake_ids = {m.id for a in packages for step in step_modules(a) for m in mistakes_of(a, step)} - \
-        {i for a in packages for i in shipped_ids(load(a))}
+    mistake_ids = {m.id for a in packages for step in step_modules(a) for m in mistakes_of(a, step)} - {
+        i for a in packages for i in shipped_ids(load(a))
+    }
     probe_ids = {p.diagnosis for a in packages for module in step_modules(a).values() for p in module.PROBES}
     assert "causal_ignores_device" in mistake_ids  # one that shows on a hidden check only
     for path, text in files.items():
@@ -54,8 +67,9 @@ def test_release_has_no_reference_no_hidden_check_and_no_mistake(student_release
         for check_id in hidden_ids:
             assert f'"{check_id}"' not in text, f"{path}: hidden check {check_id}"
         for mistake_id in mistake_ids - probe_ids:  # probes ship: they explain failures locally
-            assert f'"{mistake_id}"' not in text and f'"diagnosis.{mistake_id}"' not in text, \
+            assert f'"{mistake_id}"' not in text and f'"diagnosis.{mistake_id}"' not in text, (
                 f"{path}: hidden-only mistake {mistake_id}"
+            )
     assert not (student_release / "solutions").exists()
     assert (student_release / "autograder" / "assignments" / "mha" / "checks").is_dir()
     assert not (student_release / "autograder" / "assignments" / "mha" / "mistakes").exists()
@@ -63,15 +77,22 @@ def test_release_has_no_reference_no_hidden_check_and_no_mistake(student_release
 
 def pytest_in_release(root, *args):
     env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
-    return subprocess.run([sys.executable, "-m", "pytest", "assignments", *args], cwd=root, env=env,
-                          capture_output=True, text=True, timeout=300)
+    return subprocess.run(
+        [sys.executable, "-m", "pytest", "assignments", *args],
+        cwd=root,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
 
 
 def command_in_release(root, *args):
     """`python -m autograder ARGS` with the release's own grader."""
     env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
-    return subprocess.run([sys.executable, "-m", "autograder", *args], cwd=root, env=env,
-                          capture_output=True, text=True, timeout=300)
+    return subprocess.run(
+        [sys.executable, "-m", "autograder", *args], cwd=root, env=env, capture_output=True, text=True, timeout=300
+    )
 
 
 def total_lines(output):
@@ -95,41 +116,69 @@ def test_release_grades_the_skeleton_zero_and_the_reference_full(student_release
     assert completed.returncode == 0, completed.stdout[-3000:] + completed.stderr[-3000:]
     assert total_lines(completed.stdout) == ["100.00 / 100", "100.00 / 100"]
     # the release's own grader ran, not the kit's
-    where = subprocess.run([sys.executable, "-c", "import autograder; print(autograder.__file__)"],
-                           cwd=copy, capture_output=True, text=True)
+    where = subprocess.run(
+        [sys.executable, "-c", "import autograder; print(autograder.__file__)"],
+        cwd=copy,
+        capture_output=True,
+        text=True,
+    )
     assert where.stdout.strip().startswith(str(copy))
 
 
-INSTRUCTOR_PARTS = ["routes/release.py", "routes/course.py", "routes/report.py", "routes/report_cli.py",
-                    "routes/report_html.py", "routes/student_notebook.py", "routes/templates", "engine/batch.py",
-                    "engine/shard.py", "engine/skeleton.py", "engine/catalogs.py"]
+INSTRUCTOR_PARTS = [
+    "routes/release.py",
+    "routes/course.py",
+    "routes/report.py",
+    "routes/report_cli.py",
+    "routes/report_html.py",
+    "routes/student_notebook.py",
+    "routes/templates",
+    "engine/batch.py",
+    "engine/shard.py",
+    "engine/skeleton.py",
+    "engine/catalogs.py",
+]
 
 
 def test_release_ships_only_what_the_students_runs_need(student_release):
     grader = student_release / "autograder"
     assert [part for part in INSTRUCTOR_PARTS if (grader / part).exists()] == []
     # every module it ships imports, without the instructor's packages (Babel, nbformat, Jinja2)
-    modules = sorted(".".join(path.relative_to(student_release).with_suffix("").parts)
-                     for path in grader.rglob("*.py") if path.name != "__main__.py")
-    script = ("import importlib, sys\n"
-              "for name in ('babel', 'nbformat', 'nbgrader', 'jinja2', 'copydetect'):\n"
-              "    sys.modules[name] = None  # importing it fails, as on a student's machine\n"
-              f"for module in {modules!r}:\n"
-              "    importlib.import_module(module)\n"
-              "print(importlib.import_module('autograder').__file__)")
+    modules = sorted(
+        ".".join(path.relative_to(student_release).with_suffix("").parts)
+        for path in grader.rglob("*.py")
+        if path.name != "__main__.py"
+    )
+    script = (
+        "import importlib, sys\n"
+        "for name in ('babel', 'nbformat', 'nbgrader', 'jinja2', 'copydetect'):\n"
+        "    sys.modules[name] = None  # importing it fails, as on a student's machine\n"
+        f"for module in {modules!r}:\n"
+        "    importlib.import_module(module)\n"
+        "print(importlib.import_module('autograder').__file__)"
+    )
     env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
-    completed = subprocess.run([sys.executable, "-c", script], cwd=student_release, env=env, capture_output=True,
-                               text=True, timeout=300)
+    completed = subprocess.run(
+        [sys.executable, "-c", script], cwd=student_release, env=env, capture_output=True, text=True, timeout=300
+    )
     assert completed.returncode == 0, completed.stderr[-3000:]
     assert completed.stdout.strip().startswith(str(student_release))
 
 
 STUDENT_KIT_REFUSES = {  # what a student might type: the command the message names
-    "release out": "release", "gradescope out/autograder.zip": "gradescope", "nbgrader out/course": "nbgrader",
-    "skeleton --check": "skeleton", "fingerprints --check": "fingerprints", "merge assignments --out out": "merge",
-    "report assignments --html out/report.html": "report", "student-notebook out/mha.ipynb": "student-notebook",
-    "grade assignments --out out": "grade --out", "grade --gradescope out/results.json": "grade --gradescope",
-    "grade --shard 1/2 --out=out": "grade --shard", "grade --grades out/results.json": "grade --gradescope"}
+    "release out": "release",
+    "gradescope out/autograder.zip": "gradescope",
+    "nbgrader out/course": "nbgrader",
+    "skeleton --check": "skeleton",
+    "fingerprints --check": "fingerprints",
+    "merge assignments --out out": "merge",
+    "report assignments --html out/report.html": "report",
+    "student-notebook out/mha.ipynb": "student-notebook",
+    "grade assignments --out out": "grade --out",
+    "grade --gradescope out/results.json": "grade --gradescope",
+    "grade --shard 1/2 --out=out": "grade --shard",
+    "grade --grades out/results.json": "grade --gradescope",
+}
 
 
 @pytest.mark.parametrize("args", sorted(STUDENT_KIT_REFUSES))
@@ -153,8 +202,9 @@ def test_strip_hidden_keeps_the_probes():
 def gradescope_zip():
     """The autograder zip, built once by the real command for every test that uploads to it."""
     zip_path = Path(tempfile.mkdtemp(prefix="mha-lab-gradescope-")) / "autograder.zip"
-    subprocess.run([sys.executable, "-m", "autograder", "gradescope", str(zip_path)], cwd=KIT, check=True,
-                   capture_output=True)
+    subprocess.run(
+        [sys.executable, "-m", "autograder", "gradescope", str(zip_path)], cwd=KIT, check=True, capture_output=True
+    )
     return zip_path
 
 
@@ -173,8 +223,9 @@ def run_gradescope(tmp_path, files, upload=None):
         with zipfile.ZipFile(upload) as archive:
             archive.extractall(root / "submission")
     env = {**os.environ, "MHA_LAB_GRADESCOPE_ROOT": str(root), "MHA_LAB_PYTHON": sys.executable}
-    completed = subprocess.run(["bash", str(root / "source" / "run_autograder")], env=env,
-                               capture_output=True, text=True, timeout=600)
+    completed = subprocess.run(
+        ["bash", str(root / "source" / "run_autograder")], env=env, capture_output=True, text=True, timeout=600
+    )
     assert completed.returncode == 0, completed.stderr[-3000:]
     return json.loads((root / "results" / "results.json").read_text())
 
@@ -230,9 +281,21 @@ def test_gradescope_grades_a_mistake_lower_with_its_diagnosis(tmp_path):
 
 # One planted mistake per step (two phrasings of the issue's own examples), run for real with
 # `pytest assignments/` inside a release: the table shows the same diagnosis as the grader.
-KIT_SAMPLE = ["pad_mutates_input_rows_replaced", "embedding_pad_row_trained", "qkv_shared_alias", "qkv_shared_k_and_v",
-              "split_one_slice", "scale_inverted", "scale_by_d_v", "padding_mask_inverted", "mask_inverted_where",
-              "out_merge_view_not_contiguous", "mha_mask_on_queries", "mha_heads_share_slice", "embedding_cpu_ids"]
+KIT_SAMPLE = [
+    "pad_mutates_input_rows_replaced",
+    "embedding_pad_row_trained",
+    "qkv_shared_alias",
+    "qkv_shared_k_and_v",
+    "split_one_slice",
+    "scale_inverted",
+    "scale_by_d_v",
+    "padding_mask_inverted",
+    "mask_inverted_where",
+    "out_merge_view_not_contiguous",
+    "mha_mask_on_queries",
+    "mha_heads_share_slice",
+    "embedding_cpu_ids",
+]
 
 
 @pytest.mark.slow

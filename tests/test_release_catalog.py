@@ -1,4 +1,5 @@
 """The student release's messages carry only the diagnoses its public checks can give."""
+
 from autograder.engine import config as grading_config
 from autograder.engine import messages
 from autograder.engine.catalogs import write_student_catalogs
@@ -18,8 +19,9 @@ steps:
 def released_diagnoses(tmp_path, keep):
     """The diagnosis ids the release's compiled English catalogs hold, when `keep` is kept."""
     write_student_catalogs(tmp_path, lambda message_id: student_message(message_id, keep))
-    released = tuple((tmp_path / directory.relative_to(messages.GRADER), domain)
-                     for directory, domain in messages.CATALOGS)
+    released = tuple(
+        (tmp_path / directory.relative_to(messages.GRADER), domain) for directory, domain in messages.CATALOGS
+    )
     return {i.removeprefix("diagnosis.") for i in messages.catalog("en", released) if i.startswith("diagnosis.")}
 
 

@@ -4,6 +4,7 @@ Fast tests feed report.py hand-made result dicts (the README's JSON shape); the 
 a small class for real (the reference, the skeleton, planted mistakes, two near-copies) and
 checks the report against the JSONs the grader wrote; one opens the HTML in headless Chromium.
 """
+
 import csv
 import json
 import os
@@ -29,25 +30,46 @@ IN_CI = bool(os.environ.get("MHA_LAB_CI"))  # CI installs the instructor extra a
 
 
 def needs(module):
-    return pytest.mark.skipif(not IN_CI and find_spec(module) is None,
-                              reason=f"{module} is not installed: pip install -e .[instructor]")
+    return pytest.mark.skipif(
+        not IN_CI and find_spec(module) is None, reason=f"{module} is not installed: pip install -e .[instructor]"
+    )
 
 
 def check(cid, passed, visibility="public", points=1.0, message_id=None, message=""):
-    return {"id": cid, "passed": passed, "points": points if passed else 0.0, "max_points": points,
-            "visibility": visibility, "message": message, "message_id": message_id}
+    return {
+        "id": cid,
+        "passed": passed,
+        "points": points if passed else 0.0,
+        "max_points": points,
+        "visibility": visibility,
+        "message": message,
+        "message_id": message_id,
+    }
 
 
 def step(sid, checks, diagnoses=(), status="graded"):
-    return {"id": sid, "title": sid.title(), "score": sum(c["points"] for c in checks),
-            "max_score": sum(c["max_points"] for c in checks), "status": status, "checks": checks,
-            "diagnoses": [{"id": d, "message": f"explained: {d}"} for d in diagnoses]}
+    return {
+        "id": sid,
+        "title": sid.title(),
+        "score": sum(c["points"] for c in checks),
+        "max_score": sum(c["max_points"] for c in checks),
+        "status": status,
+        "checks": checks,
+        "diagnoses": [{"id": d, "message": f"explained: {d}"} for d in diagnoses],
+    }
 
 
 def result(steps, duration=None, output=""):
-    data = {"assignment": "MHA", "submission": "", "score": sum(s["score"] for s in steps),
-            "max_score": sum(s["max_score"] for s in steps), "seed": 1, "output": output, "sandbox": [],
-            "steps": steps}
+    data = {
+        "assignment": "MHA",
+        "submission": "",
+        "score": sum(s["score"] for s in steps),
+        "max_score": sum(s["max_score"] for s in steps),
+        "seed": 1,
+        "output": output,
+        "sandbox": [],
+        "steps": steps,
+    }
     if duration is not None:
         data["duration_s"] = duration
     return data
@@ -58,36 +80,78 @@ def entry(sid, data, path=""):
 
 
 def good(duration=1.0):
-    return result([step("attention", [check("basic_weights", True), check("random_sizes", True, "hidden")]),
-                   step("masking", [check("causal", True), check("hidden_masks", True, "hidden")])], duration)
+    return result(
+        [
+            step("attention", [check("basic_weights", True), check("random_sizes", True, "hidden")]),
+            step("masking", [check("causal", True), check("hidden_masks", True, "hidden")]),
+        ],
+        duration,
+    )
 
 
 def scale_mistake(duration=1.0):
-    return result([step("attention", [check("basic_weights", False), check("random_sizes", False, "hidden")],
-                        ["scale_by_d_model"]),
-                   step("masking", [check("causal", True), check("hidden_masks", True, "hidden")])], duration)
+    return result(
+        [
+            step(
+                "attention",
+                [check("basic_weights", False), check("random_sizes", False, "hidden")],
+                ["scale_by_d_model"],
+            ),
+            step("masking", [check("causal", True), check("hidden_masks", True, "hidden")]),
+        ],
+        duration,
+    )
 
 
 def fitted_to_public():
-    return result([step("attention", [check("basic_weights", True), check("random_sizes", False, "hidden")],
-                        ["no_known_mistake"]),
-                   step("masking", [check("causal", True), check("hidden_masks", True, "hidden")])], 2.5)
+    return result(
+        [
+            step(
+                "attention",
+                [check("basic_weights", True), check("random_sizes", False, "hidden")],
+                ["no_known_mistake"],
+            ),
+            step("masking", [check("causal", True), check("hidden_masks", True, "hidden")]),
+        ],
+        2.5,
+    )
 
 
 def hang_and_crash():
-    return result([step("attention", [check("basic_weights", False, message_id="timeout", message="stopped after 10 s"),
-                                      check("random_sizes", False, "hidden", message_id="worker_crashed")]),
-                   step("masking", [check("causal", None), check("hidden_masks", False, "hidden")])], 30.0)
+    return result(
+        [
+            step(
+                "attention",
+                [
+                    check("basic_weights", False, message_id="timeout", message="stopped after 10 s"),
+                    check("random_sizes", False, "hidden", message_id="worker_crashed"),
+                ],
+            ),
+            step("masking", [check("causal", None), check("hidden_masks", False, "hidden")]),
+        ],
+        30.0,
+    )
 
 
 def todo():
-    return result([step("attention", [check("basic_weights", False, message_id="not_implemented")], status="not_implemented"),
-                   step("masking", [check("causal", False, message_id="not_implemented")], status="not_implemented")])
+    return result(
+        [
+            step("attention", [check("basic_weights", False, message_id="not_implemented")], status="not_implemented"),
+            step("masking", [check("causal", False, message_id="not_implemented")], status="not_implemented"),
+        ]
+    )
 
 
 def small_class():
-    return [entry("ann", good(0.5)), entry("bo", scale_mistake()), entry("cy", scale_mistake()),
-            entry("di", fitted_to_public()), entry("ed", hang_and_crash()), entry("fay", todo()), entry("gus", None)]
+    return [
+        entry("ann", good(0.5)),
+        entry("bo", scale_mistake()),
+        entry("cy", scale_mistake()),
+        entry("di", fitted_to_public()),
+        entry("ed", hang_and_crash()),
+        entry("fay", todo()),
+        entry("gus", None),
+    ]
 
 
 def test_summary_counts_scores_and_says_why_some_were_not_graded():
@@ -99,8 +163,10 @@ def test_summary_counts_scores_and_says_why_some_were_not_graded():
     assert summary["full_marks"] == 1
     assert sum(b["count"] for b in summary["histogram"]) == 5
     assert summary["histogram"][-1]["count"] == 1  # the top bin is closed: 4/4 lands in it
-    assert {p["id"]: p["reason"] for p in summary["not_graded"]} == {"fay": "nothing_implemented",
-                                                                    "gus": "grader_failed"}
+    assert {p["id"]: p["reason"] for p in summary["not_graded"]} == {
+        "fay": "nothing_implemented",
+        "gus": "grader_failed",
+    }
     started = todo()
     started["steps"][0] = good()["steps"][0]  # one step done, one still a TODO: graded
     assert report.not_graded_reason(started) is None
@@ -111,7 +177,8 @@ def test_misconceptions_are_counted_per_student_and_sorted_by_frequency():
     rows = report.misconceptions([e for e in small_class() if e["result"]], docs)
     assert [(r["id"], r["count"], r["steps"], r["students"]) for r in rows] == [
         ("scale_by_d_model", 2, ["attention"], ["bo", "cy"]),
-        ("no_known_mistake", 1, ["attention"], ["di"])]
+        ("no_known_mistake", 1, ["attention"], ["di"]),
+    ]
     assert rows[0]["message"] == "explained: scale_by_d_model"
     assert rows[0]["teaching"] == {"attention": docs["attention"]}
     assert rows[1]["unexplained"]
@@ -126,7 +193,9 @@ def test_checks_are_ordered_by_pass_rate_hardest_first():
     steps = report.per_step([e for e in small_class() if e["result"]])
     attention = next(s for s in steps if s["id"] == "attention")
     assert [(c["id"], c["passed"], c["failed"]) for c in attention["checks"]] == [
-        ("random_sizes", 1, 4), ("basic_weights", 2, 4)]
+        ("random_sizes", 1, 4),
+        ("basic_weights", 2, 4),
+    ]
     assert attention["outcomes"] == {"full": 1, "partial": 1, "zero": 3, "not_implemented": 1, "not_checked": 0}
     masking = next(s for s in steps if s["id"] == "masking")
     causal = next(c for c in masking["checks"] if c["id"] == "causal")
@@ -135,19 +204,25 @@ def test_checks_are_ordered_by_pass_rate_hardest_first():
 
 def test_public_vs_hidden_lists_only_who_passes_every_public_check():
     rows = report.public_vs_hidden([e for e in small_class() if e["result"]])
-    assert rows == [{"step": "attention", "count": 1,
-                     "students": [{"id": "di", "hidden_failed": ["random_sizes"], "lost": 1.0}]}]
+    assert rows == [
+        {"step": "attention", "count": 1, "students": [{"id": "di", "hidden_failed": ["random_sizes"], "lost": 1.0}]}
+    ]
 
 
 def test_runtime_finds_the_slowest_hangs_and_crashes():
     runtime = report.runtime([e for e in small_class() if e["result"]])
     assert [row["id"] for row in runtime["slowest"]][:2] == ["ed", "di"]
     assert [(h["id"], h["step"], h["checks"], h["count"]) for h in runtime["hangs"]] == [
-        ("ed", "attention", ["basic_weights"], 1)]
+        ("ed", "attention", ["basic_weights"], 1)
+    ]
     assert [(c["id"], c["checks"]) for c in runtime["crashes"]] == [("ed", ["random_sizes"])]
     # a crash that fails every check of a step is one row per student and step, with the count
-    crashed = result([step("attention", [check(f"c{i}", False, message_id="worker_exited") for i in range(16)]),
-                      step("masking", [check("causal", False, message_id="worker_exited")])])
+    crashed = result(
+        [
+            step("attention", [check(f"c{i}", False, message_id="worker_exited") for i in range(16)]),
+            step("masking", [check("causal", False, message_id="worker_exited")]),
+        ]
+    )
     rows = report.runtime([entry("crash", crashed)])["crashes"]
     assert [(r["step"], r["count"]) for r in rows] == [("attention", 16), ("masking", 1)]
     # results written before message ids were in the JSON: the English text says it
@@ -170,7 +245,9 @@ def test_load_out_dirs_reads_jsons_and_the_rows_the_grader_failed_on(tmp_path):
         writer.writerow(["gus", "/class/gus", "", "", "", ""])
     entries = report.load_out_dirs([out])
     assert [(e["id"], e["path"], e["result"] is not None) for e in entries] == [
-        ("ann", "/class/ann", True), ("gus", "/class/gus", False)]
+        ("ann", "/class/ann", True),
+        ("gus", "/class/gus", False),
+    ]
     (out / "bad.json").write_text("{")
     with pytest.raises(report.ReportError, match="bad.json"):
         report.load_out_dirs([out])
@@ -183,7 +260,7 @@ def write_submission(root, files):
     return root
 
 
-OWN_CODE = '''
+OWN_CODE = """
 def scaled_dot_product_attention(q, k, v, mask=None):
     scores = torch.matmul(q, k.transpose(-2, -1)) / math.sqrt(q.shape[-1])
     if mask is not None:
@@ -191,8 +268,8 @@ def scaled_dot_product_attention(q, k, v, mask=None):
     weights = torch.softmax(scores, dim=-1)
     out = torch.matmul(weights, v)
     return out, weights
-'''
-OTHER_CODE = '''
+"""
+OTHER_CODE = """
 def scaled_dot_product_attention(q, k, v, mask=None):
     d = q.size(-1)
     logits = torch.einsum("...qd,...kd->...qk", q, k) * d ** -0.5
@@ -200,7 +277,7 @@ def scaled_dot_product_attention(q, k, v, mask=None):
         logits = torch.where(mask, torch.full_like(logits, -1e9), logits)
     probs = logits.exp() / logits.exp().sum(dim=-1, keepdim=True)
     return torch.einsum("...qk,...kd->...qd", probs, v), probs
-'''
+"""
 
 
 @needs("copydetect")
@@ -208,7 +285,7 @@ def test_similarity_finds_the_copy_and_ignores_the_skeleton(tmp_path):
     skeleton_text = (ASSIGNMENTS / "mha" / "attention.py").read_text()
     skeleton = tmp_path / "skeleton"
     write_submission(skeleton, {"attention.py": skeleton_text})
-    head = skeleton_text[:skeleton_text.index("def scaled_dot_product_attention")]  # docstring, imports
+    head = skeleton_text[: skeleton_text.index("def scaled_dot_product_attention")]  # docstring, imports
     renamed = OWN_CODE.replace("scores", "s").replace("weights", "w")  # renaming hides nothing
     students = {
         "orig": write_submission(tmp_path / "orig", {"attention.py": head + OWN_CODE}),
@@ -270,7 +347,7 @@ def test_numbers_are_rounded_to_two_decimals_and_the_histogram_ticks_are_even():
         entries.append(entry(f"s{i}", data))
     html = render(report.build(entries))
     assert "78.21 / 100" in html and "78.214" not in html and "33.333" not in html
-    histogram = html[html.index('<svg class="chart"'):html.index("</svg>")]
+    histogram = html[html.index('<svg class="chart"') : html.index("</svg>")]
     ticks = re.findall(r'<text x="[\d.]+" y="186" text-anchor="middle" class="tick">([^<]*)</text>', histogram)
     assert ticks == ["0", "20", "40", "60", "80", "100"]
     assert [report_html.tick_every(n) for n in (10, 5, 12, 7)] == [2, 1, 2, 7]
@@ -279,9 +356,12 @@ def test_numbers_are_rounded_to_two_decimals_and_the_histogram_ticks_are_even():
 def test_similar_pairs_are_grouped_into_clusters():
     def pair(a, b, similarity):
         return {"a": a, "b": b, "similarity_a": similarity, "similarity_b": similarity / 2}
+
     pairs = [pair("a", "b", 0.9), pair("x", "y", 0.95), pair("b", "c", 0.7), pair("a", "c", 0.6)]
     assert [(c["members"], c["pairs"], c["top"]) for c in report.clusters(pairs)] == [
-        (["a", "b", "c"], 3, 0.9), (["x", "y"], 1, 0.95)]
+        (["a", "b", "c"], 3, 0.9),
+        (["x", "y"], 1, 0.95),
+    ]
 
 
 def test_skeleton_lines_and_comments_beside_a_match_are_not_highlighted():
@@ -300,15 +380,30 @@ def test_messages_and_titles_are_put_into_the_report_language():
     from autograder.engine import messages
 
     def values(lang):
-        return messages.render("values", lang, name="out", count=3, total=4, index=(0, 1), expected=0.5, got=0.25,
-                               max_abs=0.25, max_abs_index=(0, 1), max_rel=0.5, got_dtype="float64",
-                               expected_dtype="float64", tolerance=messages.render("tolerance", lang, atol=1e-9, rtol=1e-7))
+        return messages.render(
+            "values",
+            lang,
+            name="out",
+            count=3,
+            total=4,
+            index=(0, 1),
+            expected=0.5,
+            got=0.25,
+            max_abs=0.25,
+            max_abs_index=(0, 1),
+            max_rel=0.5,
+            got_dtype="float64",
+            expected_dtype="float64",
+            tolerance=messages.render("tolerance", lang, atol=1e-9, rtol=1e-7),
+        )
+
     assert report_html.relocalise(values("en"), "values", "ko") == values("ko")  # the tolerance inside it too
     assert report_html.relocalise(values("ko"), "values", "en") == values("en")
     assert report_html.relocalise("text of another kit", "values", "ko") == "text of another kit"
     assert report_html.relocalise("whatever", "no.such.id", "ko") == "whatever"
-    attention = step("attention", [check("weights", False, message_id="values", message=values("en"))],
-                     ["scale_by_d_model"])
+    attention = step(
+        "attention", [check("weights", False, message_id="values", message=values("en"))], ["scale_by_d_model"]
+    )
     attention["title"] = messages.render("step_title.mha.attention", "en")
     attention["diagnoses"][0]["message"] = messages.render("diagnosis.scale_by_d_model", "en")
     masking = step("masking", [check("causal", True)])
@@ -316,15 +411,24 @@ def test_messages_and_titles_are_put_into_the_report_language():
     data = report.build([entry("bo", result([attention, masking]))])
     data["assignment"] = {"id": "mha", "title": "MHA"}
     html = render(data, "ko")
-    for korean in (values("ko"), messages.render("diagnosis.scale_by_d_model", "ko"),
-                   messages.render("step_title.mha.attention", "ko"), "A title an instructor wrote"):
+    for korean in (
+        values("ko"),
+        messages.render("diagnosis.scale_by_d_model", "ko"),
+        messages.render("step_title.mha.attention", "ko"),
+        "A title an instructor wrote",
+    ):
         assert str(escape(korean)) in html
     assert messages.render("diagnosis.scale_by_d_model", "en") not in html and "values out of tolerance" not in html
 
 
 def test_report_cli_refuses_a_missing_directory(tmp_path):
-    completed = subprocess.run([sys.executable, "-m", "autograder", "report", tmp_path / "nope", "--html",
-                                tmp_path / "r.html"], cwd=KIT, capture_output=True, text=True, timeout=300)
+    completed = subprocess.run(
+        [sys.executable, "-m", "autograder", "report", tmp_path / "nope", "--html", tmp_path / "r.html"],
+        cwd=KIT,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert completed.returncode == 2 and "nope" in completed.stderr
 
 
@@ -359,17 +463,32 @@ window.addEventListener("load", function () {
 def open_in_chromium(html, tmp_path, env=None):
     page = tmp_path / "probe.html"
     page.write_text(html.replace("<head>", "<head>" + PROBE, 1), encoding="utf-8")
-    completed = subprocess.run([CHROMIUM, "--headless", "--no-sandbox", "--disable-gpu", "--virtual-time-budget=5000",
-                                "--window-size=1280,2000", f"--user-data-dir={tmp_path / 'profile'}", "--dump-dom",
-                                page.as_uri()], capture_output=True, text=True, timeout=120, env=env)
+    completed = subprocess.run(
+        [
+            CHROMIUM,
+            "--headless",
+            "--no-sandbox",
+            "--disable-gpu",
+            "--virtual-time-budget=5000",
+            "--window-size=1280,2000",
+            f"--user-data-dir={tmp_path / 'profile'}",
+            "--dump-dom",
+            page.as_uri(),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env=env,
+    )
     found = re.search(r'<pre id="probe">(.*?)</pre>', completed.stdout, re.S)
     assert found, f"chromium gave no probe result: {completed.stderr[-2000:]}"
     return json.loads(found.group(1).replace("&quot;", '"').replace("&amp;", "&"))
 
 
 @needs("jinja2")
-@pytest.mark.skipif(CHROMIUM is None and not IN_CI,
-                    reason="no chromium executable (Debian: apt-get install chromium); CI installs it")
+@pytest.mark.skipif(
+    CHROMIUM is None and not IN_CI, reason="no chromium executable (Debian: apt-get install chromium); CI installs it"
+)
 def test_html_renders_its_charts_in_headless_chromium_and_loads_nothing(tmp_path):
     assert CHROMIUM, "CI must install chromium (.ci/run)"
     data = report.build(small_class())
@@ -385,34 +504,59 @@ def test_html_renders_its_charts_in_headless_chromium_and_loads_nothing(tmp_path
 
 def tiny_png(path, width=12, height=5):
     """A real PNG (red pixels), written without an imaging library."""
+
     def chunk(kind, data):
         return struct.pack(">I", len(data)) + kind + data + struct.pack(">I", zlib.crc32(kind + data))
+
     rows = b"".join(b"\0" + b"\xff\0\0" * width for _ in range(height))
-    path.write_bytes(b"\x89PNG\r\n\x1a\n" + chunk(b"IHDR", struct.pack(">IIBBBBB", width, height, 8, 2, 0, 0, 0))
-                     + chunk(b"IDAT", zlib.compress(rows)) + chunk(b"IEND", b""))
+    path.write_bytes(
+        b"\x89PNG\r\n\x1a\n"
+        + chunk(b"IHDR", struct.pack(">IIBBBBB", width, height, 8, 2, 0, 0, 0))
+        + chunk(b"IDAT", zlib.compress(rows))
+        + chunk(b"IEND", b"")
+    )
     return path
 
 
 # The steps of a whole assignment, with long ids: the student table must still fit the page.
-LONG_STEPS = ["padding", "embedding", "qkv_projection", "split_heads", "attention", "masking", "output_projection",
-              "multi_head_attention", "cuda"]
+LONG_STEPS = [
+    "padding",
+    "embedding",
+    "qkv_projection",
+    "split_heads",
+    "attention",
+    "masking",
+    "output_projection",
+    "multi_head_attention",
+    "cuda",
+]
 
 
 def many_steps(scores, diagnoses=()):
-    return result([step(sid, [check("a", True, points=score), check("b", False, points=15 - score)],
-                        diagnoses if sid == "attention" else ()) for sid, score in zip(LONG_STEPS, scores)])
+    return result(
+        [
+            step(
+                sid,
+                [check("a", True, points=score), check("b", False, points=15 - score)],
+                diagnoses if sid == "attention" else (),
+            )
+            for sid, score in zip(LONG_STEPS, scores)
+        ]
+    )
 
 
 @needs("jinja2")
-@pytest.mark.skipif(CHROMIUM is None and not IN_CI,
-                    reason="no chromium executable (Debian: apt-get install chromium); CI installs it")
+@pytest.mark.skipif(
+    CHROMIUM is None and not IN_CI, reason="no chromium executable (Debian: apt-get install chromium); CI installs it"
+)
 def test_the_student_table_fits_the_page_and_the_pictures_are_shown(tmp_path):
     picture = tiny_png(tmp_path / "attention-weights.png")
     with_picture = many_steps([15, 15, 10.3333, 15, 0, 12.5, 15, 15, 15], ["scale_by_d_model", "no_known_mistake"])
     with_picture["steps"][4]["pictures"] = [str(picture), str(tmp_path / "gone.png")]  # one deleted since: left out
     entries = [entry("a_student_with_a_long_name", with_picture)]
-    entries += [entry(f"student{i:02d}", many_steps([15 - i % 4] * 9, ["mha_split_without_transpose"]))
-                for i in range(12)]
+    entries += [
+        entry(f"student{i:02d}", many_steps([15 - i % 4] * 9, ["mha_split_without_transpose"])) for i in range(12)
+    ]
     data = report.build(entries)
     assert data["students"][0]["pictures"] == {"attention": [str(picture)]}
     html = render(data, "en")
@@ -431,13 +575,16 @@ def has_cjk_font():
 
 
 @needs("jinja2")
-@pytest.mark.skipif((CHROMIUM is None or not has_cjk_font()) and not IN_CI,
-                    reason="needs chromium and a Korean font (Debian: apt-get install chromium fonts-noto-cjk)")
+@pytest.mark.skipif(
+    (CHROMIUM is None or not has_cjk_font()) and not IN_CI,
+    reason="needs chromium and a Korean font (Debian: apt-get install chromium fonts-noto-cjk)",
+)
 def test_korean_text_is_drawn_with_hangul_glyphs(tmp_path):
     html = render(report.build(small_class()), "ko")
     assert re.search(r"font-family:[^;]*Noto Sans CJK KR", html)  # a font stack that can draw Hangul
-    assert open_in_chromium(html, tmp_path)["hangul_drawn"], \
+    assert open_in_chromium(html, tmp_path)["hangul_drawn"], (
         "Hangul is drawn as missing-glyph boxes: install a Korean font (Debian: fonts-noto-cjk; .ci/run)"
+    )
 
 
 # ---------------------------------------------------------------------------------- a real class
@@ -456,17 +603,24 @@ def make_student(root, planted=(), patches=()):
 
 # pad_id honoured only without max_len: every public check passes (they use one or the other),
 # the hidden random batches (both at once) fail.
-FITTED = ("padding.py", "ids = torch.full((len(sequences), L), pad_id,",
-          "ids = torch.full((len(sequences), L), pad_id if max_len is None else 0,")
+FITTED = (
+    "padding.py",
+    "ids = torch.full((len(sequences), L), pad_id,",
+    "ids = torch.full((len(sequences), L), pad_id if max_len is None else 0,",
+)
 # A distinctive rewrite of the whole-module forward pass shared by two students, one of whom
 # renamed the variables: the near-copies the similarity section must find.
-COPIED = ("heads.py", "def merge_heads(x):", '''def _unusual_helper(t, n):
+COPIED = (
+    "heads.py",
+    "def merge_heads(x):",
+    """def _unusual_helper(t, n):
     pieces = [t[..., i::n] for i in range(n)]
     stacked = torch.stack(pieces, dim=0)
     return stacked.sum(dim=0) * 0 + t
 
 
-def merge_heads(x):''')
+def merge_heads(x):""",
+)
 COPIED_RENAMED = (COPIED[0], COPIED[1], COPIED[2].replace("pieces", "chunks").replace("stacked", "st"))
 
 
@@ -490,11 +644,21 @@ def test_a_graded_class_gives_the_numbers_of_its_jsons(tmp_path):
     students.append(cls / "empty")
     out = tmp_path / "grades"
     run = [sys.executable, "-m", "autograder"]
-    completed = subprocess.run([*run, "grade", *students, "--out", out, "--seed", "11", "--plots"], cwd=KIT,
-                               capture_output=True, text=True, timeout=900)
+    completed = subprocess.run(
+        [*run, "grade", *students, "--out", out, "--seed", "11", "--plots"],
+        cwd=KIT,
+        capture_output=True,
+        text=True,
+        timeout=900,
+    )
     assert completed.returncode == 0, completed.stderr
-    completed = subprocess.run([*run, "report", out, "--html", tmp_path / "r.html", "--json", tmp_path / "r.json",
-                                "--threshold", "0.5"], cwd=KIT, capture_output=True, text=True, timeout=600)
+    completed = subprocess.run(
+        [*run, "report", out, "--html", tmp_path / "r.html", "--json", tmp_path / "r.json", "--threshold", "0.5"],
+        cwd=KIT,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
     assert completed.returncode == 0, completed.stderr
     data = json.loads((tmp_path / "r.json").read_text())
     results = {p.stem: json.loads(p.read_text()) for p in out.glob("*.json")}
@@ -505,8 +669,10 @@ def test_a_graded_class_gives_the_numbers_of_its_jsons(tmp_path):
     assert summary["mean"] == pytest.approx(statistics.fmean(r["score"] for r in scored.values()), abs=1e-3)
     assert summary["median"] == pytest.approx(statistics.median(r["score"] for r in scored.values()), abs=1e-3)
     assert summary["full_marks"] == sum(r["score"] == r["max_score"] for r in scored.values())
-    assert {p["id"]: p["reason"] for p in summary["not_graded"]} == {"todo": "nothing_implemented",
-                                                                    "empty": "missing_package"}
+    assert {p["id"]: p["reason"] for p in summary["not_graded"]} == {
+        "todo": "nothing_implemented",
+        "empty": "missing_package",
+    }
 
     diagnosed = {}
     for sid, r in results.items():
@@ -526,13 +692,20 @@ def test_a_graded_class_gives_the_numbers_of_its_jsons(tmp_path):
     assert results["fitted"]["steps"][0]["score"] < 10
 
     attention = next(s for s in data["steps"] if s["id"] == "attention")
-    assert attention["mean"] == pytest.approx(statistics.fmean(
-        next(s["score"] for s in r["steps"] if s["id"] == "attention") for r in scored.values()), abs=1e-3)
+    assert attention["mean"] == pytest.approx(
+        statistics.fmean(next(s["score"] for s in r["steps"] if s["id"] == "attention") for r in scored.values()),
+        abs=1e-3,
+    )
 
     pairs = {(p["a"], p["b"]): p for p in data["similarity"]["pairs"]}
     assert ("copy_a", "copy_b") in pairs
-    copied = "".join(text for region in pairs[("copy_a", "copy_b")]["regions"] if region["file"] == "heads.py"
-                     for text, hit in region["a"] if hit)
+    copied = "".join(
+        text
+        for region in pairs[("copy_a", "copy_b")]["regions"]
+        if region["file"] == "heads.py"
+        for text, hit in region["a"]
+        if hit
+    )
     assert "_unusual_helper" in copied
     assert not any("empty" in pair or "todo" in pair for pair in pairs)  # nothing of their own to compare
 
@@ -544,5 +717,5 @@ def test_a_graded_class_gives_the_numbers_of_its_jsons(tmp_path):
     attention_a = next(s for s in results["d_model_a"]["steps"] if s["id"] == "attention")
     assert saved and sorted(Path(p).name for p in attention_a["pictures"]) == saved
     assert not (out / "pictures" / "ref").exists()  # nothing failed: nothing drawn
-    section = html[html.index('id="s-d_model_a"'):html.index('id="s-d_model_b"')]
+    section = html[html.index('id="s-d_model_a"') : html.index('id="s-d_model_b"')]
     assert section.count('<img class="picture" src="data:image/png;base64,') == len(saved)

@@ -1,4 +1,5 @@
 """`grade --shard K/N` and `merge`: a class split over N machines comes back as one run."""
+
 import csv
 import io
 import json
@@ -18,8 +19,9 @@ from planted import PLANTED
 
 
 def run(*args):
-    return subprocess.run([sys.executable, "-m", "autograder", *map(str, args)], cwd=KIT,
-                          capture_output=True, text=True, timeout=600)
+    return subprocess.run(
+        [sys.executable, "-m", "autograder", *map(str, args)], cwd=KIT, capture_output=True, text=True, timeout=600
+    )
 
 
 def test_parse_shard_accepts_k_of_n_and_refuses_the_rest():
@@ -40,9 +42,13 @@ def test_every_id_falls_in_exactly_one_shard_and_shards_are_about_equal():
 
 
 def fake_grade(path, config, **kwargs):
-    return GradeResult(assignment="a", submission=str(path), seed=1, output="",
-                       steps=[StepResult(id="padding", title="t", score=float(len(str(path)) % 10), max_score=10.0,
-                                         checks=[])])
+    return GradeResult(
+        assignment="a",
+        submission=str(path),
+        seed=1,
+        output="",
+        steps=[StepResult(id="padding", title="t", score=float(len(str(path)) % 10), max_score=10.0, checks=[])],
+    )
 
 
 def test_shards_use_the_ids_of_the_whole_class_whatever_the_argument_order(tmp_path, monkeypatch):
@@ -66,6 +72,7 @@ def test_shards_use_the_ids_of_the_whole_class_whatever_the_argument_order(tmp_p
 def write_out(directory, results, ids):
     """An out directory as grade --out writes it."""
     from autograder.engine.results import write_csv, write_json
+
     directory.mkdir(parents=True)
     for sid, result in zip(ids, results):
         if result is not None:
@@ -105,8 +112,13 @@ def test_grade_refuses_a_bad_shard():
 def test_n_shards_merged_equal_one_run(tmp_path):
     """Real grading (public checks, in-process for speed): 3 shards + merge == one run."""
     students = []
-    for name, planted in (("ok", None), ("scale", "scale_by_d_model"), ("softmax", "softmax_wrong_dim"),
-                          ("pad", "pad_left"), ("ok2", None)):
+    for name, planted in (
+        ("ok", None),
+        ("scale", "scale_by_d_model"),
+        ("softmax", "softmax_wrong_dim"),
+        ("pad", "pad_left"),
+        ("ok2", None),
+    ):
         root = tmp_path / "class" / name
         shutil.copytree(SOLUTIONS / "mha", root / "mha")
         if planted:

@@ -1,4 +1,5 @@
 """assignments/mha is generated from solutions/mha and must be up to date."""
+
 import pytest
 
 from autograder.engine.skeleton import skeleton_source, solution_regions, write_skeletons
@@ -26,14 +27,17 @@ def test_every_step_file_has_a_todo_region():
 
 def test_regions_become_not_implemented_at_their_indentation():
     source = "def f(x):\n    # TODO: double x\n    ### BEGIN SOLUTION\n    return 2 * x\n    ### END SOLUTION\n"
-    assert skeleton_source(source) == "def f(x):\n    # TODO: double x\n    raise NotImplementedError(\"TODO\")\n"
+    assert skeleton_source(source) == 'def f(x):\n    # TODO: double x\n    raise NotImplementedError("TODO")\n'
 
 
-@pytest.mark.parametrize("source", [
-    "### BEGIN SOLUTION\nx = 1\n",
-    "x = 1\n### END SOLUTION\n",
-    "### BEGIN SOLUTION\n### BEGIN SOLUTION\n### END SOLUTION\n",
-])
+@pytest.mark.parametrize(
+    "source",
+    [
+        "### BEGIN SOLUTION\nx = 1\n",
+        "x = 1\n### END SOLUTION\n",
+        "### BEGIN SOLUTION\n### BEGIN SOLUTION\n### END SOLUTION\n",
+    ],
+)
 def test_unbalanced_markers_are_errors(source):
     with pytest.raises(ValueError):
         skeleton_source(source)

@@ -2,6 +2,7 @@
 
 find_projections keeps the roles it traced per module class, constructor arguments and
 layers; the forbidden-call watch works out what to look for once per forbidden list."""
+
 import torch
 
 from autograder.engine import check as check_module

@@ -1,5 +1,6 @@
 """Issue 14, the student's experience: a hang costs one time limit, partial runs tell the truth,
 one mistake is reported in its own terms, failure output ends in the student's code."""
+
 import re
 
 import pytest
@@ -17,7 +18,9 @@ def endless_padding(source):
 
 
 def short_timeout_config(seconds):
-    return grading_config.parse((grading_config.default_path()).read_text().replace("timeout: 10", f"timeout: {seconds}"))
+    return grading_config.parse(
+        (grading_config.default_path()).read_text().replace("timeout: 10", f"timeout: {seconds}")
+    )
 
 
 def padding_messages(result):
@@ -29,14 +32,20 @@ def test_grade_charges_one_time_limit_per_hung_step(submission, isolate):
     """The first padding check hangs; the step's other checks are skipped after the hang (not
     run again, so no second wait); the next step is graded in full."""
     padding = endless_padding((SOLUTIONS / "mha" / "padding.py").read_text())
-    result = grade(submission(files={"padding.py": padding}), short_timeout_config(0.5),
-                   steps=["padding", "embedding"], isolate=isolate)
+    result = grade(
+        submission(files={"padding.py": padding}),
+        short_timeout_config(0.5),
+        steps=["padding", "embedding"],
+        isolate=isolate,
+    )
     ids = [c.message_id for c in result.step("padding").checks]
     assert ids.count("timeout") == 1 and ids[0] == "timeout"
     assert set(ids[1:]) == {"skipped_after_hang"} and len(ids) > 2
     first = result.step("padding").checks[0].id
-    assert all(f"check {first} of this step hung" in m and m.startswith("stopped after 0.5 s")
-               for m in padding_messages(result)[1:])
+    assert all(
+        f"check {first} of this step hung" in m and m.startswith("stopped after 0.5 s")
+        for m in padding_messages(result)[1:]
+    )
     assert result.step("padding").score == 0
     assert result.step("embedding").score == result.step("embedding").max_score
 
@@ -45,6 +54,7 @@ def test_a_time_limit_spent_in_the_graders_own_code_is_not_the_students_hang():
     from autograder.engine.assignment import step_modules
     from autograder.engine.check import Fail
     from autograder.engine.runner import GRADER_FRAME, HangGuard, Observation
+
     check = step_modules("mha")["padding"].CHECKS[0]
     guard = HangGuard()
     assert not guard.note(check, Observation(error=Fail("timeout", {"seconds": 1, "where": GRADER_FRAME})))
@@ -59,7 +69,7 @@ def test_pytest_charges_one_time_limit_per_hung_step(tmp_path):
     padding = root / "assignments" / "mha" / "padding.py"
     padding.write_text(endless_padding(padding.read_text()))
     out = pytest_in(root, "--step", "padding", "--step", "embedding").stdout
-    table = out[out.index("MHA Lab score"):]
+    table = out[out.index("MHA Lab score") :]
     failures = re.findall(r"^\s+x (\w+): (.*)$", table, flags=re.M)
     timeouts = [check for check, message in failures if "of this step hung" not in message]
     skipped = [check for check, message in failures if "of this step hung" in message]
@@ -75,7 +85,7 @@ NO_MERGE_TRANSPOSE = ("x = x.transpose(1, 2).contiguous()", "x = x.contiguous()"
 
 
 def step_line(output, step):
-    table = output[output.index("MHA Lab score"):]
+    table = output[output.index("MHA Lab score") :]
     return next(line for line in table.splitlines() if line.strip().startswith(step + " "))
 
 
@@ -103,6 +113,7 @@ def hidden_and_public_ids():
     """Test ids of the public and of the hidden checks, as pytest names them: `step-check`, or
     `assignment-step-check` where several assignments are beside each other."""
     from autograder.engine.assignment import known, step_modules
+
     public, hidden = set(), set()
     for assignment_id in known():
         for step_id, module in step_modules(assignment_id).items():
@@ -123,6 +134,7 @@ def test_release_keeps_pytest_cache_for_lf_and_it_holds_only_public_ids(tmp_path
     import sys
 
     from autograder.routes.release import release
+
     root = release(tmp_path / "release")
     shutil.rmtree(root / "assignments" / "mha")
     shutil.copytree(SOLUTIONS / "mha", root / "assignments" / "mha")
@@ -131,8 +143,14 @@ def test_release_keeps_pytest_cache_for_lf_and_it_holds_only_public_ids(tmp_path
     env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
 
     def run(*args):
-        return subprocess.run([sys.executable, "-m", "pytest", "assignments", *args], cwd=root, env=env,
-                              capture_output=True, text=True, timeout=300).stdout
+        return subprocess.run(
+            [sys.executable, "-m", "pytest", "assignments", *args],
+            cwd=root,
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=300,
+        ).stdout
 
     first = run()
     assert "15.00 / 15" not in step_line(first, "split_heads")
@@ -163,16 +181,22 @@ def test_a_syntax_error_is_named_with_its_line_in_the_step_that_imports_the_file
     line = next(n for n, text in enumerate(heads.splitlines(), 1) if "x.shape)" in text)
     result = grade(submission(files={"heads.py": heads}), config)
     dependent = failing_messages(result, "multi_head_attention")
-    assert dependent and all(m.startswith(f"cannot be graded because mha/heads.py line {line} has a syntax error: "
-                                          "B, L, D = x.shape)") and "mha/mha.py imports mha/heads.py" in m
-                             for m in dependent), dependent
+    assert dependent and all(
+        m.startswith(f"cannot be graded because mha/heads.py line {line} has a syntax error: B, L, D = x.shape)")
+        and "mha/mha.py imports mha/heads.py" in m
+        for m in dependent
+    ), dependent
     own = failing_messages(result, "split_heads")
-    assert all(f"mha/heads.py has a syntax error on line {line}" in m and "the line reads: B, L, D = x.shape)" in m
-               for m in own), own
+    assert all(
+        f"mha/heads.py has a syntax error on line {line}" in m and "the line reads: B, L, D = x.shape)" in m
+        for m in own
+    ), own
 
 
-FOWARD = ("    def forward(self, query, key=None, value=None, pad_mask=None):",
-          "    def foward(self, query, key=None, value=None, pad_mask=None):")
+FOWARD = (
+    "    def forward(self, query, key=None, value=None, pad_mask=None):",
+    "    def foward(self, query, key=None, value=None, pad_mask=None):",
+)
 
 
 @pytest.mark.parametrize("isolate", [False, True], ids=["in_process", "sandboxed"])
@@ -180,16 +204,19 @@ def test_a_misspelt_forward_is_named_as_a_near_miss(config, submission, isolate)
     mha = (SOLUTIONS / "mha" / "mha.py").read_text().replace(*FOWARD)
     result = grade(submission(files={"mha.py": mha}), config, steps=["multi_head_attention"], isolate=isolate)
     messages = failing_messages(result, "multi_head_attention")
-    assert messages and all("MultiHeadAttention has no `forward`, but it has `foward`: a typo?" in m
-                            for m in messages), messages
+    assert messages and all(
+        "MultiHeadAttention has no `forward`, but it has `foward`: a typo?" in m for m in messages
+    ), messages
     assert result.step("multi_head_attention").status != "not_implemented"
 
 
 def test_a_misspelt_function_is_named_as_a_near_miss(config, submission):
     masking = (SOLUTIONS / "mha" / "masking.py").read_text().replace("def causal_mask(", "def casual_mask(")
     result = grade(submission(files={"masking.py": masking}), config, steps=["masking"])
-    assert any("mha/masking.py has no `causal_mask`, but it has `casual_mask`" in m
-               for m in failing_messages(result, "masking"))
+    assert any(
+        "mha/masking.py has no `causal_mask`, but it has `casual_mask`" in m
+        for m in failing_messages(result, "masking")
+    )
 
 
 def test_pytest_names_a_misspelt_forward_in_one_line(tmp_path):
@@ -202,8 +229,11 @@ def test_pytest_names_a_misspelt_forward_in_one_line(tmp_path):
 
 
 def test_softmax_over_the_queries_is_named_as_attentions_mistake_in_masking(config, submission):
-    attention = (SOLUTIONS / "mha" / "attention.py").read_text().replace(
-        "weights = torch.softmax(scores, dim=-1)", "weights = torch.softmax(scores, dim=-2)")
+    attention = (
+        (SOLUTIONS / "mha" / "attention.py")
+        .read_text()
+        .replace("weights = torch.softmax(scores, dim=-1)", "weights = torch.softmax(scores, dim=-2)")
+    )
     result = grade(submission(files={"attention.py": attention}), config, steps=["attention", "masking"])
     assert result.step("attention").score < result.step("attention").max_score
     masking = result.step("masking")
@@ -214,6 +244,7 @@ def test_softmax_over_the_queries_is_named_as_attentions_mistake_in_masking(conf
     assert all(c.passed is None and c.points == c.max_points == 0 for c in masked)
     assert 0 < masking.score == masking.max_score < config.step("masking").points
     from autograder.engine.results import table
+
     shown = table(result)
     assert all(f"    - {c.id}: " in shown for c in masked)
     assert f"{len(masked)} checks not judged (marked -)" in shown.splitlines()[-1]
@@ -228,7 +259,7 @@ def test_pytest_scores_a_check_blocked_by_another_step_as_not_checked(tmp_path):
     score, maximum = re.search(r"masking\s+([\d.]+) / ([\d.]+)", line).groups()
     assert float(score) > 0 and abs(float(score) - float(maximum)) < 0.01 and float(maximum) < 15, line
     assert "checks run" not in line  # scored, not left out as a partial run
-    table = out[out.index("MHA Lab score"):]
+    table = out[out.index("MHA Lab score") :]
     assert re.search(r"^\s+- attention_padding: .*step attention's mistake", table, flags=re.M), table
     assert "checks not judged (marked -)" in step_line(out, "total")
 
@@ -237,6 +268,7 @@ def test_score_step_leaves_a_blocked_checks_share_out_of_the_maximum(config):
     from autograder.engine.assignment import step_modules
     from autograder.engine.check import Fail
     from autograder.engine.runner import score_step
+
     step = config.step("masking")
     checks = [c for c in step_modules("mha")["masking"].CHECKS if c.visibility == "public"]
     weight = {c.id: step.weights.get(c.id, c.weight) for c in checks}
@@ -245,8 +277,13 @@ def test_score_step_leaves_a_blocked_checks_share_out_of_the_maximum(config):
     kept = sum(weight.values()) - weight["attention_causal"]
     assert result.max_score == pytest.approx(step.points * kept / sum(weight.values()))
     assert result.score == pytest.approx(result.max_score) and result.status == "graded"
-    plain = score_step(step, [(c, False, Fail("not_implemented", {"where": "x"})) if c.id == "attention_causal" else (c, True, None)
-                              for c in checks])
+    plain = score_step(
+        step,
+        [
+            (c, False, Fail("not_implemented", {"where": "x"})) if c.id == "attention_causal" else (c, True, None)
+            for c in checks
+        ],
+    )
     assert plain.max_score == step.points and plain.score == pytest.approx(result.max_score)
 
 
@@ -256,7 +293,7 @@ def test_score_step_leaves_a_blocked_checks_share_out_of_the_maximum(config):
 def failures_section(out):
     start = out.index("= FAILURES =")
     ends = [out.find(marker, start) for marker in ("= warnings summary", "= short test summary")]
-    return out[start:min(e for e in ends if e > 0)]
+    return out[start : min(e for e in ends if e > 0)]
 
 
 def test_pytest_traceback_ends_in_the_students_line_without_grader_or_torch_frames(tmp_path):
@@ -290,7 +327,7 @@ def test_a_tensor_in_an_exception_is_summarised(tmp_path, config, submission):
     section = failures_section(out)
     assert re.search(r"E   " + summary.pattern, section), section
     # the score table's line went through the grader's summary a second time: unchanged by it
-    table = out[out.index("MHA Lab score"):]
+    table = out[out.index("MHA Lab score") :]
     lines = [line for line in table.splitlines() if line.strip().startswith("x ")]
     assert lines and all(summary.search(line) and "shape=()" not in line for line in lines), table
     assert max(len(line) for line in section.splitlines()) < 200
@@ -300,6 +337,7 @@ def test_summarising_twice_is_summarising_once_and_shows_the_shape():
     import torch
 
     from autograder.engine.summary import summarise_text
+
     values = torch.arange(64, dtype=torch.float32).reshape(2, 4, 8) / 7
     text = f"bad {values!r} and {torch.ones(3, 40, dtype=torch.float64)!r} but {torch.tensor([1, 2])!r}"
     once = summarise_text(text)
@@ -321,6 +359,7 @@ MASK_INVERTED = ("scores.masked_fill(mask,", "scores.masked_fill(~mask,")
 def test_grade_plots_draw_the_failing_attention_weights_and_the_table_points_to_them(tmp_path, config, submission):
     from autograder.engine.results import table
     from autograder.routes.plots import pictures_for
+
     # a mistake of each step's own (softmax over the queries would leave masking not judged: nothing to draw)
     attention = (SOLUTIONS / "mha" / "attention.py").read_text().replace(*SCALE_BY_D_K).replace(*MASK_INVERTED)
     path = submission(files={"attention.py": attention})
@@ -353,7 +392,9 @@ def run_notebook(notebook, directory):
 
     notebook = nbformat.from_dict(notebook)
     notebook.cells.append(nbformat.v4.new_code_cell("import autograder; print(autograder.__file__)", id="where"))
-    NotebookClient(notebook, timeout=600, kernel_name="python3", resources={"metadata": {"path": str(directory)}}).execute()
+    NotebookClient(
+        notebook, timeout=600, kernel_name="python3", resources={"metadata": {"path": str(directory)}}
+    ).execute()
     points = {}
     for cell in notebook.cells:
         if cell.get("id", "").startswith("check-"):
@@ -367,6 +408,7 @@ def run_notebook(notebook, directory):
 def test_student_notebook_runs_headless_and_scores_as_pytest_does(tmp_path, config):
     from autograder.routes.course import fill_notebook
     from autograder.routes.student_notebook import student_notebook
+
     notebook = student_notebook(config)
     text = "".join(cell.source for cell in notebook.cells)
     assert "BEGIN HIDDEN" not in text and "hidden=True" not in text
@@ -390,14 +432,22 @@ MODULE_SCALE = ("/ math.sqrt(q.size(-1))", "/ math.sqrt(self.d_model)")
 
 def test_a_merge_heads_mistake_is_split_heads_own_and_not_the_modules(config, submission):
     heads = (SOLUTIONS / "mha" / "heads.py").read_text().replace(*NO_MERGE_TRANSPOSE)
-    result = grade(submission(files={"heads.py": heads}), config, steps=["split_heads", "multi_head_attention"],
-                   reference=SOLUTIONS)
+    result = grade(
+        submission(files={"heads.py": heads}),
+        config,
+        steps=["split_heads", "multi_head_attention"],
+        reference=SOLUTIONS,
+    )
     assert result.step("split_heads").score < result.step("split_heads").max_score
     module = result.step("multi_head_attention")
     waiting = [c for c in module.checks if c.message_id == "from_earlier_step"]
     assert {c.id for c in waiting} >= {"self_attention", "cross_attention", "dropout", "random_configurations"}
-    assert all(c.passed is None and "This comes from step split_heads: fix it there first" in c.message
-               and "merge_heads" in c.message for c in waiting), waiting[0].message
+    assert all(
+        c.passed is None
+        and "This comes from step split_heads: fix it there first" in c.message
+        and "merge_heads" in c.message
+        for c in waiting
+    ), waiting[0].message
     assert not [c for c in module.checks if c.passed is False], [c.message for c in module.checks if c.passed is False]
     assert module.score == pytest.approx(module.max_score) and module.max_score < config.step(module.id).points
 
@@ -406,8 +456,11 @@ def test_a_module_wrong_on_its_own_loses_its_points_also_beside_a_heads_mistake(
     heads = (SOLUTIONS / "mha" / "heads.py").read_text().replace(*NO_MERGE_TRANSPOSE)
     mha = (SOLUTIONS / "mha" / "mha.py").read_text()
     assert MODULE_SCALE[0] in mha
-    result = grade(submission(files={"heads.py": heads, "mha.py": mha.replace(*MODULE_SCALE)}), config,
-                   steps=["multi_head_attention"])
+    result = grade(
+        submission(files={"heads.py": heads, "mha.py": mha.replace(*MODULE_SCALE)}),
+        config,
+        steps=["multi_head_attention"],
+    )
     module = result.step("multi_head_attention")
     assert "from_earlier_step" not in {c.message_id for c in module.checks}
     assert module.max_score == config.step(module.id).points and module.score < 1

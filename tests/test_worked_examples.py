@@ -4,6 +4,7 @@ as the package students write (`mha`, `kv_cache`, ...), and any difference fails
 
 Students read these examples in the skeletons and in the course notebook and compare them with
 their own code's output, so a stale example would teach a wrong answer."""
+
 import ast
 import doctest
 import importlib
@@ -18,16 +19,18 @@ from conftest import SOLUTIONS
 
 # Every step file of every assignment shows one worked example at least, and explains its step in
 # Korean and in English (issue 14: teach like the seeds).
-STEP_FILES = [("mha", stem) for stem in
-              ["padding", "embedding", "projection", "heads", "attention", "masking", "output", "mha"]] \
-    + [("kv_cache", stem) for stem in ["cache", "decode", "gqa", "decoder"]]
+STEP_FILES = [
+    ("mha", stem) for stem in ["padding", "embedding", "projection", "heads", "attention", "masking", "output", "mha"]
+] + [("kv_cache", stem) for stem in ["cache", "decode", "gqa", "decoder"]]
 
 
 def reference_files():
     """(package, file stem) of each reference file of every assignment in grading.yml."""
-    return [(assignment.package, path.stem)
-            for assignment in grading_config.load_all()
-            for path in sorted((SOLUTIONS / assignment.package).glob("*.py"))]
+    return [
+        (assignment.package, path.stem)
+        for assignment in grading_config.load_all()
+        for path in sorted((SOLUTIONS / assignment.package).glob("*.py"))
+    ]
 
 
 def run_examples(root: Path, package: str, stem: str, fresh: bool = False):
@@ -35,8 +38,7 @@ def run_examples(root: Path, package: str, stem: str, fresh: bool = False):
 
     With `fresh`, each docstring's examples start from an empty namespace, as in a new notebook
     cell: they must import what they use. Returns (failed, attempted, doctest's report)."""
-    saved = {name: module for name, module in sys.modules.items()
-             if name == package or name.startswith(package + ".")}
+    saved = {name: module for name, module in sys.modules.items() if name == package or name.startswith(package + ".")}
     report = []
     try:
         Package.load(root, package)
@@ -67,8 +69,9 @@ def module_docstring(package: str, stem: str) -> str:
 def test_every_step_has_a_self_contained_worked_example(package, stem):
     """Each step's module docstring has examples, and they run in an empty namespace (a student
     pastes them into a fresh notebook cell: the module's own imports are not there)."""
-    assert ">>> " in module_docstring(package, stem), \
+    assert ">>> " in module_docstring(package, stem), (
         f"solutions/{package}/{stem}.py: no worked example in the module docstring"
+    )
     failed, attempted, report = run_examples(SOLUTIONS, package, stem, fresh=True)
     assert attempted >= 3 and failed == 0, report
 
@@ -93,7 +96,8 @@ def test_a_wrong_expected_output_fails(tmp_path):
     source = (copy / "padding.py").read_text(encoding="utf-8")
     expected = "    tensor([[5, 2, 7],\n            [3, 0, 0]])\n"
     assert source.count(expected) == 1
-    (copy / "padding.py").write_text(source.replace(expected, expected.replace("[3, 0, 0]", "[3, 0, 1]")),
-                                     encoding="utf-8")
+    (copy / "padding.py").write_text(
+        source.replace(expected, expected.replace("[3, 0, 0]", "[3, 0, 1]")), encoding="utf-8"
+    )
     failed, _, report = run_examples(tmp_path, "mha", "padding")
     assert failed == 1 and "[3, 0, 1]" in report and "[3, 0, 0]" in report

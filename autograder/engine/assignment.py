@@ -12,6 +12,7 @@ An assignment is a folder `autograder/assignments/<id>/`:
 plus its reference package `solutions/<id>/` (the skeleton `assignments/<id>/` is made from it)
 and an entry in grading.yml. Students' code is the package `<id>`.
 """
+
 import importlib
 import importlib.util
 import inspect
@@ -44,8 +45,9 @@ def step_modules(assignment_id: str) -> dict:
     """step id -> its checks module (with .CHECKS, .PROBES, .FILES filled in)."""
     if assignment_id not in _step_modules:
         package = importlib.import_module(f"{PACKAGE}.{assignment_id}.checks")
-        _step_modules[assignment_id] = {info.name: _load(assignment_id, info.name)
-                                        for info in pkgutil.iter_modules(package.__path__)}
+        _step_modules[assignment_id] = {
+            info.name: _load(assignment_id, info.name) for info in pkgutil.iter_modules(package.__path__)
+        }
     return _step_modules[assignment_id]
 
 

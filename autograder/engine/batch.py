@@ -9,6 +9,7 @@ A submission whose JSON is already in `out` is skipped (unless force=True), so a
 batch picks up where it stopped. On a terminal a progress bar shows, otherwise one quiet line
 per submission.
 """
+
 import hashlib
 import json
 import os
@@ -37,14 +38,15 @@ def submission_ids(paths) -> list:
     depth = dict.fromkeys(distinct, 1)
 
     def name(path):
-        return "__".join(parts[path][-depth[path]:])
+        return "__".join(parts[path][-depth[path] :])
 
     while True:
         groups = {}
         for path in distinct:
             groups.setdefault(name(path), []).append(path)
-        clashing = [path for group in groups.values() if len(group) > 1 for path in group
-                    if depth[path] < len(parts[path])]
+        clashing = [
+            path for group in groups.values() if len(group) > 1 for path in group if depth[path] < len(parts[path])
+        ]
         if not clashing:
             break
         for path in clashing:
@@ -62,15 +64,41 @@ def submission_ids(paths) -> list:
 def load_result(path):
     """A GradeResult read back from its JSON (for skipped submissions' CSV rows)."""
     data = json.loads(Path(path).read_text())
-    steps = [StepResult(id=s["id"], title=s["title"], score=s["score"], max_score=s["max_score"],
-                        checks=[], status=s.get("status", "graded"), diagnoses=s.get("diagnoses", []))
-             for s in data["steps"]]
-    return GradeResult(assignment=data["assignment"], submission=data.get("submission", ""), steps=steps,
-                       seed=data.get("seed"), output=data.get("output", ""))
+    steps = [
+        StepResult(
+            id=s["id"],
+            title=s["title"],
+            score=s["score"],
+            max_score=s["max_score"],
+            checks=[],
+            status=s.get("status", "graded"),
+            diagnoses=s.get("diagnoses", []),
+        )
+        for s in data["steps"]
+    ]
+    return GradeResult(
+        assignment=data["assignment"],
+        submission=data.get("submission", ""),
+        steps=steps,
+        seed=data.get("seed"),
+        output=data.get("output", ""),
+    )
 
 
-def grade_batch(paths, config, out, workers=None, reference=None, seed=None, force=False, isolate=True,
-                memory_bytes=2 << 30, log=None, shard=None, pictures=None):
+def grade_batch(
+    paths,
+    config,
+    out,
+    workers=None,
+    reference=None,
+    seed=None,
+    force=False,
+    isolate=True,
+    memory_bytes=2 << 30,
+    log=None,
+    shard=None,
+    pictures=None,
+):
     """Grade `paths` into `out`; returns {id: GradeResult} (submission_ids) in the order of `paths`, with None
     for a submission the grader itself failed on (a worker that would not start, say): it gets
     no JSON, so the next run grades it again, and an empty row in grades.csv.
@@ -84,6 +112,7 @@ def grade_batch(paths, config, out, workers=None, reference=None, seed=None, for
     given = dict(zip(names, paths))  # one submission per id (a path given twice is graded once)
     if shard is not None:
         from autograder.engine.shard import in_shard
+
         given = {name: path for name, path in given.items() if in_shard(name, shard)}
     # In-process grading loads each submission under its package name in this one interpreter:
     # two at once would mix their modules (and their scores). Only sandboxed grading runs in parallel.
@@ -112,11 +141,19 @@ def grade_batch(paths, config, out, workers=None, reference=None, seed=None, for
         def draw(step_id, records):
             with drawing:
                 return save(step_id, records)
+
         return draw
 
     def run(name, path):
-        return grade(path, config, reference=reference, seed=seed, isolate=isolate, memory_bytes=memory_bytes,
-                     pictures=draw_for(name))
+        return grade(
+            path,
+            config,
+            reference=reference,
+            seed=seed,
+            isolate=isolate,
+            memory_bytes=memory_bytes,
+            pictures=draw_for(name),
+        )
 
     def record(name, future):
         try:
@@ -141,8 +178,9 @@ def grade_batch(paths, config, out, workers=None, reference=None, seed=None, for
         for name in again:
             record(name, pool.submit(run, name, given[name]))
     ordered = {name: done.get(name) for name in given}
-    results_io.write_csv(list(ordered.values()), list(ordered), out / "grades.csv",
-                         paths=[str(path) for path in given.values()])
+    results_io.write_csv(
+        list(ordered.values()), list(ordered), out / "grades.csv", paths=[str(path) for path in given.values()]
+    )
     return ordered
 
 
@@ -161,9 +199,11 @@ def _warm_judge_simulation(config):
     def warm():
         try:
             from autograder.engine.fake_cuda import Simulation
+
             Simulation.shared()
         except Exception:  # noqa: BLE001 - the diagnosis sets it up itself (and reports) when needed
             pass
+
     threading.Thread(target=warm, daemon=True).start()
 
 
@@ -184,6 +224,7 @@ def _progress(total, log):
                 bar.update(1)
                 if bar.n == total:
                     bar.close()
+
             return update
         except ImportError:
             pass
@@ -193,6 +234,7 @@ def _progress(total, log):
         count[0] += 1
         text = not_graded(name, error) if error else f"{name}: {result.score:.2f}/{result.max_score:g}"
         print(f"[{count[0]}/{total}] {text}", file=stream, flush=True)
+
     return line
 
 

@@ -13,6 +13,7 @@ copies read the compiled `.mo` files with the standard library only, see message
   KEYWORDS lists), `unknown_ids()`: those its domain's template lacks, `unused_ids()`: template
   ids no code uses (stale).
 """
+
 import ast
 import string
 from pathlib import Path
@@ -28,8 +29,9 @@ from autograder.engine import messages
 
 def po_files(catalogs: tuple = messages.CATALOGS) -> list:
     """Every <directory>/<lang>/LC_MESSAGES/<domain>.po, in CATALOGS order."""
-    return [path for directory, domain in catalogs
-            for path in sorted(Path(directory).glob(f"*/LC_MESSAGES/{domain}.po"))]
+    return [
+        path for directory, domain in catalogs for path in sorted(Path(directory).glob(f"*/LC_MESSAGES/{domain}.po"))
+    ]
 
 
 def read(path: Path) -> Catalog:
@@ -46,8 +48,9 @@ def texts(catalog: Catalog) -> dict:
 
 def placeholders(text: str) -> set:
     """The `{name:spec!conversion}` fields of a text, as (name, spec, conversion) triples."""
-    return {(name, spec, conversion) for _, name, spec, conversion in string.Formatter().parse(text)
-            if name is not None}
+    return {
+        (name, spec, conversion) for _, name, spec, conversion in string.Formatter().parse(text) if name is not None
+    }
 
 
 def problems(catalogs: tuple = messages.CATALOGS) -> list:
@@ -83,14 +86,17 @@ def problems(catalogs: tuple = messages.CATALOGS) -> list:
                 continue
             for message_id, text in entries.items():
                 try:
-                    differ = bool(text and english.get(message_id)) and \
-                        placeholders(text) != placeholders(english[message_id])
+                    differ = bool(text and english.get(message_id)) and placeholders(text) != placeholders(
+                        english[message_id]
+                    )
                 except ValueError as error:  # a lone brace, an unclosed field
                     found.append(f"{po}: {message_id}: not a format string ({error})")
                     continue
                 if differ:
-                    found.append(f"{po}: {message_id}: placeholders {sorted(placeholders(text), key=str)} differ "
-                                 f"from the English {sorted(placeholders(english[message_id]), key=str)}")
+                    found.append(
+                        f"{po}: {message_id}: placeholders {sorted(placeholders(text), key=str)} differ "
+                        f"from the English {sorted(placeholders(english[message_id]), key=str)}"
+                    )
     return found
 
 
@@ -138,8 +144,9 @@ def extracted_ids(directory: Path = messages.GRADER) -> dict:
     with open(EXTRACTION_CONFIG, encoding="utf-8") as f:
         method_map, options_map = parse_mapping_cfg(f, str(EXTRACTION_CONFIG))
     found = {}
-    for filename, line, message_id, _, _ in extract_from_dir(str(directory), method_map, options_map,
-                                                            keywords=dict.fromkeys(KEYWORDS)):
+    for filename, line, message_id, _, _ in extract_from_dir(
+        str(directory), method_map, options_map, keywords=dict.fromkeys(KEYWORDS)
+    ):
         found.setdefault(message_id, []).append(f"{filename}:{line}")
     return found
 
@@ -156,8 +163,10 @@ def unknown_ids(directory: Path = messages.GRADER, catalogs: tuple = messages.CA
     `Fail(<id>)` names its diagnosis: `diagnosis.<id>` counts too."""
     directory = Path(directory)
     engine = _template_ids(*catalogs[-1])
-    own = {Path(locale).parent.relative_to(messages.GRADER): _template_ids(locale, domain)
-           for locale, domain in catalogs[:-1]}
+    own = {
+        Path(locale).parent.relative_to(messages.GRADER): _template_ids(locale, domain)
+        for locale, domain in catalogs[:-1]
+    }
     found = []
     for message_id, places in sorted(extracted_ids(directory).items()):
         for place in places:
@@ -170,9 +179,12 @@ def unknown_ids(directory: Path = messages.GRADER, catalogs: tuple = messages.CA
 
 def code_strings(directory: Path = messages.GRADER) -> set:
     """Every string literal of the Python code under `directory`."""
-    return {node.value for path in Path(directory).rglob("*.py")
-            for node in ast.walk(ast.parse(path.read_text(encoding="utf-8")))
-            if isinstance(node, ast.Constant) and isinstance(node.value, str)}
+    return {
+        node.value
+        for path in Path(directory).rglob("*.py")
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8")))
+        if isinstance(node, ast.Constant) and isinstance(node.value, str)
+    }
 
 
 def unused_ids(directory: Path = messages.GRADER, catalogs: tuple = messages.CATALOGS) -> list:
@@ -181,7 +193,11 @@ def unused_ids(directory: Path = messages.GRADER, catalogs: tuple = messages.CAT
     a probe's id). Ids built from grading.yml's ids (BUILT_FROM_GRADING_YML) are left to their
     own checks (tests/test_i18n.py)."""
     strings = code_strings(directory)
-    return [f"{Path(locale) / domain}.pot: {message_id}: no code uses it"
-            for locale, domain in catalogs for message_id in sorted(_template_ids(locale, domain))
-            if message_id not in strings and message_id.removeprefix("diagnosis.") not in strings
-            and not message_id.startswith(BUILT_FROM_GRADING_YML)]
+    return [
+        f"{Path(locale) / domain}.pot: {message_id}: no code uses it"
+        for locale, domain in catalogs
+        for message_id in sorted(_template_ids(locale, domain))
+        if message_id not in strings
+        and message_id.removeprefix("diagnosis.") not in strings
+        and not message_id.startswith(BUILT_FROM_GRADING_YML)
+    ]

@@ -10,6 +10,7 @@ A check has two halves that never need to share a process:
 `expected` comes from the check's own oracle (public checks: PyTorch built-ins or a definition
 written out) or, for hidden checks, from running `observe` on the reference solution.
 """
+
 import math
 import weakref
 from dataclasses import dataclass, field
@@ -74,8 +75,10 @@ def raised_verdict(got: dict, expected: str, case: str):
     if got["raised"] is None:
         return Fail("no_raise", {"expected": expected, "case": case})
     if got["raised"] != expected:
-        return Fail("wrong_exception", {"expected": expected, "case": case,
-                                        "type": got["raised"], "message": got.get("message", "")})
+        return Fail(
+            "wrong_exception",
+            {"expected": expected, "case": case, "type": got["raised"], "message": got.get("message", "")},
+        )
     return None
 
 
@@ -127,8 +130,7 @@ def load_linear(module, name, state):
     if layer is None:
         raise ContractError("missing_attribute", owner=owner, name=name, expected="an nn.Linear")
     if not isinstance(layer, torch.nn.Linear):
-        raise ContractError("bad_attribute", owner=owner, name=name, expected="an nn.Linear",
-                            got=type(layer).__name__)
+        raise ContractError("bad_attribute", owner=owner, name=name, expected="an nn.Linear", got=type(layer).__name__)
     load_rows(layer, state, f"{owner}.{name}", 0, d_in=state["weight"].shape[1], whole=True)
 
 
@@ -150,8 +152,9 @@ def load_rows(layer, state, path, block, d_in, whole=False):
     want = tuple(state["weight"].shape) if whole else (f"a multiple of {d_out}", d_in)
     shape = tuple(layer.weight.shape)
     if shape[1] != d_in or (shape[0] != d_out if whole else shape[0] < rows.stop):
-        raise ContractError("bad_attribute", owner=owner, name=f"{name}.weight", expected=f"shape {want}",
-                            got=f"shape {shape}")
+        raise ContractError(
+            "bad_attribute", owner=owner, name=f"{name}.weight", expected=f"shape {want}", got=f"shape {shape}"
+        )
     if ("bias" in state) != (layer.bias is not None):
         expected = "a bias" if "bias" in state else "no bias (bias=False)"
         got = "a bias" if layer.bias is not None else "no bias"
@@ -241,8 +244,7 @@ def layer_signature(module) -> tuple:
         if isinstance(layer, torch.nn.Linear):
             weight = layer.weight
             lazy = isinstance(weight, torch.nn.parameter.UninitializedParameter)
-            layers.append((path, type(layer), None if lazy else tuple(weight.shape), layer.bias is None,
-                           weight.dtype))
+            layers.append((path, type(layer), None if lazy else tuple(weight.shape), layer.bias is None, weight.dtype))
     return tuple(layers)
 
 
@@ -262,6 +264,7 @@ def trace_projections(module, d_model):
             if isinstance(output, torch.Tensor) and output.requires_grad:
                 output.retain_grad()
             calls.append((path, source_of(args[0] if args else None, sources, d_model, rows), output))
+
         return hook
 
     handles = [layer.register_forward_hook(record(path)) for path, layer in layers]
@@ -282,13 +285,18 @@ def trace_projections(module, d_model):
             continue
         blocks = output.shape[-1] // d_model
         for block in range(blocks):
-            role = FUSED_BLOCKS[blocks][block] if blocks in FUSED_BLOCKS else \
-                ROLE_OF_SOURCE[source] if blocks == 1 else None
+            role = (
+                FUSED_BLOCKS[blocks][block]
+                if blocks in FUSED_BLOCKS
+                else ROLE_OF_SOURCE[source]
+                if blocks == 1
+                else None
+            )
             if role is None:
                 continue
             by_input.setdefault(role, set()).add(Slot(path, block))
             grad = output.grad
-            if grad is not None and grad[..., block * d_model:(block + 1) * d_model].abs().sum() > 0:
+            if grad is not None and grad[..., block * d_model : (block + 1) * d_model].abs().sum() > 0:
                 by_gradient.setdefault(role, set()).add(Slot(path, block))
     description = ", ".join(f"{path} ({' '.join(sorted(seen[path])) or 'never called'})" for path, _ in layers)
     for found in (by_gradient, by_input):
@@ -385,8 +393,7 @@ def compare(got, expected, tol, name="output"):
         return compare_tensor(got, expected, tol, name)
     if isinstance(expected, (tuple, list)):
         if not isinstance(got, (tuple, list)):
-            return Fail("wrong_type", {"name": name, "expected": describe(expected),
-                                       "got": describe(got)})
+            return Fail("wrong_type", {"name": name, "expected": describe(expected), "got": describe(got)})
         if len(got) != len(expected):
             return Fail("wrong_length", {"name": name, "expected": len(expected), "got": len(got)})
         for i, (g, e) in enumerate(zip(got, expected)):
@@ -447,8 +454,14 @@ def tolerance_words(expected, tol, care=None):
     size = expected.abs().nan_to_num(0.0, posinf=0.0)
     in_range = size <= torch.finfo(lower).max  # as in allowed_error
     care = in_range if care is None else care * in_range
-    return messages.render("tolerance_lower", atol=atol, rtol=rtol, unit=rounding_unit(lower),
-                           scale=magnitude(size, care), lower=str(lower).removeprefix("torch."))
+    return messages.render(
+        "tolerance_lower",
+        atol=atol,
+        rtol=rtol,
+        unit=rounding_unit(lower),
+        scale=magnitude(size, care),
+        lower=str(lower).removeprefix("torch."),
+    )
 
 
 def compare_tensor(got, expected, tol, name="output", where=None):
@@ -468,14 +481,17 @@ def compare_tensor(got, expected, tol, name="output", where=None):
         differ = (got != expected) & care
         if differ.any():
             index = first_index(differ)
-            return Fail("exact_values", {"name": name, "index": index,
-                                         "expected": expected[index].item(), "got": got[index].item()})
+            return Fail(
+                "exact_values",
+                {"name": name, "index": index, "expected": expected[index].item(), "got": got[index].item()},
+            )
         return None
     bad = ~torch.isfinite(got) & torch.isfinite(expected) & care
     if bad.any():
         index = first_index(bad)
-        return Fail("not_finite", {"name": name, "index": index, "got": got[index].item(),
-                                   "expected": expected[index].item()})
+        return Fail(
+            "not_finite", {"name": name, "index": index, "got": got[index].item(), "expected": expected[index].item()}
+        )
     diff = (got - expected).abs().nan_to_num(0.0) * care
     too_far = diff > allowed_error(expected, tol, care)
     if too_far.any():
@@ -489,12 +505,23 @@ def values_fail(name, got, expected, diff, too_far, words):
     relative = diff / expected.abs().nan_to_num(0.0, posinf=0.0)  # inf where expected is 0
     relative = torch.where(too_far, relative.nan_to_num(0.0), torch.zeros_like(relative))
     largest = unravel(int(torch.argmax(torch.where(too_far, diff, -1.0))), expected.shape)
-    return Fail("values", {"name": name, "index": index, "expected": expected[index].item(),
-                           "got": got[index].item(), "count": int(too_far.sum()), "total": too_far.numel(),
-                           "max_abs": diff[largest].item(), "max_abs_index": largest,
-                           "max_rel": relative.max().item(), "tolerance": words,
-                           "got_dtype": str(got.dtype).removeprefix("torch."),
-                           "expected_dtype": str(expected.dtype).removeprefix("torch.")})
+    return Fail(
+        "values",
+        {
+            "name": name,
+            "index": index,
+            "expected": expected[index].item(),
+            "got": got[index].item(),
+            "count": int(too_far.sum()),
+            "total": too_far.numel(),
+            "max_abs": diff[largest].item(),
+            "max_abs_index": largest,
+            "max_rel": relative.max().item(),
+            "tolerance": words,
+            "got_dtype": str(got.dtype).removeprefix("torch."),
+            "expected_dtype": str(expected.dtype).removeprefix("torch."),
+        },
+    )
 
 
 def passes_everywhere(got, expected, tol):

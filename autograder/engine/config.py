@@ -11,6 +11,7 @@ points, title, optional per-check weights, an all-or-nothing switch, tolerances,
 and the per-check time limit. A course with one assignment may write its keys at the top level
 instead of under `assignments:`. See README.md ("grading.yml reference") for every key.
 """
+
 import difflib
 import functools
 import json
@@ -112,14 +113,14 @@ def choose(graded: list, assignment_id: str, path) -> Assignment:
     for candidate in graded:
         if candidate.id == assignment_id:
             return candidate
-    raise ConfigError(f"{path}: no assignment `{assignment_id}` "
-                      f"(it grades: {', '.join(a.id for a in graded)})")
+    raise ConfigError(f"{path}: no assignment `{assignment_id}` (it grades: {', '.join(a.id for a in graded)})")
 
 
 def found_in(graded: list, submission) -> list:
     """The Assignments of `graded` whose package the submission holds, as staging finds it (a
     folder at its top, under assignments/ or one folder down; a notebook named after it)."""
     from autograder.engine.submission import find_notebook, package_root
+
     path = Path(submission)
 
     def holds(config):
@@ -173,6 +174,7 @@ def _draft_2020_12():
     schema uses no `format`, so when this is jsonschema's first import that checker is left out:
     one more second or two on every command is not worth an IRI check nobody asks for."""
     import sys
+
     if "jsonschema" not in sys.modules and "rfc3987_syntax" not in sys.modules:
         sys.modules["rfc3987_syntax"] = None  # jsonschema skips a format whose module fails to import
         try:
@@ -180,6 +182,7 @@ def _draft_2020_12():
         finally:
             del sys.modules["rfc3987_syntax"]  # importing it later, for itself, still works
     from jsonschema import Draft202012Validator
+
     return Draft202012Validator
 
 
@@ -190,8 +193,9 @@ def _index_lines(node, key_path, lines, path):
         for key_node, value_node in node.value:
             key = key_node.value
             if key in seen:
-                raise ConfigError(f"{path}, line {key_node.start_mark.line + 1}: "
-                                  f"`{_dotted(key_path + (key,))}` appears twice")
+                raise ConfigError(
+                    f"{path}, line {key_node.start_mark.line + 1}: `{_dotted(key_path + (key,))}` appears twice"
+                )
             seen.add(key)
             lines[key_path + (key,)] = key_node.start_mark.line + 1
             _index_lines(value_node, key_path + (key,), lines, path)
@@ -208,8 +212,14 @@ def _dotted(key_path):
     return text
 
 
-TYPE_WORDS = {"object": "a mapping (key: value lines)", "array": "a list", "number": "a number",
-              "integer": "a whole number", "string": "a text", "boolean": "true or false"}
+TYPE_WORDS = {
+    "object": "a mapping (key: value lines)",
+    "array": "a list",
+    "number": "a number",
+    "integer": "a whole number",
+    "string": "a text",
+    "boolean": "true or false",
+}
 
 
 class _Where:
@@ -298,6 +308,7 @@ class _Builder:
         if not self.deep:
             return name
         import torch
+
         return getattr(torch, name)
 
     def tolerance(self, value, base):
@@ -317,42 +328,59 @@ class _Builder:
     def assignments(self, data):
         defaults = data.get("defaults") or {}
         timeout = float(defaults.get("timeout", DEFAULT_TIMEOUT))
-        tolerance = self.tolerance(defaults.get("tolerance"),
-                                   {self.dtype(name): pair for name, pair in DEFAULT_TOLERANCE.items()})
+        tolerance = self.tolerance(
+            defaults.get("tolerance"), {self.dtype(name): pair for name, pair in DEFAULT_TOLERANCE.items()}
+        )
         if "assignments" not in data:  # the short form (the schema's `if`)
             entry = {"id": data["id"], "title": data["assignment"], "steps": data["steps"]}
             return [self.assignment(entry, (), timeout, tolerance, title_key="assignment")]
         self.unique(data["assignments"], ("assignments",), "assignment")
-        return [self.assignment(entry, ("assignments", i), timeout, tolerance)
-                for i, entry in enumerate(data["assignments"])]
+        return [
+            self.assignment(entry, ("assignments", i), timeout, tolerance)
+            for i, entry in enumerate(data["assignments"])
+        ]
 
     def assignment(self, entry, key_path, timeout, tolerance, title_key="title"):
         assignment_id = entry["id"]
         known = assignments.known()
         if assignment_id not in known:
-            raise self.error(key_path + ("id",), f"names no known assignment `{assignment_id}` "
-                             f"({_did_you_mean(assignment_id, known)}; each is a folder in autograder/assignments/)")
-        modules = assignments.step_modules(assignment_id) if self.deep \
-            else dict.fromkeys(assignments.step_ids(assignment_id))
+            raise self.error(
+                key_path + ("id",),
+                f"names no known assignment `{assignment_id}` "
+                f"({_did_you_mean(assignment_id, known)}; each is a folder in autograder/assignments/)",
+            )
+        modules = (
+            assignments.step_modules(assignment_id) if self.deep else dict.fromkeys(assignments.step_ids(assignment_id))
+        )
         self.unique(entry["steps"], key_path + ("steps",), "step")
-        steps = [self.step(step, key_path + ("steps", i), timeout, tolerance, modules)
-                 for i, step in enumerate(entry["steps"])]
+        steps = [
+            self.step(step, key_path + ("steps", i), timeout, tolerance, modules)
+            for i, step in enumerate(entry["steps"])
+        ]
         return Assignment(id=assignment_id, title=entry["title"], steps=steps, path=self.where.path)
 
     def step(self, entry, key_path, timeout, tolerance, modules):
         step_id = entry["id"]
         if step_id not in modules:
-            raise self.error(key_path + ("id",),
-                             f"names no known step `{step_id}` ({_did_you_mean(step_id, sorted(modules))})")
-        step = StepConfig(id=step_id, title=entry["title"], points=float(entry["points"]),
-                          all_or_nothing=entry.get("all_or_nothing", False),
-                          timeout=float(entry.get("timeout", timeout)),
-                          tolerance=self.tolerance(entry.get("tolerance"), tolerance),
-                          forbidden=tuple(entry.get("forbidden", ())))
+            raise self.error(
+                key_path + ("id",), f"names no known step `{step_id}` ({_did_you_mean(step_id, sorted(modules))})"
+            )
+        step = StepConfig(
+            id=step_id,
+            title=entry["title"],
+            points=float(entry["points"]),
+            all_or_nothing=entry.get("all_or_nothing", False),
+            timeout=float(entry.get("timeout", timeout)),
+            tolerance=self.tolerance(entry.get("tolerance"), tolerance),
+            forbidden=tuple(entry.get("forbidden", ())),
+        )
         for i, name in enumerate(step.forbidden if self.deep else ()):  # resolving imports torch
             if not _resolves(name):
-                raise self.error(key_path + ("forbidden", i), f"names `{name}`, which is not a torch function "
-                                 "or class (a typo? the name must import, e.g. torch.nn.functional.softmax)")
+                raise self.error(
+                    key_path + ("forbidden", i),
+                    f"names `{name}`, which is not a torch function "
+                    "or class (a typo? the name must import, e.g. torch.nn.functional.softmax)",
+                )
         module = modules[step_id]
         if module is None:  # a shallow check: check ids and options are validated later
             return step
@@ -373,8 +401,9 @@ class _Builder:
 def _weights_validator(module):
     """The schema of a step's `weights`: its checks module's check ids, each a number >= 0."""
     weight = schema()["$defs"]["step"]["properties"]["weights"]["additionalProperties"]
-    return _draft_2020_12()({"type": "object", "additionalProperties": False,
-                                 "properties": {check.id: weight for check in module.CHECKS}})
+    return _draft_2020_12()(
+        {"type": "object", "additionalProperties": False, "properties": {check.id: weight for check in module.CHECKS}}
+    )
 
 
 @functools.lru_cache(maxsize=None)
@@ -382,13 +411,19 @@ def _options_validator(module):
     """The schema of a step's `options`: the names its checks module's OPTIONS declares, each one
     of its values."""
     allowed = getattr(module, "OPTIONS", {})
-    return _draft_2020_12()({"type": "object", "additionalProperties": False,
-                                 "properties": {name: {"enum": list(values)} for name, values in allowed.items()}})
+    return _draft_2020_12()(
+        {
+            "type": "object",
+            "additionalProperties": False,
+            "properties": {name: {"enum": list(values)} for name, values in allowed.items()},
+        }
+    )
 
 
 def _resolves(dotted):
     """Whether a dotted torch name stands for something: a typo would forbid nothing, silently."""
     from autograder.engine.forbidden import resolve
+
     return resolve(dotted) is not None
 
 

@@ -18,6 +18,7 @@ Two sources of evidence, neither of which changes a score:
 
 When neither finds anything, the diagnosis says so and repeats the closest evidence.
 """
+
 import threading
 from dataclasses import dataclass
 
@@ -26,11 +27,31 @@ from autograder.engine.check import Fail, compare, judged
 from autograder.engine.assignment import mistakes_of
 
 # Failures that say nothing about the computation: nothing to diagnose.
-NOT_EVIDENCE = {"not_implemented", "not_checked", "missing_package", "missing_file", "syntax_error",
-                "import_error", "forbidden_call", "forbidden_call_at", "forbidden_source", "tampering", "timeout",
-                "worker_crashed", "worker_exited", "bad_worker_message", "unreadable_observation", "refused_file",
-                "skipped_after_hang", "skipped_after_hang_elsewhere", "syntax_error_text", "syntax_error_in_import", "near_miss",
-                "mask_needs_attention", "from_earlier_step"}
+NOT_EVIDENCE = {
+    "not_implemented",
+    "not_checked",
+    "missing_package",
+    "missing_file",
+    "syntax_error",
+    "import_error",
+    "forbidden_call",
+    "forbidden_call_at",
+    "forbidden_source",
+    "tampering",
+    "timeout",
+    "worker_crashed",
+    "worker_exited",
+    "bad_worker_message",
+    "unreadable_observation",
+    "refused_file",
+    "skipped_after_hang",
+    "skipped_after_hang_elsewhere",
+    "syntax_error_text",
+    "syntax_error_in_import",
+    "near_miss",
+    "mask_needs_attention",
+    "from_earlier_step",
+}
 
 
 @dataclass
@@ -67,10 +88,14 @@ def diagnose(module, records, observe, student, tol, reference=None, fingerprint
                 found.append(entry(probe.diagnosis, **fail.params))
     probed = {probe.diagnosis for probe in getattr(module, "PROBES", [])}
     if reference is not None:
-        explained = {m.id: best(variant_evidence(package, records, observe, tol) for package in m.packages())
-                     for m in mistakes_of(assignment_id, step_id) if m.id not in probed}
+        explained = {
+            m.id: best(variant_evidence(package, records, observe, tol) for package in m.packages())
+            for m in mistakes_of(assignment_id, step_id)
+            if m.id not in probed
+        }
     else:
         from autograder.engine.fingerprints import evidence, load
+
         shipped = fingerprints if fingerprints is not None else load(assignment_id)
         explained = {i: e for i, e in evidence(shipped, step_id, records, tol).items() if i not in probed}
     found += [entry(i) for i in most_specific(explained)]
@@ -150,9 +175,12 @@ def mistake_fails(package, record, observation, tol):
     """Whether the mistake's `observation` fails the record's check: judged once per check and
     seed, as its observation is (the same inputs, expectation and tolerance for every failing
     submission of a batch)."""
+
     def verdict():
-        return observation.error is not None or \
-            judged(record.check, record.inputs, observation.values, record.expected, tol) is not None
+        return (
+            observation.error is not None
+            or judged(record.check, record.inputs, observation.values, record.expected, tol) is not None
+        )
 
     if record.seed is None:
         return verdict()
@@ -179,9 +207,11 @@ def same_observation(student, mistake, tol):
         except Exception:  # noqa: BLE001 - values the student's code made: unreadable is no match
             return False
     if student.error is not None and mistake.error is not None:
-        return (student.error.message_id == mistake.error.message_id
-                and student.error.message_id not in NOT_EVIDENCE
-                and without_where(student.error.params) == without_where(mistake.error.params))
+        return (
+            student.error.message_id == mistake.error.message_id
+            and student.error.message_id not in NOT_EVIDENCE
+            and without_where(student.error.params) == without_where(mistake.error.params)
+        )
     return False
 
 
@@ -195,6 +225,7 @@ def without_where(params):
 
 def _generator(probe):
     import torch
+
     return torch.Generator().manual_seed(len(probe.diagnosis))
 
 

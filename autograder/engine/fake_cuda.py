@@ -13,6 +13,7 @@ with a CPU index).
         module = sim.module(student_module)   # like .to(): _parameters and _buffers only
         out = module(sim.tensor(x))           # out.device == sim.device
 """
+
 import ctypes
 import logging
 import os
@@ -89,9 +90,21 @@ def build_guard(target):
         source = Path(tmp) / "fake_cuda_guard.cpp"
         source.write_text(GUARD_SOURCE)
         built = Path(tmp) / target.name
-        command = [cxx, "-O1", "-shared", "-fPIC", f"-std={cxx_standard()}", f"-D_GLIBCXX_USE_CXX11_ABI={abi}",
-                   f"-I{torch_dir / 'include'}", str(source), f"-L{torch_dir / 'lib'}", "-lc10",
-                   f"-Wl,-rpath,{torch_dir / 'lib'}", "-o", str(built)]
+        command = [
+            cxx,
+            "-O1",
+            "-shared",
+            "-fPIC",
+            f"-std={cxx_standard()}",
+            f"-D_GLIBCXX_USE_CXX11_ABI={abi}",
+            f"-I{torch_dir / 'include'}",
+            str(source),
+            f"-L{torch_dir / 'lib'}",
+            "-lc10",
+            f"-Wl,-rpath,{torch_dir / 'lib'}",
+            "-o",
+            str(built),
+        ]
         try:
             subprocess.run(command, check=True, capture_output=True, timeout=300)
         except subprocess.CalledProcessError as error:
@@ -201,7 +214,8 @@ class Simulation:
 def is_device_mismatch(error):
     text = str(error)
     return type(error).__name__ == "FakeTensorDeviceMismatchError" or (
-        isinstance(error, RuntimeError) and "Expected all tensors to be on the same device" in text)
+        isinstance(error, RuntimeError) and "Expected all tensors to be on the same device" in text
+    )
 
 
 def is_data_dependent(error):

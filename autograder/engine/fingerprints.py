@@ -15,6 +15,7 @@ match in the grader; different tensors practically never share four projections.
 their message id and a digest of their parameters (minus the file position). What ships: the
 ids of mistakes that show on a public check, and numbers and digests, no code.
 """
+
 import hashlib
 import json
 from pathlib import Path
@@ -33,8 +34,9 @@ def digest(text: str) -> str:
 def _weights(n):
     """(PROJECTIONS, n) fixed weights: cosines at incommensurate frequencies, same on every machine."""
     i = torch.arange(1, n + 1, dtype=torch.float64)
-    return torch.stack([torch.cos(i * (0.7548776662466927 * (j + 1)) + 0.5698402909980532 * j)
-                        for j in range(PROJECTIONS)])
+    return torch.stack(
+        [torch.cos(i * (0.7548776662466927 * (j + 1)) + 0.5698402909980532 * j) for j in range(PROJECTIONS)]
+    )
 
 
 def _float_values(t):
@@ -54,12 +56,20 @@ def fingerprint(value) -> dict:
             if x is None:
                 return {"tensor": form}
             finite = torch.isfinite(x)
-            special = None if bool(finite.all()) else digest(str(torch.stack(
-                [torch.isnan(x), torch.isposinf(x), torch.isneginf(x)]).to(torch.uint8).tolist()))
+            special = (
+                None
+                if bool(finite.all())
+                else digest(
+                    str(torch.stack([torch.isnan(x), torch.isposinf(x), torch.isneginf(x)]).to(torch.uint8).tolist())
+                )
+            )
             x = torch.where(finite, x, torch.zeros_like(x))
             # 12 significant digits: far below any tolerance, and a smaller file
-            return {"tensor": form, "special": special,
-                    "proj": [float(f"{p:.12g}") for p in (_weights(x.numel()) @ x).tolist()]}
+            return {
+                "tensor": form,
+                "special": special,
+                "proj": [float(f"{p:.12g}") for p in (_weights(x.numel()) @ x).tolist()],
+            }
         try:
             return {"tensor": form, "hash": digest(str(value.detach().cpu().flatten().tolist()))}
         except Exception:  # noqa: BLE001 - fake or meta tensors
@@ -90,8 +100,13 @@ def _matches(value, fp, tol):
         if "proj" in fp:
             x = _float_values(value)
             finite = torch.isfinite(x)
-            special = None if bool(finite.all()) else digest(str(torch.stack(
-                [torch.isnan(x), torch.isposinf(x), torch.isneginf(x)]).to(torch.uint8).tolist()))
+            special = (
+                None
+                if bool(finite.all())
+                else digest(
+                    str(torch.stack([torch.isnan(x), torch.isposinf(x), torch.isneginf(x)]).to(torch.uint8).tolist())
+                )
+            )
             if special != fp["special"]:
                 return False
             x = torch.where(finite, x, torch.zeros_like(x))
@@ -106,8 +121,11 @@ def _matches(value, fp, tol):
     if "dict" in fp:
         return isinstance(value, dict) and all(_matches(value.get(key), item, tol) for key, item in fp["dict"].items())
     if "list" in fp:
-        return isinstance(value, (list, tuple)) and len(value) == len(fp["list"]) and \
-            all(_matches(v, item, tol) for v, item in zip(value, fp["list"]))
+        return (
+            isinstance(value, (list, tuple))
+            and len(value) == len(fp["list"])
+            and all(_matches(v, item, tol) for v, item in zip(value, fp["list"]))
+        )
     if "float" in fp:
         rtol, atol = tol[torch.float64]
         return isinstance(value, (int, float)) and abs(value - fp["float"]) <= atol + rtol * abs(fp["float"])
@@ -118,6 +136,7 @@ def observation_fingerprint(observation) -> dict:
     """The fingerprint of a runner.Observation: of its values, or of its error."""
     if observation.error is not None:
         from autograder.engine.diagnosis import without_where
+
         params = without_where(observation.error.params)
         return {"error": observation.error.message_id, "params": digest(repr(sorted(params.items())))}
     return {"values": fingerprint(observation.values)}
@@ -140,6 +159,7 @@ def key(check, inputs) -> str:
 def path_of(assignment_id: str) -> Path:
     """Where an assignment's fingerprints live: autograder/assignments/<id>/fingerprints.json."""
     from autograder.engine.assignment import folder
+
     return folder(assignment_id) / "fingerprints.json"
 
 
@@ -163,8 +183,10 @@ def generate(config) -> dict:
                 for number, package in enumerate(mistake.packages()):
                     torch.manual_seed(0)  # a check in train() mode draws from the global generator
                     observation = observe(check, package, inputs)
-                    failed = observation.error is not None or \
-                        judged(check, inputs, observation.values, expected, step.tolerance) is not None
+                    failed = (
+                        observation.error is not None
+                        or judged(check, inputs, observation.values, expected, step.tolerance) is not None
+                    )
                     if not failed:
                         continue
                     fp = observation_fingerprint(observation)
@@ -183,9 +205,15 @@ def sources_digest(assignment_id: str) -> str:
     and grading.yml. When it changes, the fingerprints may be out of date (a fast test)."""
     from autograder import KIT
     from autograder.engine.assignment import folder
+
     here = folder(assignment_id)
-    files = [ENGINE / "check.py", ENGINE / "fingerprints.py", KIT / "grading.yml",
-             *sorted((here / "checks").glob("*.py")), *sorted((here / "mistakes").glob("*.py"))]
+    files = [
+        ENGINE / "check.py",
+        ENGINE / "fingerprints.py",
+        KIT / "grading.yml",
+        *sorted((here / "checks").glob("*.py")),
+        *sorted((here / "mistakes").glob("*.py")),
+    ]
     return digest("".join(f"{path.name}\n{path.read_text()}" for path in files))
 
 

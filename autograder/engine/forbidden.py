@@ -28,6 +28,7 @@ so in the source (the grader's modules, gc, ctypes, importlib, frames, torch._C 
 dispatcher internals, dynamic code). Copying torch's own Python source of a forbidden function into the
 submission is not seen at run time either.
 """
+
 import ast
 import functools
 import importlib
@@ -51,11 +52,18 @@ def short_name(dotted: str) -> str:
 # ---------------------------------------------------------------------------- run time
 
 # The kernels F.scaled_dot_product_attention picks (math, and fused ones per device).
-_SDPA_OPS = ("scaled_dot_product_attention", "_scaled_dot_product_attention_math",
-             "_scaled_dot_product_attention_math_for_mps", "_scaled_dot_product_flash_attention_for_cpu",
-             "_scaled_dot_product_flash_attention", "_scaled_dot_product_efficient_attention",
-             "_scaled_dot_product_cudnn_attention", "_scaled_dot_product_fused_attention_overrideable",
-             "_flash_attention_forward", "_efficient_attention_forward")
+_SDPA_OPS = (
+    "scaled_dot_product_attention",
+    "_scaled_dot_product_attention_math",
+    "_scaled_dot_product_attention_math_for_mps",
+    "_scaled_dot_product_flash_attention_for_cpu",
+    "_scaled_dot_product_flash_attention",
+    "_scaled_dot_product_efficient_attention",
+    "_scaled_dot_product_cudnn_attention",
+    "_scaled_dot_product_fused_attention_overrideable",
+    "_flash_attention_forward",
+    "_efficient_attention_forward",
+)
 
 
 @dataclass(frozen=True)
@@ -70,12 +78,17 @@ class Signs:
 KNOWN_SIGNS = {
     "torch.nn.functional.scaled_dot_product_attention": Signs(("scaled_dot_product_attention",) + _SDPA_OPS, _SDPA_OPS),
     "torch.nn.functional.multi_head_attention_forward": Signs(
-        ("multi_head_attention_forward", "_native_multi_head_attention"), ("_native_multi_head_attention",),
-        ("torch.nn.functional.multi_head_attention_forward",)),
+        ("multi_head_attention_forward", "_native_multi_head_attention"),
+        ("_native_multi_head_attention",),
+        ("torch.nn.functional.multi_head_attention_forward",),
+    ),
     # The module is told from the functional form by its forward's frame on the stack.
     "torch.nn.MultiheadAttention": Signs(
-        ("_native_multi_head_attention",), ("_native_multi_head_attention",), ("torch.nn.MultiheadAttention.forward",)),
-    "torch.nn.utils.rnn.pad_sequence": Signs(("pad_sequence",), ("pad_sequence",), ("torch.nn.utils.rnn.pad_sequence",)),
+        ("_native_multi_head_attention",), ("_native_multi_head_attention",), ("torch.nn.MultiheadAttention.forward",)
+    ),
+    "torch.nn.utils.rnn.pad_sequence": Signs(
+        ("pad_sequence",), ("pad_sequence",), ("torch.nn.utils.rnn.pad_sequence",)
+    ),
 }
 KNOWN_SIGNS["torch.nn.modules.activation.MultiheadAttention"] = KNOWN_SIGNS["torch.nn.MultiheadAttention"]
 # Operators at which the dispatch watch looks at the Python stack: every attention computes a
@@ -222,8 +235,14 @@ _library = torch.library.Library("aten", "IMPL")  # kept alive: our kernels live
 _registered = set()
 # Autograd keys (a call from Python lands there first) and, for calls that skip autograd
 # (inference_mode, below-autograd guards), every backend through CompositeExplicitAutograd.
-_KEYS = ("AutogradCPU", "AutogradCUDA", "AutogradMeta", "AutogradPrivateUse1", "AutogradOther",
-         "CompositeExplicitAutograd")
+_KEYS = (
+    "AutogradCPU",
+    "AutogradCUDA",
+    "AutogradMeta",
+    "AutogradPrivateUse1",
+    "AutogradOther",
+    "CompositeExplicitAutograd",
+)
 
 
 def _composite(op):
@@ -289,6 +308,7 @@ def watching(forbidden):
 
 # ---------------------------------------------------------------------------- in the source
 
+
 @functools.lru_cache(maxsize=64)
 def nodes(source: str):
     """The nodes of the graded code of `source` (None on a syntax error), parsed and walked once
@@ -303,8 +323,9 @@ def nodes(source: str):
     every = tuple(ast.walk(tree))
     loads = {n.id for n in every if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Load)}
     loads |= {n.attr for n in every if isinstance(n, ast.Attribute)}
-    rebinds_name = any(isinstance(n, ast.Name) and n.id == "__name__" and not isinstance(n.ctx, ast.Load)
-                       for n in every)
+    rebinds_name = any(
+        isinstance(n, ast.Name) and n.id == "__name__" and not isinstance(n.ctx, ast.Load) for n in every
+    )
     skipped = set()
 
     def skip(node):
@@ -325,13 +346,18 @@ def _is_main_test(test) -> bool:
     if not (isinstance(test, ast.Compare) and len(test.ops) == 1 and isinstance(test.ops[0], ast.Eq)):
         return False
     sides = [test.left, test.comparators[0]]
-    return any(isinstance(s, ast.Name) and s.id == "__name__" for s in sides) and \
-        any(isinstance(s, ast.Constant) and s.value == "__main__" for s in sides)
+    return any(isinstance(s, ast.Name) and s.id == "__name__" for s in sides) and any(
+        isinstance(s, ast.Constant) and s.value == "__main__" for s in sides
+    )
 
 
 def _is_test_function(node, loads) -> bool:
-    return isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) and node.name.startswith("test_") \
-        and node.name not in loads and not node.decorator_list
+    return (
+        isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef))
+        and node.name.startswith("test_")
+        and node.name not in loads
+        and not node.decorator_list
+    )
 
 
 def folded(node):
@@ -355,14 +381,21 @@ def folded(node):
     if isinstance(node, ast.JoinedStr):
         parts = [folded(v.value if isinstance(v, ast.FormattedValue) else v) for v in node.values]
         return None if None in parts else "".join(parts)
-    if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr == "join" \
-            and len(node.args) == 1 and isinstance(node.args[0], (ast.List, ast.Tuple)):
+    if (
+        isinstance(node, ast.Call)
+        and isinstance(node.func, ast.Attribute)
+        and node.func.attr == "join"
+        and len(node.args) == 1
+        and isinstance(node.args[0], (ast.List, ast.Tuple))
+    ):
         glue = folded(node.func.value)
         parts = [folded(v) for v in node.args[0].elts]
         return None if glue is None or None in parts else glue.join(parts)
     if isinstance(node, ast.Subscript) and isinstance(node.slice, ast.Slice):
         text = folded(node.value)
-        bounds = [b.value if isinstance(b, ast.Constant) else b for b in (node.slice.lower, node.slice.upper, node.slice.step)]
+        bounds = [
+            b.value if isinstance(b, ast.Constant) else b for b in (node.slice.lower, node.slice.upper, node.slice.step)
+        ]
         if text is not None and all(b is None or isinstance(b, int) for b in bounds):
             return text[slice(*bounds)]
     return None
@@ -410,8 +443,13 @@ def scan_source(source: str, forbidden) -> list:
             hits.append((names[node.attr], node.lineno))
         elif isinstance(node, ast.Name) and node.id in direct and isinstance(node.ctx, ast.Load):
             hits.append((direct[node.id], node.lineno))
-        elif isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id in _LOOKUPS \
-                and len(node.args) >= 2 and folded(node.args[1]) in names:
+        elif (
+            isinstance(node, ast.Call)
+            and isinstance(node.func, ast.Name)
+            and node.func.id in _LOOKUPS
+            and len(node.args) >= 2
+            and folded(node.args[1]) in names
+        ):
             hits.append((names[folded(node.args[1])], node.lineno))
         elif isinstance(node, (ast.BinOp, ast.JoinedStr, ast.Call, ast.Subscript)) and folded(node) in names:
             hits.append((names[folded(node)], node.lineno))
@@ -421,16 +459,70 @@ def scan_source(source: str, forbidden) -> list:
 # ---------------------------------------------------------------------------- tampering
 
 # Modules an MHA file has no use for, that reach into the grader or the interpreter.
-GRADER_REACH = {"autograder", "ctypes", "_ctypes", "cffi", "gc", "builtins", "importlib", "inspect", "runpy",
-                "pkgutil", "imp", "zipimport", "marshal"}
+GRADER_REACH = {
+    "autograder",
+    "ctypes",
+    "_ctypes",
+    "cffi",
+    "gc",
+    "builtins",
+    "importlib",
+    "inspect",
+    "runpy",
+    "pkgutil",
+    "imp",
+    "zipimport",
+    "marshal",
+}
 # torch's dispatcher and override machinery: what switches the run-time watch off.
-TORCH_INTERNALS = {"_C", "_ops", "_dispatch", "_python_dispatch", "overrides", "library", "_library", "_subclasses",
-                   "_decomp", "_prims", "_refs", "_higher_order_ops", "_functorch", "_dynamo", "_guards", "profiler"}
+TORCH_INTERNALS = {
+    "_C",
+    "_ops",
+    "_dispatch",
+    "_python_dispatch",
+    "overrides",
+    "library",
+    "_library",
+    "_subclasses",
+    "_decomp",
+    "_prims",
+    "_refs",
+    "_higher_order_ops",
+    "_functorch",
+    "_dynamo",
+    "_guards",
+    "profiler",
+}
 # Attributes that reach the interpreter's internals: frames, code, globals, every class.
-REFLECTION = {"__subclasses__", "__globals__", "__code__", "__closure__", "__builtins__", "__import__", "__mro__",
-              "__bases__", "__base__", "__loader__", "f_back", "f_locals", "f_globals", "f_builtins", "tb_frame",
-              "gi_frame", "cr_frame", "ag_frame", "_getframe", "settrace", "setprofile", "decompose", "_op_dk",
-              "redispatch", "py_kernels", "FunctionType", "CodeType"}
+REFLECTION = {
+    "__subclasses__",
+    "__globals__",
+    "__code__",
+    "__closure__",
+    "__builtins__",
+    "__import__",
+    "__mro__",
+    "__bases__",
+    "__base__",
+    "__loader__",
+    "f_back",
+    "f_locals",
+    "f_globals",
+    "f_builtins",
+    "tb_frame",
+    "gi_frame",
+    "cr_frame",
+    "ag_frame",
+    "_getframe",
+    "settrace",
+    "setprofile",
+    "decompose",
+    "_op_dk",
+    "redispatch",
+    "py_kernels",
+    "FunctionType",
+    "CodeType",
+}
 _DYNAMIC_CODE = {"eval", "exec", "compile", "globals", "breakpoint"}
 
 
@@ -472,8 +564,13 @@ def scan_tampering(source: str) -> list:
                 hits.append((f"{node.func.id}()", node.lineno))
             elif node.func.id in _LOOKUPS and len(node.args) >= 2:
                 name = folded(node.args[1])
-                if name in REFLECTION or name in TORCH_INTERNALS and _root(node.args[0]) in torch_names \
-                        or name == "modules" and _root(node.args[0]) == "sys":
+                if (
+                    name in REFLECTION
+                    or name in TORCH_INTERNALS
+                    and _root(node.args[0]) in torch_names
+                    or name == "modules"
+                    and _root(node.args[0]) == "sys"
+                ):
                     hits.append((f"{node.func.id}(..., {name!r})", node.lineno))
                 elif node.func.id in ("setattr", "delattr") and _root(node.args[0]) in torch_names:
                     hits.append((f"{node.func.id} on a torch module", node.lineno))
@@ -488,11 +585,11 @@ def scan_tampering(source: str) -> list:
 # ---------------------------------------------------------------------------- the submission's files
 
 
-
 def package_files(directory) -> dict:
     """{'<package>/<relative path>': source} for every .py file under `directory` (a submission's
     package folder), subfolders included, that is a regular file within the size limit."""
     from pathlib import Path
+
     root = Path(directory)
     files = {}
     for path in sorted(root.rglob("*.py")) if root.is_dir() else []:
@@ -504,7 +601,7 @@ def package_files(directory) -> dict:
 
 def _module_of(file: str) -> str:
     """'<package>/sub/x.py' -> 'sub.x'; '<package>/sub/__init__.py' -> 'sub'."""
-    parts = file.split("/", 1)[1][:-len(".py")].split("/")
+    parts = file.split("/", 1)[1][: -len(".py")].split("/")
     return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
 
 
@@ -525,7 +622,7 @@ def imported_files(files: dict, file: str) -> set:
         elif isinstance(node, ast.ImportFrom):
             module = (node.module or "").split(".") if node.module else []
             if node.level:
-                base = package[:len(package) - (node.level - 1)] if node.level - 1 <= len(package) else []
+                base = package[: len(package) - (node.level - 1)] if node.level - 1 <= len(package) else []
             elif module and module[0] == top:
                 base, module = [], module[1:]
             else:

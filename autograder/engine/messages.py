@@ -31,6 +31,7 @@ Ids built at run time (`diagnosis.<id>`, `concept.<step>[.<check>]`, `step_title
 older than its `.po`, an id lacks a translation or its placeholders differ between languages, an
 extracted id is in no template its code may use, or a template id is used by no code.
 """
+
 import contextlib
 import functools
 import gettext
@@ -53,8 +54,13 @@ CATALOGS = (
 def language(lang: str | None = None) -> str:
     """The language to speak: `lang` if given, else MHA_LAB_LANG, else the locale; one of
     LANGUAGES (anything else is English)."""
-    for value in (lang, os.environ.get(LANGUAGE_VARIABLE), os.environ.get("LC_ALL"),
-                  os.environ.get("LC_MESSAGES"), os.environ.get("LANG")):
+    for value in (
+        lang,
+        os.environ.get(LANGUAGE_VARIABLE),
+        os.environ.get("LC_ALL"),
+        os.environ.get("LC_MESSAGES"),
+        os.environ.get("LANG"),
+    ):
         if value:
             code = value.replace("-", "_").split("_")[0].split(".")[0].lower()
             return code if code in LANGUAGES else DEFAULT_LANGUAGE

@@ -9,6 +9,7 @@ autograder/sandbox/ runs the process; this module says what runs in it. The work
 imports this module once (PRELOAD): torch with one thread, every assignment's checks, the fake
 CUDA device warmed up, each assignment's own warm-up; never the reference or the known mistakes.
 """
+
 import functools
 import os
 import signal
@@ -42,6 +43,7 @@ def warm_up() -> None:
     simulation = None
     try:
         from autograder.engine.fake_cuda import Simulation, simulated_device
+
         simulated_device()
         simulation = Simulation.shared()
     except Exception:  # noqa: BLE001 - the simulated device is optional; the checks report it
@@ -78,14 +80,19 @@ def serve(conn, scratch, setup) -> None:
         except EOFError:
             return
         for assignment_id, step_id, check_id, inputs, timeout, forbidden in tasks:
-            observation = observe(checks[(assignment_id, step_id, check_id)], student, inputs, timeout,
-                                  tuple(forbidden), private=True)
+            observation = observe(
+                checks[(assignment_id, step_id, check_id)], student, inputs, timeout, tuple(forbidden), private=True
+            )
             sys.stdout.flush()
             sys.stderr.flush()
-            error = None if observation.error is None else {
-                "message_id": observation.error.message_id, "params": observation.error.params}
-            conn.send_bytes(wire.dumps({"values": observation.values, "error": error,
-                                        "forbidden": list(observation.forbidden)}))
+            error = (
+                None
+                if observation.error is None
+                else {"message_id": observation.error.message_id, "params": observation.error.params}
+            )
+            conn.send_bytes(
+                wire.dumps({"values": observation.values, "error": error, "forbidden": list(observation.forbidden)})
+            )
 
 
 # ---------------------------------------------------------------------------- in the judge
@@ -160,9 +167,14 @@ class RemoteExecutor:
             rest = range(done, len(tasks))
             sent = {i for i in rest if self.hangs.skipped(tasks[i][0]) is None}
             if sent:
-                self.worker.send(wire.dumps_encoded(
-                    [(c.assignment, c.step, c.id or c.diagnosis, encoded(i), t, list(f))
-                     for c, i, t, f in (tasks[j] for j in sorted(sent))]))
+                self.worker.send(
+                    wire.dumps_encoded(
+                        [
+                            (c.assignment, c.step, c.id or c.diagnosis, encoded(i), t, list(f))
+                            for c, i, t, f in (tasks[j] for j in sorted(sent))
+                        ]
+                    )
+                )
             for index in rest:
                 check, _, timeout, _ = tasks[index]
                 done += 1
@@ -181,8 +193,11 @@ class RemoteExecutor:
         try:
             message = self.worker.receive(timeout)
             error = message["error"]
-            return Observation(values=message["values"], forbidden=tuple(message["forbidden"]),
-                               error=None if error is None else reported_failure(error))
+            return Observation(
+                values=message["values"],
+                forbidden=tuple(message["forbidden"]),
+                error=None if error is None else reported_failure(error),
+            )
         except TimeoutError:
             return Observation(error=Fail("timeout", {"seconds": timeout, "where": f"step {check.step}"}))
         except WorkerGone as gone:

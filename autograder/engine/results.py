@@ -1,4 +1,5 @@
 """Grading results and the three ways they are shown: a text table, JSON, and a CSV of a batch."""
+
 import csv
 import json
 import unicodedata
@@ -91,17 +92,29 @@ class GradeResult:
                     "max_score": _round(step.max_score),
                     "status": step.status,
                     "checks": [
-                        {"id": c.id, "passed": c.passed, "points": _round(c.points),
-                         "max_points": _round(c.max_points), "visibility": c.visibility,
-                         "message": c.message, "message_id": c.message_id}
+                        {
+                            "id": c.id,
+                            "passed": c.passed,
+                            "points": _round(c.points),
+                            "max_points": _round(c.max_points),
+                            "visibility": c.visibility,
+                            "message": c.message,
+                            "message_id": c.message_id,
+                        }
                         for c in step.checks
                     ],
                     "diagnoses": list(step.diagnoses),
                     **({"pictures": list(step.pictures)} if step.pictures else {}),
-                    **({"checks_run": step.checks_run, "checks_total": step.checks_total}
-                       if step.status == "partial" else {}),
-                    **({"mode": step.mode.removeprefix("mode_"), "mode_note": messages.render(step.mode)}
-                       if step.mode else {}),
+                    **(
+                        {"checks_run": step.checks_run, "checks_total": step.checks_total}
+                        if step.status == "partial"
+                        else {}
+                    ),
+                    **(
+                        {"mode": step.mode.removeprefix("mode_"), "mode_note": messages.render(step.mode)}
+                        if step.mode
+                        else {}
+                    ),
                 }
                 for step in self.steps
             ],
@@ -139,7 +152,9 @@ def table(result, title=None):
                 if where and (index + 1 == len(failed) or messages.concept(step.id, failed[index + 1].id) != where):
                     lines.append(f"  {'':<{width}}      → {messages.render('table.see_concept', where=where)}")
         if step.status in ("graded", "partial"):  # checks that could not be judged: no points either way
-            lines += [f"  {'':<{width}}    - {check.id}: {check.message}" for check in step.checks if check.passed is None]
+            lines += [
+                f"  {'':<{width}}    - {check.id}: {check.message}" for check in step.checks if check.passed is None
+            ]
         for diagnosis in step.diagnoses:
             lines.append(f"  {'':<{width}}    ? {diagnosis['message']}")
         for picture in step.pictures:
@@ -150,8 +165,9 @@ def table(result, title=None):
     if unjudged:
         line += "  " + messages.render("total_not_checked", count=unjudged)
     if result.partial:
-        line += "  " + messages.render("total_partial", complete=len(result.complete_steps),
-                                       total=result.steps_total or len(result.steps))
+        line += "  " + messages.render(
+            "total_partial", complete=len(result.complete_steps), total=result.steps_total or len(result.steps)
+        )
     lines.append(line)
     return "\n".join(lines)
 
@@ -180,5 +196,11 @@ def write_csv(results, names, path, paths=None):
             if result is None:
                 writer.writerow([*head, *([""] * (len(step_ids) + 2))])
                 continue
-            writer.writerow([*head, *(_round(result.step(s).score) for s in step_ids),
-                             _round(result.score), _round(result.max_score)])
+            writer.writerow(
+                [
+                    *head,
+                    *(_round(result.step(s).score) for s in step_ids),
+                    _round(result.score),
+                    _round(result.max_score),
+                ]
+            )

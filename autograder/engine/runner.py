@@ -6,6 +6,7 @@
 `observe` and `judge` only exchange plain data (the inputs and the observations), so they can
 live in different processes; here, in-process, they run one after the other.
 """
+
 import copy
 import difflib
 import random
@@ -129,11 +130,21 @@ class HangGuard:
                 continue
             reaches = file is not None and file in self.runs(check, file.split("/", 1)[0])
             if first.step == check.step and (file is None or reaches):
-                return Observation(error=Fail("skipped_after_hang", {**fail.params, "check": first.id or first.diagnosis}))
+                return Observation(
+                    error=Fail("skipped_after_hang", {**fail.params, "check": first.id or first.diagnosis})
+                )
             if reaches:
-                return Observation(error=Fail("skipped_after_hang_elsewhere", {
-                    "seconds": fail.params.get("seconds"), "where": location, "check": first.id or first.diagnosis,
-                    "step": first.step}))
+                return Observation(
+                    error=Fail(
+                        "skipped_after_hang_elsewhere",
+                        {
+                            "seconds": fail.params.get("seconds"),
+                            "where": location,
+                            "check": first.id or first.diagnosis,
+                            "step": first.step,
+                        },
+                    )
+                )
         return None
 
     def note(self, check, observation: "Observation", location: "str | None" = None) -> bool:
@@ -163,6 +174,7 @@ class HangGuard:
         declared = getattr(check, "files", None)
         if declared is None:
             from autograder.engine.assignment import step_modules  # the checks import the runner
+
             declared = getattr(step_modules(check.assignment).get(check.step), "FILES", ())
         start = [f"{package}/{name}" for name in declared]
         if self.root is not None and package not in self._files:
@@ -201,8 +213,10 @@ def near_miss(error, student):
         # with keywords, a TypeError raised in the module's __call__ before it starts
         frame = innermost_frame(error)
         stand_in = "_forward_unimplemented"
-        if frame is None or not (frame.f_code.co_name == stand_in
-                                 or (isinstance(error, TypeError) and str(error).startswith(stand_in + "()"))):
+        if frame is None or not (
+            frame.f_code.co_name == stand_in
+            or (isinstance(error, TypeError) and str(error).startswith(stand_in + "()"))
+        ):
             return None
         owner, name = frame.f_locals.get("self"), "forward"
     elif isinstance(error, AttributeError) and isinstance(getattr(error, "name", None), str):
@@ -253,8 +267,10 @@ GRADER_FRAME = grader_frame("en")
 def runs_simulated(config, simulate: bool = True) -> bool:
     """Whether some step of `config` (an Assignment) runs CUDA checks on the simulated device."""
     modules = config.step_modules()
-    return any(device_mode(step, simulate)[0] == "simulated" and any(c.requires == "cuda" for c in modules[step.id].CHECKS)
-               for step in config.steps)
+    return any(
+        device_mode(step, simulate)[0] == "simulated" and any(c.requires == "cuda" for c in modules[step.id].CHECKS)
+        for step in config.steps
+    )
 
 
 def warm_up_grader(configs, simulate: bool = True) -> None:
@@ -265,6 +281,7 @@ def warm_up_grader(configs, simulate: bool = True) -> None:
     if any(runs_simulated(config, simulate) for config in configs):
         try:
             from autograder.engine.fake_cuda import Simulation
+
             Simulation.shared()
         except Exception:  # noqa: BLE001 - the cuda checks set it up themselves and report the reason
             pass
@@ -381,6 +398,7 @@ def mode_note(mode):
     """The message id that says which device graded a step."""
     if mode == "simulated":
         from autograder.engine.fake_cuda import simulated_device
+
         return "mode_simulated" if simulated_device() == "cuda" else "mode_meta"
     return "mode_real"
 
@@ -417,8 +435,9 @@ class InProcess:
         return ""
 
 
-def grade(submission, config, reference=None, seed=None, steps=None, isolate=False, memory_bytes=2 << 30,
-          pictures=None):
+def grade(
+    submission, config, reference=None, seed=None, steps=None, isolate=False, memory_bytes=2 << 30, pictures=None
+):
     """Grade the package of `submission` with the checks of `config` (an Assignment)'s steps.
 
     `submission`: a directory holding the package (e.g. mha/), a course notebook, or what
@@ -431,8 +450,7 @@ def grade(submission, config, reference=None, seed=None, steps=None, isolate=Fal
     with staging(submission, config.package) as staged_files:
         result = grade_package(staged_files.root, config, reference, seed, steps, isolate, memory_bytes, pictures)
     result.submission = str(submission)  # what was handed in; where in it the package was, and which files:
-    result.package_root = (None if staged_files.found is None
-                           else staged_files.found.relative_to(submission).as_posix())
+    result.package_root = None if staged_files.found is None else staged_files.found.relative_to(submission).as_posix()
     result.graded_files = staged_files.graded_files
     result.duration = time.monotonic() - started
     return result
@@ -451,6 +469,7 @@ def grade_package(submission, config, reference, seed, steps, isolate, memory_by
         package_error = Fail("missing_package", {"package": package, "path": str(submission)})
     if isolate:
         from autograder.engine.remote import RemoteExecutor
+
         executor = RemoteExecutor(submission, package, memory_bytes)
     else:
         warm_up_grader([config])
@@ -465,10 +484,19 @@ def grade_package(submission, config, reference, seed, steps, isolate, memory_by
                 continue
             module = modules[step.id]
             checks = [c for c in module.CHECKS if hidden or c.visibility == "public"]
-            in_source = None if package_error else (refused_step_file(module, refused, package)
-                                                    or forbidden_in_source(module, step, source))
-            plan = {"step": step, "module": module, "outcomes": {}, "tasks": [], "mode": None,
-                    "evidence": {} if package_error or in_source else source_evidence(module, step, source)}
+            in_source = (
+                None
+                if package_error
+                else (refused_step_file(module, refused, package) or forbidden_in_source(module, step, source))
+            )
+            plan = {
+                "step": step,
+                "module": module,
+                "outcomes": {},
+                "tasks": [],
+                "mode": None,
+                "evidence": {} if package_error or in_source else source_evidence(module, step, source),
+            }
             for check in checks:
                 if check.requires == "cuda":
                     plan["mode"], reason = device_mode(step)
@@ -478,7 +506,9 @@ def grade_package(submission, config, reference, seed, steps, isolate, memory_by
                 if package_error is not None or in_source is not None:
                     plan["outcomes"][check] = (False, package_error or in_source)
                     continue
-                inputs = cached_inputs(check, check_seed(check, seed), plan["mode"] if check.requires == "cuda" else None)
+                inputs = cached_inputs(
+                    check, check_seed(check, seed), plan["mode"] if check.requires == "cuda" else None
+                )
                 plan["tasks"].append((check, inputs, step.timeout, step.forbidden))
             plans.append(plan)
         all_tasks = [task for plan in plans for task in plan["tasks"]]
@@ -491,8 +521,9 @@ def grade_package(submission, config, reference, seed, steps, isolate, memory_by
                 expected = None if observation.forbidden else cached_expectation(check, inputs, reference_package, seed)
                 fail = judge(check, inputs, observation, expected, step.tolerance, plan["evidence"])
                 plan["outcomes"][check] = (None if not_checked(fail) else fail is None, fail)
-                plan["records"].append(diagnosis.Record(check, inputs, observation, fail, check_seed(check, seed),
-                                                           expected))
+                plan["records"].append(
+                    diagnosis.Record(check, inputs, observation, fail, check_seed(check, seed), expected)
+                )
         results = []
         for plan in plans:  # every observation is in: the worker is free for the probes
             step, records = plan["step"], plan["records"]
@@ -502,17 +533,29 @@ def grade_package(submission, config, reference, seed, steps, isolate, memory_by
                 result.mode = mode_note(plan["mode"])
             if package_error is None:
                 result.diagnoses = diagnosis.diagnose(
-                    plan["module"], records,
+                    plan["module"],
+                    records,
                     lambda check, package, inputs, timeout=step.timeout: (
-                        next(executor.observe([(check, inputs, timeout, ())])) if package is None
-                        else observe(check, package, inputs, timeout)),
-                    None, step.tolerance, reference=reference if hidden else None)
+                        next(executor.observe([(check, inputs, timeout, ())]))
+                        if package is None
+                        else observe(check, package, inputs, timeout)
+                    ),
+                    None,
+                    step.tolerance,
+                    reference=reference if hidden else None,
+                )
             if pictures is not None and result.score < result.max_score:
                 result.pictures = pictures(step.id, records)
             results.append(result)
         output = executor.output()
-    return GradeResult(assignment=config.title, submission=str(submission), steps=results,
-                       seed=seed, output=output, sandbox=list(executor.layers))
+    return GradeResult(
+        assignment=config.title,
+        submission=str(submission),
+        steps=results,
+        seed=seed,
+        output=output,
+        sandbox=list(executor.layers),
+    )
 
 
 _inputs = {}
@@ -574,14 +617,28 @@ def score_step(step, outcomes):
             share = step.points * step.weights.get(check.id, check.weight) / total_weight
         earned = share if passed and (all_passed or not step.all_or_nothing) else 0.0
         message = "" if fail is None else messages.render(fail.message_id, **fail.params)
-        checks.append(CheckResult(id=check.id, passed=passed, points=earned, max_points=share,
-                                  visibility=check.visibility, message=message,
-                                  message_id=None if fail is None else fail.message_id))
+        checks.append(
+            CheckResult(
+                id=check.id,
+                passed=passed,
+                points=earned,
+                max_points=share,
+                visibility=check.visibility,
+                message=message,
+                message_id=None if fail is None else fail.message_id,
+            )
+        )
     status = "graded"
     if not counted and outcomes:
         status = "not_checked"
     elif counted and all(f is not None and f.message_id == "not_implemented" for _, _, f in counted):
         status = "not_implemented"
     max_score = round(sum(c.max_points for c in checks), 9) if counted and waiting else step.points if counted else 0.0
-    return StepResult(id=step.id, title=step.title, score=round(sum(c.points for c in checks), 9),
-                      max_score=max_score, checks=checks, status=status)
+    return StepResult(
+        id=step.id,
+        title=step.title,
+        score=round(sum(c.points for c in checks), 9),
+        max_score=max_score,
+        checks=checks,
+        status=status,
+    )

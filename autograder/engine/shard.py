@@ -6,6 +6,7 @@ N. That split is stable whatever the order of the arguments, and needs no coordi
 given the same list each grade their own part. `merge` puts many `--out` directories back into
 one, with one grades.csv in the format of a single run.
 """
+
 import csv
 import hashlib
 import json

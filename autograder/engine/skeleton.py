@@ -10,6 +10,7 @@ In solutions/mha/*.py every piece students write sits between two marker lines:
 region, a line that raises NotImplementedError at the region's indentation. The TODO comment
 above a region stays in both files and tells students what to write.
 """
+
 import re
 from pathlib import Path
 

@@ -8,6 +8,7 @@ SubmissionError when that file is first used, and the runner reports them for th
 needed it. The reference solution is loaded the same way under another package name, so it can
 sit beside a student's package in one process.
 """
+
 import importlib
 import json
 import os
@@ -79,8 +80,9 @@ class Package:
             raise syntax_failure(error, self._directory, file) from None
         except (Exception, SystemExit, KeyboardInterrupt) as error:
             sys.modules.pop(full_name, None)
-            raise SubmissionError("import_error", file=file, type=type(error).__name__,
-                                  message=str(error)[:300]) from error
+            raise SubmissionError(
+                "import_error", file=file, type=type(error).__name__, message=str(error)[:300]
+            ) from error
 
 
 def syntax_failure(error: SyntaxError, directory: Path, file: str) -> SubmissionError:
@@ -90,8 +92,9 @@ def syntax_failure(error: SyntaxError, directory: Path, file: str) -> Submission
     broken = f"{directory.name}/{Path(error.filename or file).name}"
     text = (error.text or "").strip()[:160]
     if broken != file:
-        return SubmissionError("syntax_error_in_import", file=broken, line=error.lineno, text=text,
-                               message=error.msg, importer=file)
+        return SubmissionError(
+            "syntax_error_in_import", file=broken, line=error.lineno, text=text, message=error.msg, importer=file
+        )
     if text:
         return SubmissionError("syntax_error_text", file=file, line=error.lineno, message=error.msg, text=text)
     return SubmissionError("syntax_error", file=file, line=error.lineno, message=error.msg)
@@ -131,10 +134,15 @@ def package_root(path: Path, package: str):
     may keep it: at its top, under assignments/ (the student release, a repository handed in
     whole: the kit's own files around it are not graded), or one folder further down (the top
     folder of a zip). None when there is none. Symbolic links are never followed."""
+
     def holds(folder):
         candidate = folder / package
-        return (not folder.is_symlink() and not candidate.is_symlink() and candidate.is_dir()
-                and any(candidate.glob("*.py")))
+        return (
+            not folder.is_symlink()
+            and not candidate.is_symlink()
+            and candidate.is_dir()
+            and any(candidate.glob("*.py"))
+        )
 
     if not path.is_dir() or path.is_symlink():
         return None
@@ -151,6 +159,7 @@ class Staging:
     where the package sits in the submission (package_root), None when it was staged from a
     notebook or from loose files; `graded_files`, the submission's files that were graded, as
     paths relative to the submission (its own name when the submission is one file)."""
+
     root: Path
     found: Path = None
     graded_files: list = field(default_factory=list)
@@ -210,8 +219,11 @@ def staging(path, package: str):
 def _package_files(path: Path, directory: Path) -> list:
     """The .py files of the package `directory` that grading reads (refused ones are not), as
     paths relative to the submission `path`."""
-    return sorted(entry.relative_to(path).as_posix() for entry in directory.iterdir()
-                  if entry.name.endswith(".py") and refusal(entry.lstat()) is None)
+    return sorted(
+        entry.relative_to(path).as_posix()
+        for entry in directory.iterdir()
+        if entry.name.endswith(".py") and refusal(entry.lstat()) is None
+    )
 
 
 def writefile_pattern(package: str) -> "re.Pattern":

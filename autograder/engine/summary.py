@@ -7,6 +7,7 @@ A summary holds parentheses (its shape), which no torch repr does, so summarisin
 gives what summarising it once gives: the pytest route summarises an exception's text and the
 grader's `raised()` may summarise it again.
 """
+
 import re
 
 SHOWN_VALUES = 4
@@ -66,16 +67,20 @@ def repr_dtype(options: dict, numbers: list) -> str:
 def summarise_text(text: str, shown: int = SHOWN_VALUES) -> str:
     """`text` with every long tensor repr in it replaced by its shape, dtype and first few
     values. Idempotent: an existing summary is left as it is."""
+
     def short(match):
         body = match.group(0)
         if len(body) <= LONG_REPR or body.startswith(SUMMARY_START):
             return body
         options = {m.group(1): m.group(0) for m in OPTION.finditer(body)}
-        data = OPTION.sub("", body)[len("tensor("):-1]
+        data = OPTION.sub("", body)[len("tensor(") : -1]
         numbers = NUMBER.findall(data)
         first = NUMBER.findall(data.split(ELIDED)[0])[:shown]  # the leading values, none from past a '...'
         more = ", ..." if len(numbers) > len(first) else ""
         device = re.sub(r"^,\s*", ", ", options.get("device", ""))
-        return (f"{SUMMARY_START}{repr_shape(data)}, dtype={repr_dtype(options, numbers)}{device}, "
-                f"values {', '.join(first)}{more})")
+        return (
+            f"{SUMMARY_START}{repr_shape(data)}, dtype={repr_dtype(options, numbers)}{device}, "
+            f"values {', '.join(first)}{more})"
+        )
+
     return TENSOR_REPR.sub(short, text)

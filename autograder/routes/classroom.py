@@ -19,6 +19,7 @@ after grading. A step switched off in grading.yml (`mode: off`) is left out of t
 Either way the classroom-resources/autograding-grading-reporter step sums the results. The
 release holds the public checks only; see README.md for adding the hidden ones.
 """
+
 import argparse
 import base64
 import dataclasses
@@ -33,8 +34,10 @@ EVENTS = {"push": None, "workflow_dispatch": None, "repository_dispatch": None}
 # A grading step or the report still runs after an earlier step failed (a grader error, a
 # timeout): the other steps' results and the report are not lost. Not after a cancel.
 NOT_CANCELLED = "!cancelled()"
-INSTALL = ("python -m pip install -q torch==2.13.0 --index-url https://download.pytorch.org/whl/cpu && "
-           "python -m pip install -q -r requirements.txt")
+INSTALL = (
+    "python -m pip install -q torch==2.13.0 --index-url https://download.pytorch.org/whl/cpu && "
+    "python -m pip install -q -r requirements.txt"
+)
 
 
 def runner_id(step_id):
@@ -52,33 +55,62 @@ def workflow(config, mode="command"):
     """The .github/workflows/classroom.yml text for `config` (an Assignment)."""
     import yaml
 
-    steps = [{"name": "Check out the code", "uses": "actions/checkout@v4"},
-             {"name": "Set up Python", "uses": "actions/setup-python@v5", "with": {"python-version": "3.11"}},
-             {"name": "Install torch (CPU build) and the grader's needs", "run": INSTALL}]
+    steps = [
+        {"name": "Check out the code", "uses": "actions/checkout@v4"},
+        {"name": "Set up Python", "uses": "actions/setup-python@v5", "with": {"python-version": "3.11"}},
+        {"name": "Install torch (CPU build) and the grader's needs", "run": INSTALL},
+    ]
     graded = graded_steps(config)
     for step in graded:
         checks = max(1, len(_public_checks(config, step.id)))
         minutes = max(1, math.ceil(step.timeout * checks / 60))
         if mode == "command":
-            steps.append({"name": step.title, "id": runner_id(step.id), "if": NOT_CANCELLED,
-                          "uses": "classroom-resources/autograding-command-grader@v1",
-                          "with": {"test-name": step.id,
-                                   "command": f"python -m autograder.routes.classroom {step.id} --assignment {config.id} "
-                                              "--pass-fail",
-                                   "timeout": minutes, "max-score": _number(step.points)}})
+            steps.append(
+                {
+                    "name": step.title,
+                    "id": runner_id(step.id),
+                    "if": NOT_CANCELLED,
+                    "uses": "classroom-resources/autograding-command-grader@v1",
+                    "with": {
+                        "test-name": step.id,
+                        "command": f"python -m autograder.routes.classroom {step.id} --assignment {config.id} "
+                        "--pass-fail",
+                        "timeout": minutes,
+                        "max-score": _number(step.points),
+                    },
+                }
+            )
         else:
-            steps.append({"name": step.title, "id": runner_id(step.id), "if": NOT_CANCELLED, "timeout-minutes": minutes,
-                          "run": f'python -m autograder.routes.classroom {step.id} --assignment {config.id} '
-                                 '--output "$GITHUB_OUTPUT"'})
-    steps.append({"name": "Autograding report", "if": NOT_CANCELLED,
-                  "uses": "classroom-resources/autograding-grading-reporter@v1",
-                  "env": {f"{runner_id(s.id).upper()}_RESULTS": f"${{{{ steps.{runner_id(s.id)}.outputs.result }}}}"
-                          for s in graded},
-                  "with": {"runners": ",".join(runner_id(s.id) for s in graded)}})
-    document = {"name": "Autograding", "on": EVENTS,
-                "permissions": {"checks": "write", "actions": "read", "contents": "read"},
-                "jobs": {"autograding": {"runs-on": "ubuntu-latest",
-                                         "if": "github.actor != 'github-classroom[bot]'", "steps": steps}}}
+            steps.append(
+                {
+                    "name": step.title,
+                    "id": runner_id(step.id),
+                    "if": NOT_CANCELLED,
+                    "timeout-minutes": minutes,
+                    "run": f"python -m autograder.routes.classroom {step.id} --assignment {config.id} "
+                    '--output "$GITHUB_OUTPUT"',
+                }
+            )
+    steps.append(
+        {
+            "name": "Autograding report",
+            "if": NOT_CANCELLED,
+            "uses": "classroom-resources/autograding-grading-reporter@v1",
+            "env": {
+                f"{runner_id(s.id).upper()}_RESULTS": f"${{{{ steps.{runner_id(s.id)}.outputs.result }}}}"
+                for s in graded
+            },
+            "with": {"runners": ",".join(runner_id(s.id) for s in graded)},
+        }
+    )
+    document = {
+        "name": "Autograding",
+        "on": EVENTS,
+        "permissions": {"checks": "write", "actions": "read", "contents": "read"},
+        "jobs": {
+            "autograding": {"runs-on": "ubuntu-latest", "if": "github.actor != 'github-classroom[bot]'", "steps": steps}
+        },
+    }
     header = f"# Generated from grading.yml by `python -m autograder release` ({mode} mode). Do not edit.\n"
     return header + yaml.safe_dump(document, sort_keys=False, width=120)
 
@@ -105,44 +137,104 @@ def private_workflow(config, kit_repository):
     import yaml
 
     graded = graded_steps(config)
-    submission = {"runs-on": "ubuntu-latest", "permissions": {"contents": "read"}, "steps": [
-        {"name": "Check out the submission", "uses": "actions/checkout@v4", "with": {"persist-credentials": False}},
-        {"name": "Keep only the graded files", "uses": "actions/upload-artifact@v4",
-         "with": {"name": "submission", "path": f"assignments/{config.package}/*.py", "if-no-files-found": "error",
-                  "retention-days": 1}}]}
-    steps = [{"name": "Check out the private kit (the only step that sees the token)", "uses": "actions/checkout@v4",
-              "with": {"repository": kit_repository, "token": f"${{{{ secrets.{KIT_TOKEN} }}}}", "path": "kit",
-                       "persist-credentials": False}},
-             {"name": "Receive the submission", "uses": "actions/download-artifact@v4",
-              "with": {"name": "submission", "path": f"submission/{config.package}"}},
-             {"name": "Set up Python", "uses": "actions/setup-python@v5", "with": {"python-version": "3.11"}},
-             {"name": "Install torch (CPU build) and the grader's needs", "working-directory": "kit",
-              "run": INSTALL.replace("-r requirements.txt", "-e .")},
-             {"name": "Install the sandbox's tools",
-              "run": "sudo apt-get update -qq && sudo apt-get install -y -qq bubblewrap libseccomp2 > /dev/null"}]
+    submission = {
+        "runs-on": "ubuntu-latest",
+        "permissions": {"contents": "read"},
+        "steps": [
+            {"name": "Check out the submission", "uses": "actions/checkout@v4", "with": {"persist-credentials": False}},
+            {
+                "name": "Keep only the graded files",
+                "uses": "actions/upload-artifact@v4",
+                "with": {
+                    "name": "submission",
+                    "path": f"assignments/{config.package}/*.py",
+                    "if-no-files-found": "error",
+                    "retention-days": 1,
+                },
+            },
+        ],
+    }
+    steps = [
+        {
+            "name": "Check out the private kit (the only step that sees the token)",
+            "uses": "actions/checkout@v4",
+            "with": {
+                "repository": kit_repository,
+                "token": f"${{{{ secrets.{KIT_TOKEN} }}}}",
+                "path": "kit",
+                "persist-credentials": False,
+            },
+        },
+        {
+            "name": "Receive the submission",
+            "uses": "actions/download-artifact@v4",
+            "with": {"name": "submission", "path": f"submission/{config.package}"},
+        },
+        {"name": "Set up Python", "uses": "actions/setup-python@v5", "with": {"python-version": "3.11"}},
+        {
+            "name": "Install torch (CPU build) and the grader's needs",
+            "working-directory": "kit",
+            "run": INSTALL.replace("-r requirements.txt", "-e ."),
+        },
+        {
+            "name": "Install the sandbox's tools",
+            "run": "sudo apt-get update -qq && sudo apt-get install -y -qq bubblewrap libseccomp2 > /dev/null",
+        },
+    ]
     for step in graded:
         minutes = max(1, math.ceil(step.timeout * max(1, len(_public_checks(config, step.id))) / 60)) * 2
-        steps.append({"name": step.title, "id": runner_id(step.id), "if": NOT_CANCELLED, "timeout-minutes": minutes,
-                      "working-directory": "kit",
-                      "run": f"python -m autograder.routes.classroom {step.id} --assignment {config.id} "
-                             "--path ../submission --reference solutions "
-                             f'--config grading.yml --output "$GITHUB_OUTPUT"'})
-    grade = {"runs-on": "ubuntu-latest", "needs": "submission", "permissions": {},
-             "outputs": {runner_id(s.id): f"${{{{ steps.{runner_id(s.id)}.outputs.result }}}}" for s in graded},
-             "steps": steps}
+        steps.append(
+            {
+                "name": step.title,
+                "id": runner_id(step.id),
+                "if": NOT_CANCELLED,
+                "timeout-minutes": minutes,
+                "working-directory": "kit",
+                "run": f"python -m autograder.routes.classroom {step.id} --assignment {config.id} "
+                "--path ../submission --reference solutions "
+                f'--config grading.yml --output "$GITHUB_OUTPUT"',
+            }
+        )
+    grade = {
+        "runs-on": "ubuntu-latest",
+        "needs": "submission",
+        "permissions": {},
+        "outputs": {runner_id(s.id): f"${{{{ steps.{runner_id(s.id)}.outputs.result }}}}" for s in graded},
+        "steps": steps,
+    }
     # The report runs whenever grading ran, even if a step of it failed (an error result is a
     # result); not when the grading job was skipped (the Classroom bot's own push).
-    report = {"runs-on": "ubuntu-latest", "needs": "grade", "if": f"{NOT_CANCELLED} && needs.grade.result != 'skipped'",
-              "permissions": {"checks": "write", "actions": "read"},
-              "steps": [{"name": "Autograding report", "uses": "classroom-resources/autograding-grading-reporter@v1",
-                         "env": {f"{runner_id(s.id).upper()}_RESULTS": f"${{{{ needs.grade.outputs.{runner_id(s.id)} }}}}"
-                                 for s in graded},
-                         "with": {"runners": ",".join(runner_id(s.id) for s in graded)}}]}
-    document = {"name": "Autograding", "on": EVENTS,
-                "permissions": {}, "jobs": {"submission": {**submission, "if": "github.actor != 'github-classroom[bot]'"},
-                                            "grade": grade, "report": report}}
-    header = ("# Generated from grading.yml by `python -m autograder release --classroom private`. Do not edit.\n"
-              f"# Needs the secret {KIT_TOKEN}: a fine-grained token that can only read {kit_repository}.\n")
+    report = {
+        "runs-on": "ubuntu-latest",
+        "needs": "grade",
+        "if": f"{NOT_CANCELLED} && needs.grade.result != 'skipped'",
+        "permissions": {"checks": "write", "actions": "read"},
+        "steps": [
+            {
+                "name": "Autograding report",
+                "uses": "classroom-resources/autograding-grading-reporter@v1",
+                "env": {
+                    f"{runner_id(s.id).upper()}_RESULTS": f"${{{{ needs.grade.outputs.{runner_id(s.id)} }}}}"
+                    for s in graded
+                },
+                "with": {"runners": ",".join(runner_id(s.id) for s in graded)},
+            }
+        ],
+    }
+    document = {
+        "name": "Autograding",
+        "on": EVENTS,
+        "permissions": {},
+        "jobs": {
+            "submission": {**submission, "if": "github.actor != 'github-classroom[bot]'"},
+            "grade": grade,
+            "report": report,
+        },
+    }
+    header = (
+        "# Generated from grading.yml by `python -m autograder release --classroom private`. Do not edit.\n"
+        f"# Needs the secret {KIT_TOKEN}: a fine-grained token that can only read {kit_repository}.\n"
+    )
     return header + yaml.safe_dump(document, sort_keys=False, width=120)
 
 
@@ -195,9 +287,21 @@ def reporter_result(step):
     counted = [check for check in step.checks if check.passed is not None]
     if not counted:
         reason = next((c.message for c in step.checks if c.message), "not checked here")
-        return {"version": 1, "status": "pass", "max_score": 0,
-                "tests": [{"name": f"{step.id}: not checked", "status": "pass", "message": reason,
-                           "test_code": reason, "line_no": 0, "score": 0}]}
+        return {
+            "version": 1,
+            "status": "pass",
+            "max_score": 0,
+            "tests": [
+                {
+                    "name": f"{step.id}: not checked",
+                    "status": "pass",
+                    "message": reason,
+                    "test_code": reason,
+                    "line_no": 0,
+                    "score": 0,
+                }
+            ],
+        }
     scores = whole_points([check.points for check in counted], step.score)
     notes = "\n".join(d["message"] for d in step.diagnoses)
     tests, hidden = [], 0
@@ -206,8 +310,13 @@ def reporter_result(step):
         if check.visibility != "public":  # nothing about what a hidden check looks at
             hidden += 1
             name, text = f"{step.id}: hidden check {hidden}", ""
-        test = {"name": name, "status": "pass" if check.passed else "fail", "message": text or None,
-                "line_no": line_of(text), "score": score}
+        test = {
+            "name": name,
+            "status": "pass" if check.passed else "fail",
+            "message": text or None,
+            "line_no": line_of(text),
+            "score": score,
+        }
         if not check.passed:
             if notes:
                 text = (text + "\n" + notes).strip()
@@ -215,8 +324,7 @@ def reporter_result(step):
             test["test_code"] = text or "failed"
         tests.append(test)
     passed = all(t["status"] == "pass" for t in tests)
-    return {"version": 1, "status": "pass" if passed else "fail", "max_score": _number(step.max_score),
-            "tests": tests}
+    return {"version": 1, "status": "pass" if passed else "fail", "max_score": _number(step.max_score), "tests": tests}
 
 
 def line_of(message):
@@ -234,16 +342,19 @@ def whole_points(parts, total):
     target = math.floor(total + 0.5 + epsilon)
     floors = [math.floor(part + epsilon) for part in parts]
     order = sorted(range(len(parts)), key=lambda i: floors[i] - parts[i])
-    for i in order[:max(0, target - sum(floors))]:
+    for i in order[: max(0, target - sum(floors))]:
         floors[i] += 1
     return floors
 
 
 def error_result(step_id, max_score, detail):
     """A result that says the grader itself failed (status error): never a silent empty grade."""
-    return {"version": 1, "status": "error", "max_score": _number(max_score),
-            "tests": [{"name": f"{step_id}: grader error", "status": "error", "message": detail,
-                       "line_no": 0, "score": 0}]}
+    return {
+        "version": 1,
+        "status": "error",
+        "max_score": _number(max_score),
+        "tests": [{"name": f"{step_id}: grader error", "status": "error", "message": detail, "line_no": 0, "score": 0}],
+    }
 
 
 def print_log(graded, step_id: str, hidden: bool) -> None:
@@ -267,20 +378,34 @@ def print_log(graded, step_id: str, hidden: bool) -> None:
 
 
 def main(argv=None):
-    parser = argparse.ArgumentParser(prog="python -m autograder.routes.classroom",
-                                     description="grade one step for GitHub Classroom")
+    parser = argparse.ArgumentParser(
+        prog="python -m autograder.routes.classroom", description="grade one step for GitHub Classroom"
+    )
     parser.add_argument("step")
     parser.add_argument("--assignment", help="the assignment of grading.yml (default: the first)")
     parser.add_argument("--path", type=Path, default=Path("assignments"), help="the directory holding its package")
-    parser.add_argument("--reference", type=Path,
-                        help="the directory holding the reference package: run the hidden checks too (a private kit)")
+    parser.add_argument(
+        "--reference",
+        type=Path,
+        help="the directory holding the reference package: run the hidden checks too (a private kit)",
+    )
     parser.add_argument("--config", type=Path, help="grading.yml (default: the nearest one above --path)")
-    parser.add_argument("--output", type=Path, metavar="FILE",
-                        help="append `result=<base64>` to FILE ($GITHUB_OUTPUT) once graded (default: print it)")
-    parser.add_argument("--pass-fail", action="store_true",
-                        help="exit 0 only if every check of the step passed (the command grader's all or nothing)")
-    parser.add_argument("--in-process", action="store_true",
-                        help="run student code in this process (no isolation: only for code you trust)")
+    parser.add_argument(
+        "--output",
+        type=Path,
+        metavar="FILE",
+        help="append `result=<base64>` to FILE ($GITHUB_OUTPUT) once graded (default: print it)",
+    )
+    parser.add_argument(
+        "--pass-fail",
+        action="store_true",
+        help="exit 0 only if every check of the step passed (the command grader's all or nothing)",
+    )
+    parser.add_argument(
+        "--in-process",
+        action="store_true",
+        help="run student code in this process (no isolation: only for code you trust)",
+    )
     args = parser.parse_args(argv)
     from autograder.engine.config import ConfigError, load
     from autograder.routes.pytest_plugin import find_config

@@ -15,6 +15,7 @@ Which assignment of grading.yml a submission is graded as: --assignment, else th
 package the submission holds. Student code runs in sandboxed worker processes
 (autograder/sandbox/) unless --in-process.
 """
+
 import argparse
 import random
 import sys
@@ -29,8 +30,16 @@ PLOTS_DEFAULT = Path("plots")  # --plots without DIR (a batch: OUT/pictures/)
 
 # What the student release leaves out of this command line: the instructor's commands, and the
 # grade options that need the instructor's kit (a batch, its shards, Gradescope's results).
-INSTRUCTOR_COMMANDS = ("release", "gradescope", "nbgrader", "skeleton", "fingerprints", "merge", "report",
-                       "student-notebook")
+INSTRUCTOR_COMMANDS = (
+    "release",
+    "gradescope",
+    "nbgrader",
+    "skeleton",
+    "fingerprints",
+    "merge",
+    "report",
+    "student-notebook",
+)
 INSTRUCTOR_GRADE_OPTIONS = ("--out", "--shard", "--gradescope")
 
 
@@ -66,31 +75,59 @@ def main(argv=None):
     grade.add_argument("--json", type=Path, help="write the result of one submission as JSON")
     grade.add_argument("--out", type=Path, help="batch: write DIR/<name>.json and DIR/grades.csv")
     grade.add_argument("--config", type=Path, help="grading.yml to use (default: the kit's)")
-    grade.add_argument("--assignment", help="the assignment of grading.yml to grade as (default: found from the submission)")
-    grade.add_argument("--reference", type=Path, default=None if student_kit() else KIT / "solutions",
-                       help="directory holding the reference package (default: solutions/; none in the student kit)")
+    grade.add_argument(
+        "--assignment", help="the assignment of grading.yml to grade as (default: found from the submission)"
+    )
+    grade.add_argument(
+        "--reference",
+        type=Path,
+        default=None if student_kit() else KIT / "solutions",
+        help="directory holding the reference package (default: solutions/; none in the student kit)",
+    )
     grade.add_argument("--public-only", action="store_true", help="skip the hidden checks")
     grade.add_argument("--seed", type=int, help="seed for the hidden checks (default: random)")
-    grade.add_argument("--workers", type=int, help="batch: submissions graded at once (default: cores; --in-process: 1)")
-    grade.add_argument("--plots", type=Path, metavar="DIR", nargs="?", const=PLOTS_DEFAULT,
-                       help="where attention fails, save pictures of your weights next to the expected ones in DIR "
-                            "(default plots/; batch: DIR/<id>/, by default OUT/pictures/<id>/, which the report shows)")
+    grade.add_argument(
+        "--workers", type=int, help="batch: submissions graded at once (default: cores; --in-process: 1)"
+    )
+    grade.add_argument(
+        "--plots",
+        type=Path,
+        metavar="DIR",
+        nargs="?",
+        const=PLOTS_DEFAULT,
+        help="where attention fails, save pictures of your weights next to the expected ones in DIR "
+        "(default plots/; batch: DIR/<id>/, by default OUT/pictures/<id>/, which the report shows)",
+    )
     grade.add_argument("--force", action="store_true", help="batch: grade again what --out already has")
     grade.add_argument("--shard", metavar="K/N", help="batch: grade only shard K of N (stable split by submission id)")
-    grade.add_argument("--in-process", action="store_true",
-                       help="run student code in this process (no sandbox: only for code you trust)")
+    grade.add_argument(
+        "--in-process",
+        action="store_true",
+        help="run student code in this process (no sandbox: only for code you trust)",
+    )
 
-    grade.add_argument("--lang", choices=["en", "ko"],
-                       help="language of the messages, the table and the JSON's messages "
-                            "(default: MHA_LAB_LANG, else the locale, else en)")
-    grade.add_argument("--gradescope", type=Path, metavar="RESULTS_JSON",
-                       help="write Gradescope's results.json (the submission may be the step files themselves)")
+    grade.add_argument(
+        "--lang",
+        choices=["en", "ko"],
+        help="language of the messages, the table and the JSON's messages "
+        "(default: MHA_LAB_LANG, else the locale, else en)",
+    )
+    grade.add_argument(
+        "--gradescope",
+        type=Path,
+        metavar="RESULTS_JSON",
+        help="write Gradescope's results.json (the submission may be the step files themselves)",
+    )
 
     release = commands.add_parser("release", help="write what students get (no reference, no hidden checks)")
     release.add_argument("out", type=Path, help="a directory that does not exist yet")
-    release.add_argument("--classroom", choices=["command", "fractional", "private"], default="command",
-                         help="GitHub Classroom workflow: all-or-nothing per step, fractional scores, or fractional "
-                              "with the hidden checks from a private kit (--kit-repo)")
+    release.add_argument(
+        "--classroom",
+        choices=["command", "fractional", "private"],
+        default="command",
+        help="GitHub Classroom workflow: all-or-nothing per step, fractional scores, or fractional "
+        "with the hidden checks from a private kit (--kit-repo)",
+    )
     release.add_argument("--kit-repo", metavar="OWNER/NAME", help="--classroom private: the private kit's repository")
     release.add_argument("--assignment", help="release only this assignment (default: every one in grading.yml)")
     gradescope = commands.add_parser("gradescope", help="write a Gradescope autograder zip")
@@ -100,11 +137,14 @@ def main(argv=None):
     nbgrader = commands.add_parser("nbgrader", help="write an nbgrader course (config and source notebook)")
     nbgrader.add_argument("course_dir", type=Path, help="the course directory (created if needed)")
 
-    skeleton = commands.add_parser("skeleton", help="regenerate assignments/<id>/ and solutions/<id>.ipynb from solutions/<id>/")
+    skeleton = commands.add_parser(
+        "skeleton", help="regenerate assignments/<id>/ and solutions/<id>.ipynb from solutions/<id>/"
+    )
     skeleton.add_argument("--check", action="store_true", help="only report whether they are up to date")
 
     fingerprints = commands.add_parser(
-        "fingerprints", help="regenerate each assignment's fingerprints.json: the known mistakes on the public checks")
+        "fingerprints", help="regenerate each assignment's fingerprints.json: the known mistakes on the public checks"
+    )
     fingerprints.add_argument("--check", action="store_true", help="only report whether it is up to date")
 
     merge = commands.add_parser("merge", help="merge batch out directories (e.g. shards) into one")
@@ -118,13 +158,15 @@ def main(argv=None):
     report.add_argument("--threshold", type=float, default=0.6, help="similarity above which a pair is listed")
     report.add_argument("--assignment", help="the assignment of grading.yml the results are of (default: from them)")
 
-    notebook = commands.add_parser("student-notebook",
-                                   help="write the students' notebook of an assignment (Jupyter, Colab): public checks only")
+    notebook = commands.add_parser(
+        "student-notebook", help="write the students' notebook of an assignment (Jupyter, Colab): public checks only"
+    )
     notebook.add_argument("out", type=Path, help="the .ipynb to write")
     notebook.add_argument("--assignment", help="the assignment (default: the first in grading.yml)")
 
     args = parser.parse_args(argv)
     from autograder.engine.config import ConfigError, precheck
+
     try:
         precheck(getattr(args, "config", None))  # before any process starts or torch loads
         return run(args)
@@ -138,6 +180,7 @@ def run(args):
         return run_student_notebook(args)
     if args.command in ("merge", "report"):
         from autograder.routes.report_cli import run as run_report_command
+
         return run_report_command(args)
     if args.command == "fingerprints":
         return run_fingerprints(args)
@@ -147,14 +190,18 @@ def run(args):
         return run_nbgrader(args)
     if args.command in ("release", "gradescope"):
         from autograder.routes.release import gradescope_zip, release as write_release
+
         if args.command == "release" and args.out.exists():
             print(f"error: {args.out} already exists", file=sys.stderr)
             return 2
         if args.command == "release" and (args.classroom == "private") != bool(args.kit_repo):
             print("error: --classroom private needs --kit-repo OWNER/NAME (and --kit-repo needs it)", file=sys.stderr)
             return 2
-        written = (write_release(args.out, args.classroom, args.assignment, args.kit_repo) if args.command == "release"
-                   else gradescope_zip(args.out, args.assignment))
+        written = (
+            write_release(args.out, args.classroom, args.assignment, args.kit_repo)
+            if args.command == "release"
+            else gradescope_zip(args.out, args.assignment)
+        )
         print(f"wrote {written}")
         return 0
     with messages.speaking(args.lang):  # this process and the batch's processes (MHA_LAB_LANG)
@@ -180,6 +227,7 @@ def run_grade(args):
     shard = None
     if args.shard:
         from autograder.engine.shard import ShardError, parse_shard
+
         try:
             shard = parse_shard(args.shard)
         except ShardError as error:
@@ -197,6 +245,7 @@ def run_grade(args):
     graded = grading_config.load_all(args.config)  # all of it (check ids, forbidden names) before a process starts
     if not args.in_process:
         from autograder.sandbox import fork_server
+
         fork_server.start("autograder.engine.remote")  # it imports its torch while this process goes on
     from autograder.engine.runner import grade
 
@@ -205,37 +254,56 @@ def run_grade(args):
     else:
         chosen = grading_config.found_in(graded, paths[0]) or graded[:1]
     if len(chosen) > 1 and (args.out or args.json or args.gradescope):
-        print(f"error: {paths[0]} holds several assignments ({', '.join(c.id for c in chosen)}): "
-              "choose one with --assignment", file=sys.stderr)
+        print(
+            f"error: {paths[0]} holds several assignments ({', '.join(c.id for c in chosen)}): "
+            "choose one with --assignment",
+            file=sys.stderr,
+        )
         return 2
     reference = None if args.public_only else args.reference
     for config in chosen:
         if reference is not None and not (Path(reference) / config.package).is_dir():
-            print(f"error: no reference {config.package}/ in {reference} (use --public-only without one)",
-                  file=sys.stderr)
+            print(
+                f"error: no reference {config.package}/ in {reference} (use --public-only without one)", file=sys.stderr
+            )
             return 2
     isolate = not args.in_process
     seed = args.seed if args.seed is not None else random.SystemRandom().randrange(2**31)
     warnings.simplefilter("ignore")  # warnings from torch or student code never reach our stderr
     from autograder.routes.plots import pictures_for
+
     if args.out:
         from autograder.engine.batch import grade_batch  # not in the student kit (instructor_only)
+
         plots = None if args.plots is None else args.out / "pictures" if args.plots is PLOTS_DEFAULT else args.plots
-        graded = grade_batch(paths, chosen[0], args.out, workers=args.workers, reference=reference, seed=seed,
-                             force=args.force, isolate=isolate, shard=shard,
-                             pictures=None if plots is None else lambda name: pictures_for(plots / name))
+        graded = grade_batch(
+            paths,
+            chosen[0],
+            args.out,
+            workers=args.workers,
+            reference=reference,
+            seed=seed,
+            force=args.force,
+            isolate=isolate,
+            shard=shard,
+            pictures=None if plots is None else lambda name: pictures_for(plots / name),
+        )
         failed = [name for name, result in graded.items() if result is None]
         print(f"graded {len(graded) - len(failed)} submissions into {args.out}/ (grades.csv, one JSON each)")
         if failed:
-            print(f"error: the grader failed on {len(failed)} submission(s): {', '.join(failed)}; "
-                  "run the same command again to grade them", file=sys.stderr)
+            print(
+                f"error: the grader failed on {len(failed)} submission(s): {', '.join(failed)}; "
+                "run the same command again to grade them",
+                file=sys.stderr,
+            )
             return 1
         return 0
     if args.gradescope:
         return run_gradescope(paths[0], chosen[0], reference, seed, isolate, args.gradescope)
     for number, config in enumerate(chosen):
-        result = grade(paths[0], config, reference=reference, seed=seed, isolate=isolate,
-                       pictures=pictures_for(args.plots))
+        result = grade(
+            paths[0], config, reference=reference, seed=seed, isolate=isolate, pictures=pictures_for(args.plots)
+        )
         print(("\n" if number else "") + results.table(result))
         if result.output:
             print("\n" + messages.render("printed_output") + "\n" + result.output)
@@ -282,13 +350,16 @@ def run_skeleton(args):
 
     changed = []
     for config in grading_config.load_all():
-        changed += write_skeletons(KIT / "solutions" / config.package, KIT / "assignments" / config.package,
-                                   dry_run=args.check)
+        changed += write_skeletons(
+            KIT / "solutions" / config.package, KIT / "assignments" / config.package, dry_run=args.check
+        )
         try:
             changed += write_course_notebook(config, dry_run=args.check)
         except ImportError:  # nbformat comes with the instructor extra
-            print(f"solutions/{config.package}.ipynb left as it is: pip install -e .[instructor] to regenerate it",
-                  file=sys.stderr)
+            print(
+                f"solutions/{config.package}.ipynb left as it is: pip install -e .[instructor] to regenerate it",
+                file=sys.stderr,
+            )
     for path in changed:
         print(f"{'out of date' if args.check else 'wrote'}: {path.relative_to(KIT)}")
     if args.check and changed:

@@ -14,6 +14,7 @@ students' copy and from the feedback. A copy is kept in solutions/<id>.ipynb, an
 `notebook_files` reads the files back out of a (student's) notebook, so that every other route
 can grade a notebook exactly as nbgrader does.
 """
+
 import ast
 import json
 from pathlib import Path
@@ -69,8 +70,14 @@ c.Execute.timeout = {timeout}
 
 
 def nbgrader_metadata(grade_id, solution=False, grade=False, locked=False, points=None):
-    meta = {"grade": grade, "grade_id": grade_id, "locked": locked, "schema_version": 3,
-            "solution": solution, "task": False}
+    meta = {
+        "grade": grade,
+        "grade_id": grade_id,
+        "locked": locked,
+        "schema_version": 3,
+        "solution": solution,
+        "task": False,
+    }
     if points is not None:
         meta["points"] = points
     return {"nbgrader": meta}
@@ -80,10 +87,11 @@ def split_docstring(source):
     """(docstring, the code after it) of a module's source."""
     tree = ast.parse(source)
     first = tree.body[0] if tree.body else None
-    if not (isinstance(first, ast.Expr) and isinstance(first.value, ast.Constant)
-            and isinstance(first.value.value, str)):
+    if not (
+        isinstance(first, ast.Expr) and isinstance(first.value, ast.Constant) and isinstance(first.value.value, str)
+    ):
         return "", source
-    rest = source.splitlines(keepends=True)[first.end_lineno:]
+    rest = source.splitlines(keepends=True)[first.end_lineno :]
     return ast.get_docstring(tree), "".join(rest).lstrip("\n")
 
 
@@ -96,8 +104,11 @@ def file_cells(package, name, source):
     text = f"### `{package}/{name}`\n\n{doc.strip()}" if doc else f"### `{package}/{name}`"
     return [
         nbformat.v4.new_markdown_cell(text, id=f"about-{stem}"),
-        nbformat.v4.new_code_cell(f"%%writefile {package}/{name}\n{code.rstrip()}\n", id=f"file-{stem}",
-                                  metadata=nbgrader_metadata(f"file_{stem}", solution=True)),
+        nbformat.v4.new_code_cell(
+            f"%%writefile {package}/{name}\n{code.rstrip()}\n",
+            id=f"file-{stem}",
+            metadata=nbgrader_metadata(f"file_{stem}", solution=True),
+        ),
     ]
 
 
@@ -108,29 +119,42 @@ def course_notebook(config, solutions=None):
 
     solutions = Path(solutions or KIT / "solutions" / config.package)
     modules = config.step_modules()
-    about, _ = split_docstring((solutions / "__init__.py").read_text(encoding="utf-8")) \
-        if (solutions / "__init__.py").is_file() else ("", "")
+    about, _ = (
+        split_docstring((solutions / "__init__.py").read_text(encoding="utf-8"))
+        if (solutions / "__init__.py").is_file()
+        else ("", "")
+    )
     cells = [
-        nbformat.v4.new_markdown_cell(INTRODUCTION.format(title=config.title, about=about.strip(),
-                                                          package=config.package), id="introduction"),
-        nbformat.v4.new_code_cell(SETUP.format(package=config.package), id="setup",
-                                  metadata=nbgrader_metadata("setup", locked=True)),
+        nbformat.v4.new_markdown_cell(
+            INTRODUCTION.format(title=config.title, about=about.strip(), package=config.package), id="introduction"
+        ),
+        nbformat.v4.new_code_cell(
+            SETUP.format(package=config.package), id="setup", metadata=nbgrader_metadata("setup", locked=True)
+        ),
     ]
     shown = set()
     for step in config.steps:
-        cells.append(nbformat.v4.new_markdown_cell(f"## Step: {step.title} ({step.points:g} points)",
-                                                   id=f"step-{step.id}"))
+        cells.append(
+            nbformat.v4.new_markdown_cell(f"## Step: {step.title} ({step.points:g} points)", id=f"step-{step.id}")
+        )
         for name in modules[step.id].FILES:
             if name not in shown:
                 shown.add(name)
                 cells += file_cells(config.package, name, (solutions / name).read_text(encoding="utf-8"))
-        cells.append(nbformat.v4.new_code_cell(
-            CHECK.format(step_id=step.id, assignment=config.id, points=step.points), id=f"check-{step.id}",
-            metadata=nbgrader_metadata(f"check_{step.id}", grade=True, locked=True, points=step.points)))
-    notebook = nbformat.v4.new_notebook(cells=cells, metadata={
-        "kernelspec": {"name": "python3", "display_name": "Python 3", "language": "python"},
-        "language_info": {"name": "python"},
-    })
+        cells.append(
+            nbformat.v4.new_code_cell(
+                CHECK.format(step_id=step.id, assignment=config.id, points=step.points),
+                id=f"check-{step.id}",
+                metadata=nbgrader_metadata(f"check_{step.id}", grade=True, locked=True, points=step.points),
+            )
+        )
+    notebook = nbformat.v4.new_notebook(
+        cells=cells,
+        metadata={
+            "kernelspec": {"name": "python3", "display_name": "Python 3", "language": "python"},
+            "language_info": {"name": "python"},
+        },
+    )
     nbformat.validate(notebook)
     return notebook
 
@@ -155,8 +179,10 @@ def write_course(course_dir, graded, timeout=900):
     (one or a list), source/<id>/<id>.ipynb."""
     graded = graded if isinstance(graded, list) else [graded]
     course_dir = Path(course_dir)
-    targets = [course_dir / "nbgrader_config.py",
-               *(course_dir / "source" / config.id / f"{config.package}.ipynb" for config in graded)]
+    targets = [
+        course_dir / "nbgrader_config.py",
+        *(course_dir / "source" / config.id / f"{config.package}.ipynb" for config in graded),
+    ]
     existing = [str(path) for path in targets if path.exists()]
     if existing:
         raise FileExistsError(f"already there: {', '.join(existing)}")

@@ -15,6 +15,7 @@ Where a public check of attention fails, the picture of the student's weights ne
 ones (routes/plots.py) shows under the table, in the notebook itself (IPython's display); outside a
 notebook kernel the table names the file. Hidden checks never get a picture here.
 """
+
 import contextlib
 import dataclasses
 import io
@@ -37,8 +38,15 @@ REFERENCE = KIT / "solutions"
 OUTPUT_LIMIT = 2000  # characters of captured stderr shown back
 
 
-def check_step(step_id: str, hidden: bool = False, directory=".", seed: int = None, assignment: str = None,
-               lang: str = None, points: float = None) -> float:
+def check_step(
+    step_id: str,
+    hidden: bool = False,
+    directory=".",
+    seed: int = None,
+    assignment: str = None,
+    lang: str = None,
+    points: float = None,
+) -> float:
     """Grade step `step_id` of `assignment` (default: the first in grading.yml) in `directory`,
     which holds its package; print the table (in `lang`), return the points.
 
@@ -63,8 +71,14 @@ def _check_step(step_id, hidden, directory, seed, assignment, points):
     folder, keep = Path(tempfile.mkdtemp(prefix="mha-lab-pictures-")), False
     try:
         with captured_stderr() as stderr:
-            result = grade(Path(directory), config, reference=reference, seed=seed, steps=[step_id],
-                           pictures=public_pictures(folder))
+            result = grade(
+                Path(directory),
+                config,
+                reference=reference,
+                seed=seed,
+                steps=[step_id],
+                pictures=public_pictures(folder),
+            )
         step = result.step(step_id)
         view, summary = public_view(result, step_id, public_message_ids(config))
         if display is not None:  # shown below the table, not named in it
@@ -83,8 +97,10 @@ def _check_step(step_id, hidden, directory, seed, assignment, points):
         print("\n" + messages.render("notebook_stderr") + "\n" + stderr.text[:OUTPUT_LIMIT])
     score = min(max(step.score, 0.0), step.max_score)
     if points is not None and points != config.step(step_id).points:
-        print("\n" + messages.render("course_points_changed", step=step_id, live=config.step(step_id).points,
-                                     frozen=points))
+        print(
+            "\n"
+            + messages.render("course_points_changed", step=step_id, live=config.step(step_id).points, frozen=points)
+        )
         score = score / step.max_score * points if step.max_score else 0.0
     return round(score, 4)
 
@@ -105,8 +121,12 @@ def public_view(result, step_id, public_ids: set = None):
     view = dataclasses.replace(result, steps=[shown])
     if not hidden:
         return view, ""
-    return view, messages.render("hidden_checks_summary", count=len(hidden), points=round(sum(c.points for c in hidden), 2),
-                                 max_points=round(sum(c.max_points for c in hidden), 2))
+    return view, messages.render(
+        "hidden_checks_summary",
+        count=len(hidden),
+        points=round(sum(c.points for c in hidden), 2),
+        max_points=round(sum(c.max_points for c in hidden), 2),
+    )
 
 
 def public_pictures(directory: Path):
@@ -114,8 +134,9 @@ def public_pictures(directory: Path):
     only (a hidden check's picture would show its inputs), saved under `directory`."""
     from autograder.routes.plots import save_pictures
 
-    return lambda step_id, records: save_pictures(directory, step_id,
-                                                  [r for r in records if r.check.visibility == "public"])
+    return lambda step_id, records: save_pictures(
+        directory, step_id, [r for r in records if r.check.visibility == "public"]
+    )
 
 
 def inline_display():

@@ -5,6 +5,7 @@ table points to. matplotlib is imported only when a picture is drawn: plain runs
 The labels speak the language of the messages (catalog ids `picture.*`, and the check's own
 title). Korean needs a font with Hangul: the first one matplotlib knows is used, and without one
 the picture is labelled in English rather than with empty boxes."""
+
 import functools
 from pathlib import Path
 
@@ -48,6 +49,7 @@ def draw(picture: dict, path: Path) -> None:
     in the language spoken (the picture may give its own labels: got_title, expected_title, xlabel,
     ylabel, title)."""
     import matplotlib
+
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
@@ -58,8 +60,10 @@ def draw(picture: dict, path: Path) -> None:
     got, expected = (picture[name].detach().double().cpu().numpy() for name in ("got", "expected"))
     low, high = min(got.min(), expected.min(), 0.0), max(got.max(), expected.max(), 1.0)
     figure, axes = plt.subplots(1, 2, figsize=(8, 3.6), constrained_layout=True)
-    for axis, values, title in ((axes[0], got, picture.get("got_title") or messages.render("picture.got", lang)),
-                                (axes[1], expected, picture.get("expected_title") or messages.render("picture.expected", lang))):
+    for axis, values, title in (
+        (axes[0], got, picture.get("got_title") or messages.render("picture.got", lang)),
+        (axes[1], expected, picture.get("expected_title") or messages.render("picture.expected", lang)),
+    ):
         image = axis.imshow(values, vmin=low, vmax=high, cmap="viridis")
         axis.set_title(title)
         axis.set_xlabel(picture.get("xlabel") or messages.render("picture.key", lang))
@@ -90,10 +94,25 @@ def hangul_font() -> "str | None":
                 font_manager.fontManager.addfont(path)
             except (OSError, RuntimeError, ValueError):
                 continue
-    preferred = ("Noto Sans CJK KR", "Noto Sans CJK", "Noto Sans KR", "NanumGothic", "Malgun Gothic", "Apple SD Gothic Neo", "AppleGothic",
-                 "CJK", "Nanum", "Gothic", "Gulim", "Dotum", "Batang")
-    fonts = sorted((font for font in font_manager.fontManager.ttflist if any(n in font.name for n in preferred)),
-                   key=lambda font: next(i for i, n in enumerate(preferred) if n in font.name))
+    preferred = (
+        "Noto Sans CJK KR",
+        "Noto Sans CJK",
+        "Noto Sans KR",
+        "NanumGothic",
+        "Malgun Gothic",
+        "Apple SD Gothic Neo",
+        "AppleGothic",
+        "CJK",
+        "Nanum",
+        "Gothic",
+        "Gulim",
+        "Dotum",
+        "Batang",
+    )
+    fonts = sorted(
+        (font for font in font_manager.fontManager.ttflist if any(n in font.name for n in preferred)),
+        key=lambda font: next(i for i, n in enumerate(preferred) if n in font.name),
+    )
     for font in fonts:
         try:
             if ft2font.FT2Font(font.fname).get_char_index(ord("가")):

@@ -6,6 +6,7 @@ registers StudentPlugin, which records each check's outcome and prints the per-s
 the end of the run. Student code runs in this process, so an exception in it shows a
 normal traceback into the student's file; a per-check time limit comes from pytest-timeout.
 """
+
 import gc
 from pathlib import Path
 
@@ -16,25 +17,62 @@ from autograder.engine import messages, results
 from autograder.engine.check import ContractError, Fail
 from autograder.engine.diagnosis import Record, diagnose
 from autograder.engine.forbidden import watching
-from autograder.engine.runner import (HangGuard, Observation, check_inputs, check_seed, clone, device_mode, forbidden_in_source, judge,
-                     known_failure, mode_note, near_miss, where, warm_up_grader, not_checked, observe, raised, score_step)
+from autograder.engine.runner import (
+    HangGuard,
+    Observation,
+    check_inputs,
+    check_seed,
+    clone,
+    device_mode,
+    forbidden_in_source,
+    judge,
+    known_failure,
+    mode_note,
+    near_miss,
+    where,
+    warm_up_grader,
+    not_checked,
+    observe,
+    raised,
+    score_step,
+)
 from autograder.engine.submission import Package, SubmissionError
 from autograder.engine.summary import summarise_text
 
+
 def pytest_addoption(parser):
-    parser.addoption("--cuda", action="store_true", default=False,
-                     help="without a GPU, also run the cuda step on a simulated CUDA device "
-                          "(a few seconds: it loads PyTorch's fake-tensor machinery)")
-    parser.addoption("--step", action="append", default=[], metavar="ID",
-                     help="run only this step's checks (may repeat); exact, unlike -k")
-    parser.addoption("--plots", nargs="?", const="plots", default=None, metavar="DIR",
-                     help="where attention or masking fails, save pictures of your attention weights next to "
-                          "the expected ones (in DIR, default plots/)")
-    parser.addoption("--assignment", action="append", default=[], metavar="ID",
-                     help="run only this assignment's checks (may repeat)")
-    parser.addoption("--lang", choices=messages.LANGUAGES, default=None,
-                     help="language of the messages and the score table: en or ko "
-                          "(default: MHA_LAB_LANG, else the locale, else en)")
+    parser.addoption(
+        "--cuda",
+        action="store_true",
+        default=False,
+        help="without a GPU, also run the cuda step on a simulated CUDA device "
+        "(a few seconds: it loads PyTorch's fake-tensor machinery)",
+    )
+    parser.addoption(
+        "--step",
+        action="append",
+        default=[],
+        metavar="ID",
+        help="run only this step's checks (may repeat); exact, unlike -k",
+    )
+    parser.addoption(
+        "--plots",
+        nargs="?",
+        const="plots",
+        default=None,
+        metavar="DIR",
+        help="where attention or masking fails, save pictures of your attention weights next to "
+        "the expected ones (in DIR, default plots/)",
+    )
+    parser.addoption(
+        "--assignment", action="append", default=[], metavar="ID", help="run only this assignment's checks (may repeat)"
+    )
+    parser.addoption(
+        "--lang",
+        choices=messages.LANGUAGES,
+        default=None,
+        help="language of the messages and the score table: en or ko (default: MHA_LAB_LANG, else the locale, else en)",
+    )
 
 
 def pytest_collection_modifyitems(config, items):
@@ -45,8 +83,11 @@ def pytest_collection_modifyitems(config, items):
     keep, drop = [], []
     for item in items:
         check = getattr(item, "callspec", None) and item.callspec.params.get("check")
-        wanted = check is not None and (not steps or check.step in steps) and \
-            (not assignments or check.assignment in assignments)
+        wanted = (
+            check is not None
+            and (not steps or check.step in steps)
+            and (not assignments or check.assignment in assignments)
+        )
         (keep if wanted else drop).append(item)
     if drop:
         config.hook.pytest_deselected(items=drop)
@@ -83,8 +124,11 @@ def public_checks(test_file):
         for step in config.steps:
             for check in config.step_modules()[step.id].CHECKS:
                 if check.visibility == "public":
-                    params.append(pytest.param(check, id=f"{prefix}{step.id}-{check.id}",
-                                               marks=[pytest.mark.timeout(step.timeout)]))
+                    params.append(
+                        pytest.param(
+                            check, id=f"{prefix}{step.id}-{check.id}", marks=[pytest.mark.timeout(step.timeout)]
+                        )
+                    )
     return params
 
 
@@ -125,8 +169,9 @@ def run_public_check(check, lab):
             if fail is None:
                 # recorded as the grader records it, for the diagnosis; pytest shows the traceback
                 observation.error = raised(error, student)
-                lab.records[check] = Record(check, inputs, observation, observation.error,
-                                            expected=check.expected(**clone(inputs)))
+                lab.records[check] = Record(
+                    check, inputs, observation, observation.error, expected=check.expected(**clone(inputs))
+                )
                 raise
         observation.error = fail
     if not observation.forbidden:  # also for an error: the diagnosis judges the known mistakes on it
@@ -172,6 +217,7 @@ def in_student_code(excinfo, student) -> bool:
 
 def _pytest_traceback(entries):
     from _pytest._code.code import Traceback
+
     return Traceback(entries)
 
 
@@ -248,7 +294,10 @@ class StudentPlugin:
             self.outcomes[check] = (None, self.verdicts.pop(check))
         elif report_.skipped and check.requires == "cuda":
             prefix = "Skipped: " + messages.render("not_checked", reason="")
-            self.outcomes[check] = (None, Fail("not_checked", {"reason": str(report_.longrepr[-1]).removeprefix(prefix)}))
+            self.outcomes[check] = (
+                None,
+                Fail("not_checked", {"reason": str(report_.longrepr[-1]).removeprefix(prefix)}),
+            )
         elif report_.passed:
             self.outcomes[check] = (True, None)
         elif report_.failed:
@@ -309,12 +358,23 @@ class StudentPlugin:
             student = self.packages.get(assignment.id)
             if any(passed is False for _, passed, _ in outcomes) and student is not None:
                 result.diagnoses = diagnose(
-                    module, records, lambda c, package, i, timeout=step.timeout: (
-                        package is student and self.hangs.skipped(c)) or observe(c, package, i, timeout),
-                    student, step.tolerance, reference=self.reference(assignment))
+                    module,
+                    records,
+                    lambda c, package, i, timeout=step.timeout: (
+                        (package is student and self.hangs.skipped(c)) or observe(c, package, i, timeout)
+                    ),
+                    student,
+                    step.tolerance,
+                    reference=self.reference(assignment),
+                )
                 if self.plots is not None:
                     from autograder.routes.plots import save_pictures
+
                     result.pictures = save_pictures(Path(self.plots), step.id, records)
             steps.append(result)
-        return results.GradeResult(assignment=assignment.title, submission=str(self.submission_dir), steps=steps,
-                                   steps_total=len(assignment.steps))
+        return results.GradeResult(
+            assignment=assignment.title,
+            submission=str(self.submission_dir),
+            steps=steps,
+            steps_total=len(assignment.steps),
+        )

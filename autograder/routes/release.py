@@ -10,6 +10,7 @@
   included: the zip stays on Gradescope's side). run_autograder grades /autograder/submission
   in the sandbox and writes /autograder/results/results.json.
 """
+
 import shutil
 import tempfile
 import zipfile
@@ -26,25 +27,44 @@ PROBES_MARKER = "# ### PROBES"
 # grades in it, so that the student's code never runs in the process that writes the grade).
 # Not the known mistakes (a second reference), not the instructor's commands: routes/cli.py ships for
 # `python -m autograder grade` and says that the others are the instructor's (cli.student_kit).
-STUDENT_PARTS = ["__init__.py", "__main__.py", "engine", "sandbox", "routes/__init__.py", "routes/pytest_plugin.py",
-                 "routes/notebook.py", "routes/plots.py", "routes/classroom.py", "routes/cli.py",
-                 "assignments/__init__.py"]
+STUDENT_PARTS = [
+    "__init__.py",
+    "__main__.py",
+    "engine",
+    "sandbox",
+    "routes/__init__.py",
+    "routes/pytest_plugin.py",
+    "routes/notebook.py",
+    "routes/plots.py",
+    "routes/classroom.py",
+    "routes/cli.py",
+    "assignments/__init__.py",
+]
 # The engine's modules that only the instructor's commands use (a batch and its shards, making the
 # skeletons, compiling catalogs with Babel): left out of the engine that ships.
 INSTRUCTOR_ENGINE = ["batch.py", "shard.py", "skeleton.py", "catalogs.py"]
 ASSIGNMENT_PARTS = ["__init__.py", "fingerprints.json", "warmup.py"]  # and its compiled catalogs
 CPU_INDEX = "https://download.pytorch.org/whl/cpu"  # PyTorch's CPU-only wheels: no CUDA packages
-REQUIREMENTS = ["torch>=2.3,<3", "numpy", "pytest>=8", "pytest-timeout>=2.2", "PyYAML>=6",
-                "jsonschema>=4", "pyseccomp>=0.1.2; platform_system == 'Linux'"]
+REQUIREMENTS = [
+    "torch>=2.3,<3",
+    "numpy",
+    "pytest>=8",
+    "pytest-timeout>=2.2",
+    "PyYAML>=6",
+    "jsonschema>=4",
+    "pyseccomp>=0.1.2; platform_system == 'Linux'",
+]
 
 
 def requirements_text():
     """The student's requirements.txt: torch from PyTorch's CPU index (PyPI's Linux torch bundles
     CUDA, several GB). The CPU index is an extra one, so that the rest still comes from PyPI; its
     `+cpu` builds outrank PyPI's of the same version. A CUDA build installed before is kept."""
-    return ("# CPU build of torch (no GPU needed). For a CUDA build, install torch first from the\n"
-            "# index pytorch.org/get-started names for your CUDA (e.g. --index-url https://download.pytorch.org/whl/cu128).\n"
-            f"--extra-index-url {CPU_INDEX}\n" + "\n".join(REQUIREMENTS) + "\n")
+    return (
+        "# CPU build of torch (no GPU needed). For a CUDA build, install torch first from the\n"
+        "# index pytorch.org/get-started names for your CUDA (e.g. --index-url https://download.pytorch.org/whl/cu128).\n"
+        f"--extra-index-url {CPU_INDEX}\n" + "\n".join(REQUIREMENTS) + "\n"
+    )
 
 
 def strip_hidden(source, hidden_classes=()):
@@ -55,7 +75,7 @@ def strip_hidden(source, hidden_classes=()):
 
     if HIDDEN_MARKER in source:
         head, rest = source.split(HIDDEN_MARKER, 1)
-        probes = rest[rest.index(PROBES_MARKER):] if PROBES_MARKER in rest else ""
+        probes = rest[rest.index(PROBES_MARKER) :] if PROBES_MARKER in rest else ""
         source = head.rstrip() + ("\n\n\n" + probes if probes else "\n")
     lines = source.splitlines(keepends=True)
     cut = set()
@@ -154,11 +174,14 @@ def _write_config(target, graded):
         target.write_text(text)
         return
     import yaml
+
     data = yaml.safe_load(text)
     if "assignments" in data:
         data["assignments"] = [a for a in data["assignments"] if a["id"] in {c.id for c in graded}]
-    target.write_text("# The assignments of this release, from the instructor's grading.yml.\n"
-                      + yaml.safe_dump(data, sort_keys=False, allow_unicode=True))
+    target.write_text(
+        "# The assignments of this release, from the instructor's grading.yml.\n"
+        + yaml.safe_dump(data, sort_keys=False, allow_unicode=True)
+    )
 
 
 def student_message(message_id: str, keep: set) -> bool:
@@ -172,10 +195,15 @@ def student_readme(graded):
     from autograder.engine.messages import template_or
 
     rows = "\n".join(f"| `{c.package}/` | `{s.id}` | {s.title} | {s.points:g} |" for c in graded for s in c.steps)
-    korean_rows = "\n".join(f"| `{c.package}/` | `{s.id}` | {template_or(f'step_title.{c.id}.{s.id}', s.title, 'ko')} "
-                            f"| {s.points:g} |" for c in graded for s in c.steps)
-    titles = "; ".join(f"{template_or(f'assignment_title.{c.id}', c.title, 'ko')} / {c.title} (`assignments/{c.package}/`)"
-                       for c in graded)
+    korean_rows = "\n".join(
+        f"| `{c.package}/` | `{s.id}` | {template_or(f'step_title.{c.id}.{s.id}', s.title, 'ko')} | {s.points:g} |"
+        for c in graded
+        for s in c.steps
+    )
+    titles = "; ".join(
+        f"{template_or(f'assignment_title.{c.id}', c.title, 'ko')} / {c.title} (`assignments/{c.package}/`)"
+        for c in graded
+    )
     return f"""# {titles}
 
 [한국어](#한국어) · [English](#english)
@@ -287,8 +315,10 @@ def gradescope_zip(out, assignment=None):
 
 def _write_gradescope_zip(out, config):
     with zipfile.ZipFile(out, "w", zipfile.ZIP_DEFLATED) as archive:
-        for name, text in (("setup.sh", SETUP_SH.replace("{cpu_index}", CPU_INDEX)),
-                           ("run_autograder", RUN_AUTOGRADER.replace("{assignment}", config.id))):
+        for name, text in (
+            ("setup.sh", SETUP_SH.replace("{cpu_index}", CPU_INDEX)),
+            ("run_autograder", RUN_AUTOGRADER.replace("{assignment}", config.id)),
+        ):
             info = zipfile.ZipInfo(name)
             info.external_attr = 0o755 << 16
             archive.writestr(info, text)
@@ -306,36 +336,49 @@ def gradescope_results(result, execution_time, hidden_visibility="after_publishe
     what the hidden checks look for. A hidden check's test, shown at its visibility, carries all."""
     from autograder.engine import messages
     from autograder.routes.classroom import public_diagnoses
+
     if public_ids is None:
         from autograder.engine import config as grading_config
+
         public_ids = set().union(*(public_message_ids(config) for config in grading_config.load_all()))
     tests = []
     for step in result.steps:
-        notes = {"public": "\n".join(d["message"] for d in public_diagnoses(step, public_ids)),
-                 "hidden": "\n".join(d["message"] for d in step.diagnoses)}
+        notes = {
+            "public": "\n".join(d["message"] for d in public_diagnoses(step, public_ids)),
+            "hidden": "\n".join(d["message"] for d in step.diagnoses),
+        }
         for check in step.checks:
             if check.passed is None:
                 continue
             output, note = check.message, notes["public" if check.visibility == "public" else "hidden"]
             if check.passed is False and note:
                 output += "\n" + messages.render("probable_causes") + "\n" + note
-            tests.append({"name": f"{step.id}: {check.id}", "score": round(check.points, 4),
-                          "max_score": round(check.max_points, 4),
-                          "status": "passed" if check.passed else "failed", "output": output,
-                          "visibility": "visible" if check.visibility == "public" else hidden_visibility})
+            tests.append(
+                {
+                    "name": f"{step.id}: {check.id}",
+                    "score": round(check.points, 4),
+                    "max_score": round(check.max_points, 4),
+                    "status": "passed" if check.passed else "failed",
+                    "output": output,
+                    "visibility": "visible" if check.visibility == "public" else hidden_visibility,
+                }
+            )
     # What the student's code printed while hidden checks ran can show their inputs: where hidden
     # checks ran it is shown as the hidden checks are (a test of its own, at their visibility).
     hidden_ran = any(check.visibility != "public" for step in result.steps for check in step.checks)
     printed = f"\n\n{messages.render('your_output')}\n{result.output}" if result.output and not hidden_ran else ""
     if result.output and hidden_ran:
         tests.append({"name": messages.render("your_output"), "output": result.output, "visibility": hidden_visibility})
-    return {"score": round(result.score, 4), "execution_time": round(execution_time, 2),
-            "output": gradescope_summary(result)
-                      + (f"\n{messages.render('graded_files', files=', '.join(result.graded_files))}"
-                         if result.graded_files else "")
-                      + printed,
-            "stdout_visibility": "hidden",  # the log's table has the hidden checks' points
-            "tests": tests, **graded_files_data(result)}
+    return {
+        "score": round(result.score, 4),
+        "execution_time": round(execution_time, 2),
+        "output": gradescope_summary(result)
+        + (f"\n{messages.render('graded_files', files=', '.join(result.graded_files))}" if result.graded_files else "")
+        + printed,
+        "stdout_visibility": "hidden",  # the log's table has the hidden checks' points
+        "tests": tests,
+        **graded_files_data(result),
+    }
 
 
 def graded_files_data(result) -> dict:
@@ -352,8 +395,10 @@ def gradescope_summary(result):
     `after_published`); Gradescope shows the score itself by its own visibility rules."""
     public = [c for step in result.steps for c in step.checks if c.visibility == "public" and c.passed is not None]
     hidden = sum(1 for step in result.steps for c in step.checks if c.visibility != "public" and c.passed is not None)
-    text = (f"{result.assignment}: public checks {sum(c.points for c in public):.2f} / "
-            f"{sum(c.max_points for c in public):.2f}")
+    text = (
+        f"{result.assignment}: public checks {sum(c.points for c in public):.2f} / "
+        f"{sum(c.max_points for c in public):.2f}"
+    )
     if hidden:
         text += f"\n{hidden} hidden checks count too; their results show once grades are published."
     return text

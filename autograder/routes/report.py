@@ -9,6 +9,7 @@ objects, so the report can be rebuilt at any time from the out directories alone
 aggregates are pure functions that tests feed with hand-made dicts. Rendering (HTML, charts,
 the report's own words in English and Korean) lives in autograder/report_html.py.
 """
+
 import ast
 import copy
 import csv
@@ -42,8 +43,10 @@ def load_out_dirs(dirs: list) -> list:
             with open(csv_path, newline="", encoding="utf-8") as f:
                 for row in csv.DictReader(f):
                     if row.get("submission"):
-                        entries.setdefault(row["submission"], {"id": row["submission"], "path": row.get("path", ""),
-                                                               "result": None, "file": None})
+                        entries.setdefault(
+                            row["submission"],
+                            {"id": row["submission"], "path": row.get("path", ""), "result": None, "file": None},
+                        )
         for json_path in sorted(out.glob("*.json")):
             try:
                 data = json.loads(json_path.read_text(encoding="utf-8"))
@@ -68,8 +71,8 @@ def build(entries: list, step_docs: dict = None, similarity: dict = None, histog
         "steps": per_step(graded),
         "public_vs_hidden": public_vs_hidden(graded),
         "runtime": runtime([entry for entry in entries if entry["result"] is not None]),
-        "similarity": similarity or {"pairs": [], "threshold": None, "compared": 0, "more": 0, "common_over": None,
-                                     "clusters": []},
+        "similarity": similarity
+        or {"pairs": [], "threshold": None, "compared": 0, "more": 0, "common_over": None, "clusters": []},
         "students": students(entries),
     }
 
@@ -122,8 +125,10 @@ def histogram(values: list, low: float, high: float, bins: int) -> list:
     counts = [0] * bins
     for value in values:
         counts[min(bins - 1, max(0, int((value - low) / width)))] += 1
-    return [{"low": round(low + i * width, 4), "high": round(low + (i + 1) * width, 4), "count": count}
-            for i, count in enumerate(counts)]
+    return [
+        {"low": round(low + i * width, 4), "high": round(low + (i + 1) * width, 4), "count": count}
+        for i, count in enumerate(counts)
+    ]
 
 
 def misconceptions(graded: list, step_docs: dict) -> list:
@@ -134,8 +139,9 @@ def misconceptions(graded: list, step_docs: dict) -> list:
     for entry in graded:
         for step in entry["result"]["steps"]:
             for diagnosis in step.get("diagnoses", []):
-                row = rows.setdefault(diagnosis["id"], {"id": diagnosis["id"], "students": [], "steps": [],
-                                                        "messages": Counter()})
+                row = rows.setdefault(
+                    diagnosis["id"], {"id": diagnosis["id"], "students": [], "steps": [], "messages": Counter()}
+                )
                 if entry["id"] not in row["students"]:
                     row["students"].append(entry["id"])
                 if step["id"] not in row["steps"]:
@@ -143,16 +149,18 @@ def misconceptions(graded: list, step_docs: dict) -> list:
                 row["messages"][diagnosis.get("message", "")] += 1
     out = []
     for row in rows.values():
-        out.append({
-            "id": row["id"],
-            "count": len(row["students"]),
-            "share": round(len(row["students"]) / len(graded), 4) if graded else 0,
-            "steps": row["steps"],
-            "students": sorted(row["students"]),
-            "message": row["messages"].most_common(1)[0][0],
-            "unexplained": row["id"] == UNEXPLAINED,
-            "teaching": {step: step_docs[step] for step in row["steps"] if step in step_docs},
-        })
+        out.append(
+            {
+                "id": row["id"],
+                "count": len(row["students"]),
+                "share": round(len(row["students"]) / len(graded), 4) if graded else 0,
+                "steps": row["steps"],
+                "students": sorted(row["students"]),
+                "message": row["messages"].most_common(1)[0][0],
+                "unexplained": row["id"] == UNEXPLAINED,
+                "teaching": {step: step_docs[step] for step in row["steps"] if step in step_docs},
+            }
+        )
     # The lesson plan: most frequent first; "no known mistake" last among equals.
     return sorted(out, key=lambda row: (-row["count"], row["unexplained"], row["id"]))
 
@@ -165,15 +173,23 @@ def per_step(graded: list) -> list:
         for step in entry["result"]["steps"]:
             if step["id"] not in steps:
                 order.append(step["id"])
-                steps[step["id"]] = {"id": step["id"], "title": step.get("title", ""), "max_score": step["max_score"],
-                                     "scores": [], "outcomes": Counter(), "checks": {}}
+                steps[step["id"]] = {
+                    "id": step["id"],
+                    "title": step.get("title", ""),
+                    "max_score": step["max_score"],
+                    "scores": [],
+                    "outcomes": Counter(),
+                    "checks": {},
+                }
             row = steps[step["id"]]
             row["max_score"] = max(row["max_score"], step["max_score"])
             row["scores"].append(step["score"])
             row["outcomes"][step_outcome(step)] += 1
             for check in step["checks"]:
-                tally = row["checks"].setdefault(check["id"], {"id": check["id"], "visibility": check.get("visibility"),
-                                                               "passed": 0, "failed": 0, "not_run": 0})
+                tally = row["checks"].setdefault(
+                    check["id"],
+                    {"id": check["id"], "visibility": check.get("visibility"), "passed": 0, "failed": 0, "not_run": 0},
+                )
                 tally["passed" if check["passed"] else "not_run" if check["passed"] is None else "failed"] += 1
     out = []
     for step_id in order:
@@ -184,14 +200,21 @@ def per_step(graded: list) -> list:
             check["pass_rate"] = round(check["passed"] / ran, 4) if ran else None
         checks.sort(key=lambda c: (c["pass_rate"] if c["pass_rate"] is not None else 2, c["id"]))
         scores = row["scores"]
-        out.append({
-            "id": step_id, "title": row["title"], "max_score": row["max_score"],
-            "mean": round(statistics.fmean(scores), 4), "median": round(statistics.median(scores), 4),
-            "outcomes": {key: row["outcomes"].get(key, 0) for key in ("full", "partial", "zero", "not_implemented",
-                                                                       "not_checked")},
-            "histogram": histogram(scores, 0, row["max_score"], 5),
-            "checks": checks,
-        })
+        out.append(
+            {
+                "id": step_id,
+                "title": row["title"],
+                "max_score": row["max_score"],
+                "mean": round(statistics.fmean(scores), 4),
+                "median": round(statistics.median(scores), 4),
+                "outcomes": {
+                    key: row["outcomes"].get(key, 0)
+                    for key in ("full", "partial", "zero", "not_implemented", "not_checked")
+                },
+                "histogram": histogram(scores, 0, row["max_score"], 5),
+                "checks": checks,
+            }
+        )
     return out
 
 
@@ -210,20 +233,30 @@ def public_vs_hidden(graded: list) -> list:
     for entry in graded:
         for step in entry["result"]["steps"]:
             public = [c for c in step["checks"] if c.get("visibility") == "public"]
-            hidden_failed = [c["id"] for c in step["checks"] if c.get("visibility") == "hidden" and c["passed"] is False]
+            hidden_failed = [
+                c["id"] for c in step["checks"] if c.get("visibility") == "hidden" and c["passed"] is False
+            ]
             if public and hidden_failed and all(c["passed"] for c in public):
                 row = out.setdefault(step["id"], {"step": step["id"], "students": []})
-                row["students"].append({"id": entry["id"], "hidden_failed": hidden_failed,
-                                        "lost": round(sum(c["max_points"] - c["points"] for c in step["checks"]
-                                                          if c["id"] in hidden_failed), 4)})
+                row["students"].append(
+                    {
+                        "id": entry["id"],
+                        "hidden_failed": hidden_failed,
+                        "lost": round(
+                            sum(c["max_points"] - c["points"] for c in step["checks"] if c["id"] in hidden_failed), 4
+                        ),
+                    }
+                )
     return [dict(row, count=len(row["students"])) for row in out.values()]
 
 
 def runtime(graded: list, slowest: int = 10) -> dict:
     """The slowest submissions (the JSON's duration_s, where the grader recorded it), and every
     check stopped for time (hangs) or that killed its interpreter (crashes)."""
-    timed = sorted((entry for entry in graded if entry["result"].get("duration_s") is not None),
-                   key=lambda entry: -entry["result"]["duration_s"])
+    timed = sorted(
+        (entry for entry in graded if entry["result"].get("duration_s") is not None),
+        key=lambda entry: -entry["result"]["duration_s"],
+    )
     hangs, crashes = [], []  # one row per student and step: its checks stopped (or killed) that way
     for entry in graded:
         for step in entry["result"]["steps"]:
@@ -233,9 +266,14 @@ def runtime(graded: list, slowest: int = 10) -> dict:
                 if kind:
                     row = rows.get(kind)
                     if row is None:
-                        row = rows[kind] = {"id": entry["id"], "step": step["id"], "checks": [], "count": 0,
-                                            "message": check.get("message", ""),
-                                            "message_id": check.get("message_id")}
+                        row = rows[kind] = {
+                            "id": entry["id"],
+                            "step": step["id"],
+                            "checks": [],
+                            "count": 0,
+                            "message": check.get("message", ""),
+                            "message_id": check.get("message_id"),
+                        }
                         (hangs if kind == "hang" else crashes).append(row)
                     row["checks"].append(check["id"])
                     row["count"] += 1
@@ -253,9 +291,15 @@ def _failure_kind(check: dict) -> str:
     message_id = check.get("message_id")
     if message_id is None:  # results written before message ids were in the JSON: the English text
         message = check.get("message", "")
-        message_id = ("timeout" if message.startswith("stopped after") else
-                      "worker_crashed" if message.startswith("your code crashed the interpreter") else
-                      "worker_exited" if message.startswith("your code ended the Python process") else None)
+        message_id = (
+            "timeout"
+            if message.startswith("stopped after")
+            else "worker_crashed"
+            if message.startswith("your code crashed the interpreter")
+            else "worker_exited"
+            if message.startswith("your code ended the Python process")
+            else None
+        )
     return "hang" if message_id in HANG_IDS else "crash" if message_id in CRASH_IDS else None
 
 
@@ -264,16 +308,21 @@ def students(entries: list) -> list:
     rows = []
     for entry in entries:
         result = entry["result"]
-        rows.append({
-            "id": entry["id"], "path": entry["path"],
-            "score": result["score"] if result else None,
-            "max_score": result["max_score"] if result else None,
-            "steps": {step["id"]: step["score"] for step in result["steps"]} if result else {},
-            "diagnoses": sorted({d["id"] for step in result["steps"] for d in step.get("diagnoses", [])}) if result else [],
-            "not_graded": not_graded_reason(result),
-            "pictures": picture_files(entry),
-            "result": result,
-        })
+        rows.append(
+            {
+                "id": entry["id"],
+                "path": entry["path"],
+                "score": result["score"] if result else None,
+                "max_score": result["max_score"] if result else None,
+                "steps": {step["id"]: step["score"] for step in result["steps"]} if result else {},
+                "diagnoses": sorted({d["id"] for step in result["steps"] for d in step.get("diagnoses", [])})
+                if result
+                else [],
+                "not_graded": not_graded_reason(result),
+                "pictures": picture_files(entry),
+                "result": result,
+            }
+        )
     return rows
 
 
@@ -285,8 +334,9 @@ def picture_files(entry: dict) -> dict:
     out = Path(entry["file"]).parent if entry.get("file") else None
     for step in result.get("steps", []):
         for picture in step.get("pictures", []):
-            candidates = ([out / "pictures" / entry["id"] / Path(picture).name, out / picture] if out else []) + \
-                [Path(picture)]
+            candidates = ([out / "pictures" / entry["id"] / Path(picture).name, out / picture] if out else []) + [
+                Path(picture)
+            ]
             path = next((c for c in candidates if c.is_file()), None)
             if path is not None:
                 found.setdefault(step["id"], []).append(str(path))
@@ -310,8 +360,15 @@ def skeleton_paragraphs(skeleton_package: Path, step_files: dict) -> dict:
     return out
 
 
-def find_similar(entries: list, skeleton_package: Path, threshold: float = 0.6, limit: int = 50,
-                 common_share: float = 0.1, min_common: int = 3, min_overlap: int = 80) -> dict:
+def find_similar(
+    entries: list,
+    skeleton_package: Path,
+    threshold: float = 0.6,
+    limit: int = 50,
+    common_share: float = 0.1,
+    min_common: int = 3,
+    min_overlap: int = 80,
+) -> dict:
     """Pairs of submissions whose code is unusually alike, by copydetect (winnowed k-gram
     fingerprints of the tokenised code, names and literals normalised), file by file
     (attention.py against attention.py). Two kinds of text are no evidence and are removed
@@ -330,11 +387,21 @@ def find_similar(entries: list, skeleton_package: Path, threshold: float = 0.6, 
 
     k, window = 25, 1  # copydetect's defaults: noise and guarantee thresholds of 25 tokens
     # As copydetect's own detector does: every k-gram of every skeleton file is boilerplate.
-    skeleton = np.unique(np.array([h for path in sorted(Path(skeleton_package).glob("*.py"))
-                                   for h in CodeFingerprint(str(path), k, 1).hashes], dtype=np.int64))
+    skeleton = np.unique(
+        np.array(
+            [
+                h
+                for path in sorted(Path(skeleton_package).glob("*.py"))
+                for h in CodeFingerprint(str(path), k, 1).hashes
+            ],
+            dtype=np.int64,
+        )
+    )
     # Lines the skeleton has as they are (its docstrings, comments, signatures): never highlighted.
-    skeleton_lines = {path.name: {line.strip() for line in path.read_text(encoding="utf-8").splitlines()}
-                      for path in sorted(Path(skeleton_package).glob("*.py"))}
+    skeleton_lines = {
+        path.name: {line.strip() for line in path.read_text(encoding="utf-8").splitlines()}
+        for path in sorted(Path(skeleton_package).glob("*.py"))
+    }
 
     def fingerprint(path, boilerplate):
         try:
@@ -356,8 +423,11 @@ def find_similar(entries: list, skeleton_package: Path, threshold: float = 0.6, 
             continue
         holder = package_root(root, Path(skeleton_package).name)  # where staging finds the package
         package = holder / Path(skeleton_package).name if holder is not None else root
-        found = {path.name: fp for path in sorted(package.glob("*.py"))
-                 if (fp := fingerprint(path, skeleton)) is not None and fp.token_coverage}
+        found = {
+            path.name: fp
+            for path in sorted(package.glob("*.py"))
+            if (fp := fingerprint(path, skeleton)) is not None and fp.token_coverage
+        }
         if found:
             prints[entry["id"]] = found
     ids = sorted(prints)
@@ -379,10 +449,11 @@ def find_similar(entries: list, skeleton_package: Path, threshold: float = 0.6, 
     shared = Counter()
     for group in holders.values():
         for i, a in enumerate(group):
-            for b in group[i + 1:]:
+            for b in group[i + 1 :]:
                 shared[(a, b)] += 1
-    candidates = [(a, b) for (a, b), count in shared.items()
-                  if count / max(1, min(rare_count[a], rare_count[b])) >= threshold / 2]
+    candidates = [
+        (a, b) for (a, b), count in shared.items() if count / max(1, min(rare_count[a], rare_count[b])) >= threshold / 2
+    ]
     # Exact figures and matching regions for the candidates, with the common passages removed too.
     bare = {}
     for name, hashes in common.items():
@@ -391,8 +462,11 @@ def find_similar(entries: list, skeleton_package: Path, threshold: float = 0.6, 
 
     def rare(sid):
         if sid not in rare_prints:
-            rare_prints[sid] = {name: lean for name, fp in prints[sid].items()
-                                if (lean := without(fp, bare[name]) if name in bare else fp).token_coverage}
+            rare_prints[sid] = {
+                name: lean
+                for name, fp in prints[sid].items()
+                if (lean := without(fp, bare[name]) if name in bare else fp).token_coverage
+            }
         return rare_prints[sid]
 
     pairs = []
@@ -409,18 +483,36 @@ def find_similar(entries: list, skeleton_package: Path, threshold: float = 0.6, 
             overlap_a += share_a * left[name].token_coverage
             overlap_b += share_b * right[name].token_coverage
             plain = skeleton_lines.get(name, set())
-            regions.append({"file": name, "a": _segments(left[name].raw_code, slices_a, plain),
-                            "b": _segments(right[name].raw_code, slices_b, plain)})
+            regions.append(
+                {
+                    "file": name,
+                    "a": _segments(left[name].raw_code, slices_a, plain),
+                    "b": _segments(right[name].raw_code, slices_b, plain),
+                }
+            )
         sim_a = overlap_a / coverage_a if coverage_a else 0
         sim_b = overlap_b / coverage_b if coverage_b else 0
         if max(sim_a, sim_b) >= threshold and min(overlap_a, overlap_b) >= min_overlap:  # a < b: ids are sorted
-            pairs.append({"a": a, "b": b, "similarity_a": round(min(sim_a, 1.0), 4),
-                          "similarity_b": round(min(sim_b, 1.0), 4), "matched_tokens": int(min(overlap_a, overlap_b)),
-                          "regions": regions})
+            pairs.append(
+                {
+                    "a": a,
+                    "b": b,
+                    "similarity_a": round(min(sim_a, 1.0), 4),
+                    "similarity_b": round(min(sim_b, 1.0), 4),
+                    "matched_tokens": int(min(overlap_a, overlap_b)),
+                    "regions": regions,
+                }
+            )
     # Most shared unusual code first (MOSS orders by lines matched): a high share of a short file says less.
     pairs.sort(key=lambda pair: (-pair["matched_tokens"], pair["a"], pair["b"]))
-    return {"threshold": threshold, "compared": len(ids), "common_over": limit_common, "pairs": pairs[:limit],
-            "more": max(0, len(pairs) - limit), "clusters": clusters(pairs)}
+    return {
+        "threshold": threshold,
+        "compared": len(ids),
+        "common_over": limit_common,
+        "pairs": pairs[:limit],
+        "more": max(0, len(pairs) - limit),
+        "clusters": clusters(pairs),
+    }
 
 
 def clusters(pairs: list) -> list:

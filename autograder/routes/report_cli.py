@@ -1,8 +1,9 @@
 """`python -m autograder merge ...` and `python -m autograder report ...` (the CLI's hooks).
 
-    merge OUT1 OUT2 ... --out MERGED                 shards (grade --shard K/N) back into one
-    report OUT1 [OUT2 ...] --html r.html [--json r.json] [--lang ko] [--threshold 0.6]
+merge OUT1 OUT2 ... --out MERGED                 shards (grade --shard K/N) back into one
+report OUT1 [OUT2 ...] --html r.html [--json r.json] [--lang ko] [--threshold 0.6]
 """
+
 import json
 import sys
 
@@ -23,7 +24,9 @@ def run_merge(args) -> int:
     except ShardError as error:
         print(f"error: {error}", file=sys.stderr)
         return 2
-    print(f"merged {len(merged)} results from {len(args.dirs)} directories into {args.out}/ (grades.csv, one JSON each)")
+    print(
+        f"merged {len(merged)} results from {len(args.dirs)} directories into {args.out}/ (grades.csv, one JSON each)"
+    )
     return 0
 
 
@@ -40,8 +43,14 @@ def build_report(dirs: list, threshold: float = 0.6, assignment: str = None) -> 
     try:
         similarity = report.find_similar(entries, skeleton, threshold)
     except ImportError:
-        similarity = {"pairs": [], "threshold": threshold, "compared": 0, "more": 0, "common_over": None,
-                      "unavailable": "copydetect is not installed (pip install -e .[instructor])"}
+        similarity = {
+            "pairs": [],
+            "threshold": threshold,
+            "compared": 0,
+            "more": 0,
+            "common_over": None,
+            "unavailable": "copydetect is not installed (pip install -e .[instructor])",
+        }
     data = report.build(entries, report.skeleton_paragraphs(skeleton, files), similarity)
     data["assignment"] = {"id": config.id, "title": config.title}  # its titles' ids in the catalogs
     return data
@@ -71,13 +80,16 @@ def run_report(args) -> int:
         print(f"error: {error}", file=sys.stderr)
         return 2
     if not data["students"]:
-        print(f"error: no results in {', '.join(map(str, args.dirs))} (expected grade --out directories)", file=sys.stderr)
+        print(
+            f"error: no results in {', '.join(map(str, args.dirs))} (expected grade --out directories)", file=sys.stderr
+        )
         return 2
     if args.json:
         args.json.write_text(json.dumps(data, indent=1, ensure_ascii=False) + "\n", encoding="utf-8")
         print(f"wrote {args.json}")
     if args.html:
         from autograder.routes.report_html import render
+
         args.html.write_text(render(data, args.lang, args.dirs), encoding="utf-8")
         print(f"wrote {args.html}")
     return 0

@@ -6,6 +6,7 @@ macros (bars from the histograms), so the file opens offline: no script, no CDN,
 The report's own words are keyed by id in REPORT_CATALOG, English and Korean, kept apart from
 the student messages (autograder/messages.py) so they can move to a gettext catalog as a block.
 """
+
 import base64
 import functools
 import re
@@ -20,14 +21,21 @@ REPORT_CATALOG = {
     "en": {
         "title": "Class report: {assignment}",
         "generated": "{count} submissions from {dirs}",
-        "nav.summary": "At a glance", "nav.misconceptions": "Misconceptions", "nav.steps": "Per step",
-        "nav.hidden": "Public vs hidden", "nav.similarity": "Similarity", "nav.runtime": "Runtime",
+        "nav.summary": "At a glance",
+        "nav.misconceptions": "Misconceptions",
+        "nav.steps": "Per step",
+        "nav.hidden": "Public vs hidden",
+        "nav.similarity": "Similarity",
+        "nav.runtime": "Runtime",
         "nav.students": "Students",
         "summary.title": "The class at a glance",
-        "summary.submissions": "Submissions", "summary.graded": "Graded", "summary.mean": "Mean",
+        "summary.submissions": "Submissions",
+        "summary.graded": "Graded",
+        "summary.mean": "Mean",
         "summary.nothing": "Nothing to grade / not graded",
         "summary.covers": "Mean, median, full marks and the charts cover the {count} graded submissions; the {left} with nothing to grade or not graded are left out.",
-        "summary.median": "Median", "summary.full_marks": "Full marks",
+        "summary.median": "Median",
+        "summary.full_marks": "Full marks",
         "summary.histogram": "Total scores",
         "summary.not_graded": "{count} submissions have no score or nothing to grade:",
         "summary.all_graded": "Every submission was graded.",
@@ -37,20 +45,30 @@ REPORT_CATALOG = {
         "mis.title": "Misconceptions: what to re-teach",
         "mis.intro": "Each line is a known mistake the diagnosis recognised in failing steps, most frequent first.",
         "mis.none": "No failing step carried a diagnosis.",
-        "mis.students": "students", "mis.step": "step", "mis.explanation": "explanation",
+        "mis.students": "students",
+        "mis.step": "step",
+        "mis.explanation": "explanation",
         "mis.count": "{count} of {total} students ({share:.0%})",
         "mis.teaching": "What the skeleton says ({file})",
         "mis.unexplained": "failures no cataloged mistake reproduces (see each student's evidence)",
         "steps.title": "Per step",
         "steps.mean": "mean {mean:.2f} / {max:g}, median {median:.2f}",
-        "steps.check": "check", "steps.visibility": "visibility", "steps.pass_rate": "pass rate",
-        "steps.passed": "passed", "steps.failed": "failed", "steps.not_run": "not run",
-        "outcome.full": "full", "outcome.partial": "partial", "outcome.zero": "zero",
-        "outcome.not_implemented": "not implemented", "outcome.not_checked": "not checked",
+        "steps.check": "check",
+        "steps.visibility": "visibility",
+        "steps.pass_rate": "pass rate",
+        "steps.passed": "passed",
+        "steps.failed": "failed",
+        "steps.not_run": "not run",
+        "outcome.full": "full",
+        "outcome.partial": "partial",
+        "outcome.zero": "zero",
+        "outcome.not_implemented": "not implemented",
+        "outcome.not_checked": "not checked",
         "hidden.title": "Public vs hidden",
         "hidden.intro": "Students who pass every public check of a step but lose hidden ones: code fitted to the visible tests, or a case the public checks do not reach.",
         "hidden.none": "No student passed every public check of a step while failing a hidden one.",
-        "hidden.failed": "hidden checks failed", "hidden.lost": "points lost",
+        "hidden.failed": "hidden checks failed",
+        "hidden.lost": "points lost",
         "sim.title": "Similarity",
         "sim.note": "Similarity is a lead, not a verdict: students solving the same small exercise from the same skeleton write alike code. Read the matching regions before drawing any conclusion.",
         "sim.method": "copydetect (winnowed fingerprints of 25-character k-grams of the tokenised code, names normalised), file against file of the same name. Ignored: the skeleton's text, and passages that more than {common} submissions share (the usual way to write it). {compared} submissions compared; pairs at or above {threshold:.0%} shown, the most matching code first.",
@@ -61,33 +79,54 @@ REPORT_CATALOG = {
         "sim.clusters": "Groups: students linked by pairs at or above the threshold, the largest first ({count} groups). Many pairs inside one group are one lead, not many.",
         "sim.cluster": "{size} students, {pairs} pairs, up to {top:.0%}",
         "sim.listed": "The {shown} pairs with the most matching code:",
-        "rt.title": "Runtime", "rt.slowest": "Slowest submissions", "rt.seconds": "seconds",
+        "rt.title": "Runtime",
+        "rt.slowest": "Slowest submissions",
+        "rt.seconds": "seconds",
         "rt.total": "grading took {total:.1f} s in all, {mean:.2f} s per submission on average",
         "rt.no_times": "The results carry no grading times (graded before duration_s was recorded).",
-        "rt.hangs": "Hangs (stopped for time)", "rt.crashes": "Crashes (the interpreter died)",
+        "rt.hangs": "Hangs (stopped for time)",
+        "rt.crashes": "Crashes (the interpreter died)",
         "rt.none": "none",
-        "students.title": "Students", "students.student": "student", "students.total": "total",
-        "students.diagnoses": "diagnoses", "students.feedback": "feedback",
-        "students.not_graded": "not graded", "students.back": "back to the list",
-        "fb.score": "{score:g} / {max:g}", "fb.output": "What the code printed",
-        "fb.seed": "hidden-check seed {seed}", "fb.sandbox": "sandbox: {layers}",
+        "students.title": "Students",
+        "students.student": "student",
+        "students.total": "total",
+        "students.diagnoses": "diagnoses",
+        "students.feedback": "feedback",
+        "students.not_graded": "not graded",
+        "students.back": "back to the list",
+        "fb.score": "{score:g} / {max:g}",
+        "fb.output": "What the code printed",
+        "fb.seed": "hidden-check seed {seed}",
+        "fb.sandbox": "sandbox: {layers}",
         "fb.all_passed": "every check passed",
         "fb.pictures": "Attention weights of a failing check: the student's next to the expected ones",
-        "col.step": "step", "col.score": "score", "col.count": "count", "col.reason": "reason",
-        "col.checks": "checks", "col.message": "message",
-        "vis.public": "public", "vis.hidden": "hidden",
+        "col.step": "step",
+        "col.score": "score",
+        "col.count": "count",
+        "col.reason": "reason",
+        "col.checks": "checks",
+        "col.message": "message",
+        "vis.public": "public",
+        "vis.hidden": "hidden",
     },
     "ko": {
         "title": "학급 보고서: {assignment}",
         "generated": "제출물 {count}개 ({dirs})",
-        "nav.summary": "한눈에 보기", "nav.misconceptions": "오개념", "nav.steps": "단계별",
-        "nav.hidden": "공개 대 비공개", "nav.similarity": "유사도", "nav.runtime": "실행 시간",
+        "nav.summary": "한눈에 보기",
+        "nav.misconceptions": "오개념",
+        "nav.steps": "단계별",
+        "nav.hidden": "공개 대 비공개",
+        "nav.similarity": "유사도",
+        "nav.runtime": "실행 시간",
         "nav.students": "학생",
         "summary.title": "학급 전체 한눈에 보기",
-        "summary.submissions": "제출물", "summary.graded": "채점됨", "summary.mean": "평균",
+        "summary.submissions": "제출물",
+        "summary.graded": "채점됨",
+        "summary.mean": "평균",
         "summary.nothing": "채점할 내용 없음 / 채점 안 됨",
         "summary.covers": "평균, 중앙값, 만점 수와 그래프는 채점된 제출물 {count}개를 대상으로 하며, 채점할 내용이 없거나 채점되지 않은 {left}개는 제외했습니다.",
-        "summary.median": "중앙값", "summary.full_marks": "만점",
+        "summary.median": "중앙값",
+        "summary.full_marks": "만점",
         "summary.histogram": "총점 분포",
         "summary.not_graded": "점수가 없거나 채점할 내용이 없는 제출물 {count}개:",
         "summary.all_graded": "모든 제출물이 채점되었습니다.",
@@ -97,20 +136,30 @@ REPORT_CATALOG = {
         "mis.title": "오개념: 다시 가르칠 내용",
         "mis.intro": "실패한 단계에서 진단이 알아낸 알려진 실수들입니다. 많은 학생이 한 실수부터 나열합니다.",
         "mis.none": "진단이 붙은 실패 단계가 없습니다.",
-        "mis.students": "학생", "mis.step": "단계", "mis.explanation": "설명",
+        "mis.students": "학생",
+        "mis.step": "단계",
+        "mis.explanation": "설명",
         "mis.count": "학생 {total}명 중 {count}명 ({share:.0%})",
         "mis.teaching": "스켈레톤의 설명 ({file})",
         "mis.unexplained": "목록의 어떤 실수로도 재현되지 않는 실패 (학생별 근거 참고)",
         "steps.title": "단계별 결과",
         "steps.mean": "평균 {mean:.2f} / {max:g}, 중앙값 {median:.2f}",
-        "steps.check": "검사", "steps.visibility": "공개 여부", "steps.pass_rate": "통과율",
-        "steps.passed": "통과", "steps.failed": "실패", "steps.not_run": "실행 안 됨",
-        "outcome.full": "만점", "outcome.partial": "부분 점수", "outcome.zero": "0점",
-        "outcome.not_implemented": "미구현", "outcome.not_checked": "검사 안 됨",
+        "steps.check": "검사",
+        "steps.visibility": "공개 여부",
+        "steps.pass_rate": "통과율",
+        "steps.passed": "통과",
+        "steps.failed": "실패",
+        "steps.not_run": "실행 안 됨",
+        "outcome.full": "만점",
+        "outcome.partial": "부분 점수",
+        "outcome.zero": "0점",
+        "outcome.not_implemented": "미구현",
+        "outcome.not_checked": "검사 안 됨",
         "hidden.title": "공개 검사 대 비공개 검사",
         "hidden.intro": "한 단계의 공개 검사는 모두 통과했지만 비공개 검사에서 점수를 잃은 학생들입니다. 보이는 테스트에만 맞춘 코드이거나, 공개 검사가 다루지 않는 경우입니다.",
         "hidden.none": "공개 검사를 모두 통과하고 비공개 검사에서 실패한 학생이 없습니다.",
-        "hidden.failed": "실패한 비공개 검사", "hidden.lost": "잃은 점수",
+        "hidden.failed": "실패한 비공개 검사",
+        "hidden.lost": "잃은 점수",
         "sim.title": "유사도",
         "sim.note": "유사도는 단서일 뿐 판정이 아닙니다. 같은 스켈레톤으로 같은 작은 과제를 푸는 학생들의 코드는 비슷해지기 마련입니다. 결론을 내리기 전에 일치하는 부분을 직접 읽어 보세요.",
         "sim.method": "copydetect (토큰화한 코드의 25글자 k-gram을 winnowing한 지문, 이름은 정규화)로 같은 이름의 파일끼리 비교했습니다. 스켈레톤의 내용과 제출물 {common}개 넘게 공유하는 부분(흔히 쓰는 작성 방식)은 제외했습니다. 제출물 {compared}개를 비교했으며 {threshold:.0%} 이상인 쌍을 일치하는 코드가 많은 순서로 보여 줍니다.",
@@ -121,21 +170,35 @@ REPORT_CATALOG = {
         "sim.clusters": "묶음: 기준 이상인 쌍으로 서로 이어진 학생들입니다. 큰 묶음부터 보여 줍니다 (묶음 {count}개). 한 묶음 안의 여러 쌍은 여러 단서가 아니라 하나의 단서입니다.",
         "sim.cluster": "학생 {size}명, 쌍 {pairs}개, 최고 {top:.0%}",
         "sim.listed": "일치하는 코드가 가장 많은 쌍 {shown}개:",
-        "rt.title": "실행 시간", "rt.slowest": "가장 오래 걸린 제출물", "rt.seconds": "초",
+        "rt.title": "실행 시간",
+        "rt.slowest": "가장 오래 걸린 제출물",
+        "rt.seconds": "초",
         "rt.total": "채점에 모두 {total:.1f}초, 제출물당 평균 {mean:.2f}초가 걸렸습니다",
         "rt.no_times": "결과에 채점 시간이 없습니다 (duration_s 기록 이전에 채점됨).",
-        "rt.hangs": "멈춤 (시간 초과로 중단)", "rt.crashes": "충돌 (인터프리터 종료)",
+        "rt.hangs": "멈춤 (시간 초과로 중단)",
+        "rt.crashes": "충돌 (인터프리터 종료)",
         "rt.none": "없음",
-        "students.title": "학생별 결과", "students.student": "학생", "students.total": "총점",
-        "students.diagnoses": "진단", "students.feedback": "피드백",
-        "students.not_graded": "채점 안 됨", "students.back": "목록으로 돌아가기",
-        "fb.score": "{score:g} / {max:g}", "fb.output": "코드가 출력한 내용",
-        "fb.seed": "비공개 검사 시드 {seed}", "fb.sandbox": "샌드박스: {layers}",
+        "students.title": "학생별 결과",
+        "students.student": "학생",
+        "students.total": "총점",
+        "students.diagnoses": "진단",
+        "students.feedback": "피드백",
+        "students.not_graded": "채점 안 됨",
+        "students.back": "목록으로 돌아가기",
+        "fb.score": "{score:g} / {max:g}",
+        "fb.output": "코드가 출력한 내용",
+        "fb.seed": "비공개 검사 시드 {seed}",
+        "fb.sandbox": "샌드박스: {layers}",
         "fb.all_passed": "모든 검사 통과",
         "fb.pictures": "실패한 검사의 어텐션 가중치: 학생의 결과(왼쪽)와 기대한 결과(오른쪽)",
-        "col.step": "단계", "col.score": "점수", "col.count": "수", "col.reason": "사유",
-        "col.checks": "검사", "col.message": "메시지",
-        "vis.public": "공개", "vis.hidden": "비공개",
+        "col.step": "단계",
+        "col.score": "점수",
+        "col.count": "수",
+        "col.reason": "사유",
+        "col.checks": "검사",
+        "col.message": "메시지",
+        "vis.public": "공개",
+        "vis.hidden": "비공개",
     },
 }
 
@@ -147,6 +210,7 @@ def translator(lang: str):
     def t(key: str, **params) -> str:
         template = catalog.get(key) or REPORT_CATALOG["en"][key]
         return template.format(**params) if params else template
+
     return t
 
 
@@ -154,8 +218,13 @@ def render(data: dict, lang: str = "en", sources: list = ()) -> str:
     """The report's HTML: `data` from report.build, `sources` the out directories (named in it)."""
     from jinja2 import Environment, FileSystemLoader, StrictUndefined, select_autoescape
 
-    env = Environment(loader=FileSystemLoader(str(TEMPLATES)), autoescape=select_autoescape(["j2", "html"]),
-                      undefined=StrictUndefined, trim_blocks=True, lstrip_blocks=True)
+    env = Environment(
+        loader=FileSystemLoader(str(TEMPLATES)),
+        autoescape=select_autoescape(["j2", "html"]),
+        undefined=StrictUndefined,
+        trim_blocks=True,
+        lstrip_blocks=True,
+    )
     env.filters["anchor"] = anchor
     env.filters["num"] = num
     env.filters["embed"] = embed
@@ -166,11 +235,17 @@ def render(data: dict, lang: str = "en", sources: list = ()) -> str:
     if assignment_id:
         assignment = relocalise(assignment, f"assignment_title.{assignment_id}", lang, whole=True)
     return env.get_template("report.html.j2").render(
-        data=data, t=translator(lang), lang=lang, assignment=assignment, sources=[str(s) for s in sources],
+        data=data,
+        t=translator(lang),
+        lang=lang,
+        assignment=assignment,
+        sources=[str(s) for s in sources],
         tick_every=tick_every,
         said=lambda text, message_id: relocalise(text, message_id, lang),
-        step_title=lambda step_id, title: relocalise(title, f"step_title.{assignment_id}.{step_id}", lang, whole=True)
-        if assignment_id else title)
+        step_title=lambda step_id, title: (
+            relocalise(title, f"step_title.{assignment_id}.{step_id}", lang, whole=True) if assignment_id else title
+        ),
+    )
 
 
 def tick_every(bins: int) -> int:
@@ -248,8 +323,10 @@ def _nested(value: str, lang: str, depth: int) -> str:
 def _sentence_ids() -> tuple:
     """The ids whose English text has words of its own (at least 6 characters outside its
     placeholders, so that it cannot match any text), the most specific first."""
+
     def literal(template):
         return sum(len(part) for part, *_ in string.Formatter().parse(template))
+
     english = messages.catalog("en")
     return tuple(sorted((i for i, text in english.items() if literal(text) >= 6), key=lambda i: -literal(english[i])))
 

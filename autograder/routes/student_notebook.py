@@ -10,6 +10,7 @@ checks, no known mistakes) beside the notebook. Each step's code cells write the
 the public checks, the same per-step points as `pytest assignments/` (with --cuda). What the
 notebook says is in Korean, then English (the titles from the assignment's catalog), and the
 setup cell's `LANG` chooses the checks' language (`lang="ko"`)."""
+
 import base64
 import io
 import tempfile
@@ -18,7 +19,7 @@ from pathlib import Path
 
 from autograder.engine.messages import template_or
 
-INSTALL = '''# 이 셀을 먼저 실행하세요: 검사에 필요한 것을 설치하고 채점기(공개 검사만)를 풉니다.
+INSTALL = """# 이 셀을 먼저 실행하세요: 검사에 필요한 것을 설치하고 채점기(공개 검사만)를 풉니다.
 # Run this cell first: it installs what the checks need and unpacks the grader (public checks only).
 import base64, importlib.util, io, os, subprocess, sys, zipfile
 
@@ -36,11 +37,11 @@ GRADER = "{grader}"
 zipfile.ZipFile(io.BytesIO(base64.b64decode(GRADER))).extractall(".")
 sys.path.insert(0, os.getcwd())
 os.makedirs({package!r}, exist_ok=True)  # 코드 셀이 파일을 여기에 씁니다 / the code cells write their files here
-from autograder.routes.notebook import check_step'''
+from autograder.routes.notebook import check_step"""
 
 CHECK = "check_step({step_id!r}, assignment={assignment!r}, lang=LANG)"
 
-INTRODUCTION = '''# {korean_title} / {title}
+INTRODUCTION = """# {korean_title} / {title}
 
 {about}
 
@@ -70,7 +71,7 @@ Each step below has an explanation, a code cell to complete and a check cell.
   check cell); `LANG = "en"` for English.
 * Conventions: batch first, `(B, ...)`; B batch, L length, D = d_model, H heads,
   d_k = D // H; a mask is a bool tensor with True = BLOCKED.
-'''
+"""
 
 STEP = "## 단계 / Step: {korean_title} / {title} ({points:g}점 / points)"
 
@@ -102,18 +103,28 @@ def student_notebook(config, skeleton=None):
     skeleton = Path(skeleton or KIT / "assignments" / config.package)
     notebook = course_notebook(config, solutions=skeleton)
     grader = base64.b64encode(grader_archive(config)).decode("ascii")
-    about, _ = split_docstring((skeleton / "__init__.py").read_text(encoding="utf-8")) \
-        if (skeleton / "__init__.py").is_file() else ("", "")
+    about, _ = (
+        split_docstring((skeleton / "__init__.py").read_text(encoding="utf-8"))
+        if (skeleton / "__init__.py").is_file()
+        else ("", "")
+    )
     steps = {step.id: step for step in config.steps}
     for cell in notebook.cells:
         cell.metadata.pop("nbgrader", None)
         if cell.get("id") == "introduction":
-            cell.source = INTRODUCTION.format(korean_title=template_or(f"assignment_title.{config.id}", config.title, "ko"),
-                                              title=config.title, about=about.strip(), package=config.package)
+            cell.source = INTRODUCTION.format(
+                korean_title=template_or(f"assignment_title.{config.id}", config.title, "ko"),
+                title=config.title,
+                about=about.strip(),
+                package=config.package,
+            )
         elif cell.get("id", "").startswith("step-"):
             step = steps[cell["id"].removeprefix("step-")]
-            cell.source = STEP.format(korean_title=template_or(f"step_title.{config.id}.{step.id}", step.title, "ko"),
-                                      title=step.title, points=step.points)
+            cell.source = STEP.format(
+                korean_title=template_or(f"step_title.{config.id}.{step.id}", step.title, "ko"),
+                title=step.title,
+                points=step.points,
+            )
         elif cell.get("id") == "setup":
             cell.source = INSTALL.format(grader=grader, package=config.package)
         elif cell.get("id", "").startswith("check-"):

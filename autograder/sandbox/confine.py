@@ -27,6 +27,7 @@ are each meant to stop all of that on their own where the kernel offers them:
 
 `confine()` applies what the system supports and returns the names of the layers in force.
 """
+
 import ctypes
 import errno
 import os
@@ -102,13 +103,15 @@ def private_scratch(mount_point, size_bytes):
     try:
         if libc.unshare(flags) != 0:
             return False
-        for name, text in (("setgroups", "deny"), ("uid_map", f"{INNER_ID} {uid} 1"),
-                           ("gid_map", f"{INNER_ID} {gid} 1")):
+        for name, text in (
+            ("setgroups", "deny"),
+            ("uid_map", f"{INNER_ID} {uid} 1"),
+            ("gid_map", f"{INNER_ID} {gid} 1"),
+        ):
             with open(f"/proc/self/{name}", "w") as f:
                 f.write(text)
         options = f"size={size_bytes},mode=0700,uid={INNER_ID},gid={INNER_ID}".encode()
-        if libc.mount(b"mha-lab-scratch", str(mount_point).encode(), b"tmpfs",
-                      MS_NOSUID | MS_NODEV, options) != 0:
+        if libc.mount(b"mha-lab-scratch", str(mount_point).encode(), b"tmpfs", MS_NOSUID | MS_NODEV, options) != 0:
             raise OSError(ctypes.get_errno(), "mount of the scratch tmpfs failed")
         return True
     finally:
@@ -169,8 +172,9 @@ def landlock(read_only, read_write, files_read_write=()):
     abi = landlock_abi()
     if abi < 1:
         return False
-    handled = FS_ALL_V1 | (FS_REFER if abi >= 2 else 0) | (FS_TRUNCATE if abi >= 3 else 0) | \
-        (FS_IOCTL_DEV if abi >= 5 else 0)
+    handled = (
+        FS_ALL_V1 | (FS_REFER if abi >= 2 else 0) | (FS_TRUNCATE if abi >= 3 else 0) | (FS_IOCTL_DEV if abi >= 5 else 0)
+    )
     net = (NET_BIND_TCP | NET_CONNECT_TCP) if abi >= 4 else 0
     scoped = (SCOPE_ABSTRACT_UNIX_SOCKET | SCOPE_SIGNAL) if abi >= 6 else 0
     attr = struct.pack("QQQ", handled, net, scoped)
@@ -180,6 +184,7 @@ def landlock(read_only, read_write, files_read_write=()):
     if ruleset < 0:
         return False
     try:
+
         def allow(path, rights):
             try:
                 fd = os.open(path, os.O_PATH | os.O_CLOEXEC)
@@ -308,8 +313,16 @@ def confine(scratch, memory_bytes, output_bytes, threads, cpu=None, extra_read=(
     layers.append("rlimits")
     if pin_to_cpu(cpu):
         layers.append("one-cpu")
-    read_only = [*python_paths(), "/usr", "/lib", "/lib64", "/etc/ld.so.cache", "/etc/localtime",
-                 "/dev/urandom", *extra_read]
+    read_only = [
+        *python_paths(),
+        "/usr",
+        "/lib",
+        "/lib64",
+        "/etc/ld.so.cache",
+        "/etc/localtime",
+        "/dev/urandom",
+        *extra_read,
+    ]
     gpu = gpu_devices()  # a real GPU (not tested on one since the allow-list: see the README)
     if gpu:
         read_only += ["/proc/driver/nvidia", "/sys"]

@@ -19,6 +19,7 @@ replies with the worker's pid and later its exit status; the judge asks it to ki
 This module imports nothing heavy, so that the command line can start the server before it
 imports torch itself: the two imports then run side by side.
 """
+
 import os
 import select
 import shutil
@@ -141,8 +142,17 @@ def bubblewrap_command(python):
         else:
             binds.append(top)
     binds = sorted({str(Path(p)) for p in binds if os.path.exists(p)})
-    command = [bwrap, "--unshare-pid", "--unshare-net", "--unshare-ipc", "--unshare-uts", "--unshare-cgroup-try",
-               "--new-session", "--hostname", "mha-lab"]
+    command = [
+        bwrap,
+        "--unshare-pid",
+        "--unshare-net",
+        "--unshare-ipc",
+        "--unshare-uts",
+        "--unshare-cgroup-try",
+        "--new-session",
+        "--hostname",
+        "mha-lab",
+    ]
     if os.geteuid() != 0:
         command.append("--unshare-user")  # root needs no user namespace to make the others; it drops its uid itself
     # /tmp first: the kit or its Python may live below /tmp (a CI clone), and a later tmpfs would
@@ -212,22 +222,38 @@ class WorkerServer:
             raise ValueError(f"not a module name: {preload!r}")
         judge_end, server_end = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
         self.control = judge_end
-        code = (f"from autograder.sandbox.fork_server import fork_server_main; "
-                f"fork_server_main({server_end.fileno()}, {preload!r})")
+        code = (
+            f"from autograder.sandbox.fork_server import fork_server_main; "
+            f"fork_server_main({server_end.fileno()}, {preload!r})"
+        )
         base = [sys.executable, "-c", code]
         from autograder import cache_base
 
-        env = {"PATH": "/usr/bin:/bin", "LANG": "C.UTF-8", "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1",
-               "PYTHONPATH": str(KIT), "PYTHONDONTWRITEBYTECODE": "1", "HOME": "/tmp",
-               "MHA_LAB_CACHE": str(cache_base())}
+        env = {
+            "PATH": "/usr/bin:/bin",
+            "LANG": "C.UTF-8",
+            "OMP_NUM_THREADS": "1",
+            "MKL_NUM_THREADS": "1",
+            "PYTHONPATH": str(KIT),
+            "PYTHONDONTWRITEBYTECODE": "1",
+            "HOME": "/tmp",
+            "MHA_LAB_CACHE": str(cache_base()),
+        }
         wrapped = bubblewrap_command(sys.executable)
         self.ready = threading.Event()
         self.layers, self.stopped, self.error = [], False, ""
         for command in ([*wrapped, *base[1:]], base) if wrapped else (base,):
             self.stderr = tempfile.TemporaryFile()  # the server's own complaints, if it fails to start
-            self.process = subprocess.Popen(command, pass_fds=[server_end.fileno()], env=env, cwd=str(KIT),
-                                            stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
-                                            stderr=self.stderr, start_new_session=True)
+            self.process = subprocess.Popen(
+                command,
+                pass_fds=[server_end.fileno()],
+                env=env,
+                cwd=str(KIT),
+                stdin=subprocess.DEVNULL,
+                stdout=subprocess.DEVNULL,
+                stderr=self.stderr,
+                start_new_session=True,
+            )
             if command is base or self._says_hello():
                 break
             self.process.kill()  # bwrap refused (no user namespaces here, say): run without it

@@ -5,15 +5,30 @@ bool, int, float, str, bytes, or a list, tuple or dict of those. The judge decod
 unpickler that refuses every global, so a hostile worker can send wrong data but can never make
 the judge run code, and the decoded tensors are checked against their declared dtype and shape.
 """
+
 import io
 import pickle
 
 import torch
 
 TENSOR = "__tensor__"
-DTYPES = {name: getattr(torch, name) for name in (
-    "float64", "float32", "float16", "bfloat16", "int64", "int32", "int16", "int8", "uint8", "bool",
-    "complex64", "complex128")}
+DTYPES = {
+    name: getattr(torch, name)
+    for name in (
+        "float64",
+        "float32",
+        "float16",
+        "bfloat16",
+        "int64",
+        "int32",
+        "int16",
+        "int8",
+        "uint8",
+        "bool",
+        "complex64",
+        "complex128",
+    )
+}
 MAX_MESSAGE = 64 * 1024 * 1024  # bytes; a bigger message is refused
 MAX_VALUES = 1_000_000  # values in one decoded message (an observation has hundreds)
 
@@ -35,7 +50,9 @@ def encode(value):
     if isinstance(value, dict):
         return {str(k): encode(v) for k, v in value.items()}
     if isinstance(value, (list, tuple)):
-        return type(value)(encode(v) for v in value) if type(value) in (list, tuple) else tuple(encode(v) for v in value)
+        return (
+            type(value)(encode(v) for v in value) if type(value) in (list, tuple) else tuple(encode(v) for v in value)
+        )
     if value is None or isinstance(value, (bool, int, float, str, bytes)):
         return value
     if isinstance(value, (torch.dtype, torch.device)):

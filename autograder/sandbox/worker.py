@@ -18,6 +18,7 @@ killing the worker; a worker that dies costs only what it was doing: a fresh one
 
 This module knows nothing of checks or grades: the preload module does (autograder/engine/remote.py).
 """
+
 import os
 import select
 import socket
@@ -72,8 +73,11 @@ def worker_main(channel_fd, output_fd, server_layers, fallback_scratch, serve):
             f.write(data)
     os.environ.clear()
     os.environ.update(CLEAN_ENV, HOME=scratch)
-    layers = [*server_layers, *(["private-scratch"] if private else []),
-              *confine(scratch, setup["memory_bytes"], OUTPUT_LIMIT, THREADS, setup.get("cpu"))]
+    layers = [
+        *server_layers,
+        *(["private-scratch"] if private else []),
+        *confine(scratch, setup["memory_bytes"], OUTPUT_LIMIT, THREADS, setup.get("cpu")),
+    ]
     conn.send_bytes(wire.dumps({"ready": layers}))
     serve(conn, scratch, setup)
 
@@ -172,7 +176,7 @@ def read_message(conn, seconds):
     student code has taken over could begin one and stop; this reads the same framing (a 4-byte
     big-endian length, then the bytes) with a deadline."""
     deadline = time.monotonic() + seconds
-    size, = struct.unpack("!i", _read_exactly(conn.fileno(), 4, deadline))
+    (size,) = struct.unpack("!i", _read_exactly(conn.fileno(), 4, deadline))
     if not 0 <= size <= wire.MAX_MESSAGE:
         raise wire.WireError("message too large")
     return _read_exactly(conn.fileno(), size, deadline)
@@ -235,8 +239,9 @@ class Worker:
     def launch(self):
         """Start a fresh worker on a fresh copy of the submission; wait_ready() before use."""
         self.stop()
-        setup = wire.dumps({"files": self.files, "package": self.package, "memory_bytes": self.memory_bytes,
-                            "cpu": self.cpu})
+        setup = wire.dumps(
+            {"files": self.files, "package": self.package, "memory_bytes": self.memory_bytes, "cpu": self.cpu}
+        )
         for attempt in range(3):  # a spare that died while it waited: take the next one
             self.process, self.conn, output = take_worker(self.preload)
             self.outputs.append(output)

@@ -8,6 +8,7 @@
 * memory_bytes: the workers' memory budget (the command line keeps the default), small so that a
   test of the memory limit does not have to take gigabytes from a shared machine.
 """
+
 import functools
 import json
 import os
@@ -21,14 +22,19 @@ def main() -> int:
     sys.path.insert(0, KIT)
     if spec.get("no_static_scan"):
         from autograder.engine import runner
+
         if not hasattr(runner, "forbidden_in_source"):
-            sys.exit("driver: autograder.engine.runner.forbidden_in_source is gone: update tests/attacks/driver.py "
-                     "so that it turns off the judge's source scan")
+            sys.exit(
+                "driver: autograder.engine.runner.forbidden_in_source is gone: update tests/attacks/driver.py "
+                "so that it turns off the judge's source scan"
+            )
         runner.forbidden_in_source = lambda *args, **kwargs: None
     if spec.get("memory_bytes"):
         from autograder.engine import batch
+
         batch.grade_batch = functools.partial(batch.grade_batch, memory_bytes=spec["memory_bytes"])
     from autograder.routes.cli import main as grade_main
+
     return grade_main(spec["argv"])
 
 

@@ -9,6 +9,7 @@ the processes still alive here after `grace` seconds are exactly those that outl
 reported, then killed and reaped, so that no test leaves anything behind.
 Report: {"rc", "timed_out", "survivors": [{"pid", "cmdline"}], "maxrss_kb", "stdout", "stderr"}.
 """
+
 import ctypes
 import json
 import os
@@ -54,8 +55,9 @@ def main() -> None:
     if ctypes.CDLL(None, use_errno=True).prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) != 0:
         sys.exit("harness: cannot become a child subreaper")
     with open(spec["report"] + ".out", "wb") as out, open(spec["report"] + ".err", "wb") as err:
-        process = subprocess.Popen(spec["argv"], cwd=spec["cwd"], env=spec["env"], stdout=out, stderr=err,
-                                   stdin=subprocess.DEVNULL)
+        process = subprocess.Popen(
+            spec["argv"], cwd=spec["cwd"], env=spec["env"], stdout=out, stderr=err, stdin=subprocess.DEVNULL
+        )
         timed_out = False
         deadline = time.monotonic() + spec["timeout"]
         while True:
@@ -95,8 +97,17 @@ def main() -> None:
     with open(spec["report"] + ".err", "rb") as f:
         stderr = f.read()[-20000:].decode(errors="replace")
     with open(spec["report"], "w") as f:
-        json.dump({"rc": rc, "timed_out": timed_out, "survivors": survivors, "maxrss_kb": usage.ru_maxrss,
-                   "stdout": stdout, "stderr": stderr}, f)
+        json.dump(
+            {
+                "rc": rc,
+                "timed_out": timed_out,
+                "survivors": survivors,
+                "maxrss_kb": usage.ru_maxrss,
+                "stdout": stdout,
+                "stderr": stderr,
+            },
+            f,
+        )
 
 
 if __name__ == "__main__":

@@ -1,5 +1,6 @@
 """Warm-up of the kv_cache assignment: the ops its checks and typical solutions use, run once in
 the worker server so that each worker (a fork of it) pays no first-call costs."""
+
 import math
 
 import torch

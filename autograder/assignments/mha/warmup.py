@@ -1,5 +1,6 @@
 """Warm-up of the multi-head attention assignment: the ops its checks and typical solutions use,
 run once in the worker server so that each worker (a fork of it) pays no first-call costs."""
+
 import math
 
 import torch
@@ -16,7 +17,10 @@ def _exercise(x, mask, ids, table, linear):
     parts = torch.cat(out.split(4, dim=-1), dim=-1).chunk(2, dim=-1)
     torch.stack(parts, dim=1).sum()
     torch.nn.functional.embedding(ids, table, padding_idx=0)
-    torch.ones(4, 4, dtype=torch.bool, device=x.device).triu(1) | torch.zeros(4, 4, dtype=torch.bool, device=x.device).tril()
+    (
+        torch.ones(4, 4, dtype=torch.bool, device=x.device).triu(1)
+        | torch.zeros(4, 4, dtype=torch.bool, device=x.device).tril()
+    )
     (ids == 0)[:, None, None, :]
     torch.where(mask, torch.full_like(scores, -1e9), scores).amax(-1, keepdim=True).exp()
 
@@ -25,8 +29,12 @@ def warm_up(simulation=None):
     """Run in the worker server once (autograder/engine/remote.py), so every worker starts warm:
     the ops of this assignment on the CPU and, given the simulated CUDA device, on it."""
     linear = torch.nn.Linear(8, 8).double()
-    args = (torch.randn(2, 4, 8, dtype=torch.float64), torch.ones(4, 4, dtype=torch.bool).triu(1),
-            torch.tensor([[1, 2, 0, 0]]), torch.randn(5, 3, dtype=torch.float64))
+    args = (
+        torch.randn(2, 4, 8, dtype=torch.float64),
+        torch.ones(4, 4, dtype=torch.bool).triu(1),
+        torch.tensor([[1, 2, 0, 0]]),
+        torch.randn(5, 3, dtype=torch.float64),
+    )
     _exercise(*args, linear)
     linear(args[0]).sum().backward()
     if simulation is not None:
@@ -62,8 +70,11 @@ def _warm_fake_shapes(simulation):
         table(simulation.tensor(torch.tensor([[1, 2, 3, 4, 5, 6], [7, 8, 9, 10, 1, 2]])))
         # Scalar arguments are part of the cache key: the usual fill values and 1/sqrt(d_k) scales.
         causal = torch.ones(4, 4, dtype=torch.bool, device=simulation.device).triu(1)  # device as a student passes it
-        for scores, masks, d_k in ((h @ h.transpose(-2, -1), (blocked,), 4), (q4 @ q4.transpose(-2, -1), (mask, causal), 8)):
+        for scores, masks, d_k in (
+            (h @ h.transpose(-2, -1), (blocked,), 4),
+            (q4 @ q4.transpose(-2, -1), (mask, causal), 8),
+        ):
             for fill in (float("-inf"), -1e9, torch.finfo(torch.float64).min):
                 for blocked_keys in masks:
                     scores.masked_fill(blocked_keys, fill)
-            scores / math.sqrt(d_k), scores * (1 / math.sqrt(d_k)), scores * d_k ** -0.5
+            scores / math.sqrt(d_k), scores * (1 / math.sqrt(d_k)), scores * d_k**-0.5

@@ -5,13 +5,14 @@ enable_gqa=True) over the whole text at once. This is the integration step: it r
 student's whole module (which uses decode.py and gqa.py), and once the student's own KVCache,
 so a mistake in an earlier step may show here too, by design.
 """
+
 import torch
 import torch.nn.functional as F
 
 from autograder.engine.check import Check, linear_state, load_linear, raised_verdict, randn, randsize
 from .incremental_decoding import ScriptedCache
 
-FILES = ['decoder.py']  # what the step grades (scanned for forbidden calls)
+FILES = ["decoder.py"]  # what the step grades (scanned for forbidden calls)
 
 LAYERS = ("w_q", "w_k", "w_v", "w_o")
 
@@ -19,8 +20,12 @@ LAYERS = ("w_q", "w_k", "w_v", "w_o")
 def weights(rng, d_model, n_heads, n_kv_heads, bias):
     """Random weights of the four projections; w_k and w_v have n_kv_heads * d_k outputs."""
     kv_width = n_kv_heads * (d_model // n_heads)
-    return {"w_q": linear_state(rng, d_model, d_model, bias), "w_k": linear_state(rng, d_model, kv_width, bias),
-            "w_v": linear_state(rng, d_model, kv_width, bias), "w_o": linear_state(rng, d_model, d_model, bias)}
+    return {
+        "w_q": linear_state(rng, d_model, d_model, bias),
+        "w_k": linear_state(rng, d_model, kv_width, bias),
+        "w_v": linear_state(rng, d_model, kv_width, bias),
+        "w_o": linear_state(rng, d_model, d_model, bias),
+    }
 
 
 def build(kv, states, n_heads, n_kv_heads, bias):
@@ -63,9 +68,14 @@ class AgainstTorch(Check):
     def inputs(self, rng):
         L = sum(self.lengths) if self.lengths else 5
         kv_heads = self.n_heads if self.n_kv_heads is None else self.n_kv_heads
-        return {"states": weights(rng, self.d_model, self.n_heads, kv_heads, self.bias),
-                "x": randn(rng, 2, L, self.d_model), "n_heads": self.n_heads, "n_kv_heads": self.n_kv_heads,
-                "bias": self.bias, "lengths": self.lengths}
+        return {
+            "states": weights(rng, self.d_model, self.n_heads, kv_heads, self.bias),
+            "x": randn(rng, 2, L, self.d_model),
+            "n_heads": self.n_heads,
+            "n_kv_heads": self.n_kv_heads,
+            "bias": self.bias,
+            "lengths": self.lengths,
+        }
 
     def observe(self, kv, states, x, n_heads, n_kv_heads, bias, lengths):
         module = build(kv, states, n_heads, n_kv_heads, bias)
@@ -73,11 +83,14 @@ class AgainstTorch(Check):
             if lengths is None:
                 return {"out": [module(x)]}
             d_k, kv_heads = x.shape[-1] // n_heads, n_heads if n_kv_heads is None else n_kv_heads
-            cache = kv.cache.KVCache() if self.own_cache else ScriptedCache(
-                project(states, "w_k", x, kv_heads, d_k), project(states, "w_v", x, kv_heads, d_k))
+            cache = (
+                kv.cache.KVCache()
+                if self.own_cache
+                else ScriptedCache(project(states, "w_k", x, kv_heads, d_k), project(states, "w_v", x, kv_heads, d_k))
+            )
             outputs, start = [], 0
             for n in lengths:
-                outputs.append(module(x[:, start:start + n], cache))
+                outputs.append(module(x[:, start : start + n], cache))
                 start += n
             return {"out": outputs}
 
@@ -162,6 +175,11 @@ class RandomSizes(AgainstTorch):
         n_heads = n_kv_heads * n_rep
         d_model = n_heads * d_k
         lengths = (randsize(rng, 2, 5), 1, randsize(rng, 2, 4), 1)
-        return {"states": weights(rng, d_model, n_heads, n_kv_heads, bias=True),
-                "x": randn(rng, randsize(rng, 2, 4), sum(lengths), d_model), "n_heads": n_heads,
-                "n_kv_heads": n_kv_heads, "bias": True, "lengths": lengths}
+        return {
+            "states": weights(rng, d_model, n_heads, n_kv_heads, bias=True),
+            "x": randn(rng, randsize(rng, 2, 4), sum(lengths), d_model),
+            "n_heads": n_heads,
+            "n_kv_heads": n_kv_heads,
+            "bias": True,
+            "lengths": lengths,
+        }

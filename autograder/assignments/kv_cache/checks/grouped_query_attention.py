@@ -3,13 +3,14 @@
 Oracle: F.scaled_dot_product_attention(..., enable_gqa=True), PyTorch's own grouped-query
 attention (query head h uses K/V head h // (H // H_kv)), and for repeat_kv that rule written out.
 """
+
 import torch
 import torch.nn.functional as F
 
 from autograder.engine.check import Check, raised_verdict, randn, randsize
 from .incremental_decoding import mask_by_hand
 
-FILES = ['gqa.py']  # what the step grades (scanned for forbidden calls)
+FILES = ["gqa.py"]  # what the step grades (scanned for forbidden calls)
 
 
 def heads_by_rule(x, n_rep):
@@ -18,8 +19,11 @@ def heads_by_rule(x, n_rep):
 
 
 def gqa_inputs(rng, B=2, H=6, H_kv=2, Lq=4, Lk=5, d_k=4, d_v=3, dtype=torch.float64):
-    return {"q": randn(rng, B, H, Lq, d_k, dtype=dtype), "k": randn(rng, B, H_kv, Lk, d_k, dtype=dtype),
-            "v": randn(rng, B, H_kv, Lk, d_v, dtype=dtype)}
+    return {
+        "q": randn(rng, B, H, Lq, d_k, dtype=dtype),
+        "k": randn(rng, B, H_kv, Lk, d_k, dtype=dtype),
+        "v": randn(rng, B, H_kv, Lk, d_v, dtype=dtype),
+    }
 
 
 def oracle(q, k, v, mask=None):
@@ -139,16 +143,26 @@ class RandomSizes(AgainstTorch):
     def inputs(self, rng):
         H_kv, n_rep = randsize(rng, 2, 4), randsize(rng, 2, 4)
         Lq, Lk = randsize(rng, 2, 6), randsize(rng, 3, 8)
-        inputs = gqa_inputs(rng, B=randsize(rng, 2, 4), H=H_kv * n_rep, H_kv=H_kv, Lq=Lq, Lk=Lk,
-                            d_k=randsize(rng, 2, 9), d_v=randsize(rng, 2, 9))
+        inputs = gqa_inputs(
+            rng,
+            B=randsize(rng, 2, 4),
+            H=H_kv * n_rep,
+            H_kv=H_kv,
+            Lq=Lq,
+            Lk=Lk,
+            d_k=randsize(rng, 2, 9),
+            d_v=randsize(rng, 2, 9),
+        )
         mask = torch.rand(Lq, Lk, generator=rng) < 0.3  # (Lq, Lk)
         mask[:, :2] = False  # every query keeps two keys: with one, the scale would not matter
         mask[:, -1] = True  # and loses one: an ignored mask shows on every seed
         return {**inputs, "mask": mask}
 
     def observe(self, kv, q, k, v, mask):
-        return {"out": kv.gqa.grouped_query_attention(q, k, v, mask=mask),
-                "repeated": kv.gqa.repeat_kv(k, q.shape[1] // k.shape[1])}
+        return {
+            "out": kv.gqa.grouped_query_attention(q, k, v, mask=mask),
+            "repeated": kv.gqa.repeat_kv(k, q.shape[1] // k.shape[1]),
+        }
 
     def expected(self, q, k, v, mask):
         return {"out": oracle(q, k, v, mask), "repeated": heads_by_rule(k, q.shape[1] // k.shape[1])}

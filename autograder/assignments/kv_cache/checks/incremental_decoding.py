@@ -6,12 +6,13 @@ once. Fed to cached_attention chunk by chunk, the sequence must give the same ro
 student's function gets a stand-in for a cache (ScriptedCache), so that a mistake in cache.py
 costs the step `kv_cache` only.
 """
+
 import torch
 import torch.nn.functional as F
 
 from autograder.engine.check import Check, ContractError, Fail, describe, randindex, randn, randsize
 
-FILES = ['decode.py']  # what the step grades (scanned for forbidden calls)
+FILES = ["decode.py"]  # what the step grades (scanned for forbidden calls)
 
 
 class ScriptedCache:
@@ -26,10 +27,14 @@ class ScriptedCache:
 
     def update(self, k, v):
         end = self.length + (k.shape[-2] if isinstance(k, torch.Tensor) and k.dim() == 4 else 0)
-        repeat = _next_chunk("k", k, self.keys[:, :, self.length:end])
-        if _next_chunk("v", v, self.values[:, :, self.length:end]) != repeat:
-            raise ContractError("wrong_type", name="cache.update(k, v)", expected="keys and values with the same heads",
-                                got=f"{describe(k)} and {describe(v)}")
+        repeat = _next_chunk("k", k, self.keys[:, :, self.length : end])
+        if _next_chunk("v", v, self.values[:, :, self.length : end]) != repeat:
+            raise ContractError(
+                "wrong_type",
+                name="cache.update(k, v)",
+                expected="keys and values with the same heads",
+                got=f"{describe(k)} and {describe(v)}",
+            )
         self.length = end
         keys, values = self.keys[:, :, :end], self.values[:, :, :end]  # (B, H_kv, end, d)
         if repeat > 1:
@@ -44,15 +49,20 @@ def _next_chunk(name, got, want):
     """How many times the heads of `want` are repeated in `got` (1: as they are), or a
     ContractError when `got` is not the chunk expected next."""
     expected = f"the next chunk of the sequence, shape {tuple(want.shape)} (B, H_kv, L_new, d)"
-    if not isinstance(got, torch.Tensor) or got.dim() != 4 or got.shape[2] != want.shape[2] \
-            or got.shape[1] % want.shape[1] != 0:
+    if (
+        not isinstance(got, torch.Tensor)
+        or got.dim() != 4
+        or got.shape[2] != want.shape[2]
+        or got.shape[1] % want.shape[1] != 0
+    ):
         raise ContractError("wrong_type", name=f"{name} given to cache.update", expected=expected, got=describe(got))
     repeat = got.shape[1] // want.shape[1]
     want = want.repeat_interleave(repeat, dim=1) if repeat > 1 else want
     close = 1e-4 if want.dtype == torch.float32 else 1e-6
     if got.shape != want.shape or not torch.allclose(got.detach().to(want.dtype), want, rtol=close, atol=close):
-        raise ContractError("wrong_type", name=f"{name} given to cache.update", expected=expected,
-                            got=f"other values ({describe(got)})")
+        raise ContractError(
+            "wrong_type", name=f"{name} given to cache.update", expected=expected, got=f"other values ({describe(got)})"
+        )
     return repeat
 
 
@@ -63,8 +73,11 @@ def mask_by_hand(q_len, k_len):
 
 def sequence(rng, B=2, H=3, L=6, d_k=4, d_v=5, dtype=torch.float64):
     """q, k (B, H, L, d_k), v (B, H, L, d_v): one whole sequence."""
-    return {"q": randn(rng, B, H, L, d_k, dtype=dtype), "k": randn(rng, B, H, L, d_k, dtype=dtype),
-            "v": randn(rng, B, H, L, d_v, dtype=dtype)}
+    return {
+        "q": randn(rng, B, H, L, d_k, dtype=dtype),
+        "k": randn(rng, B, H, L, d_k, dtype=dtype),
+        "v": randn(rng, B, H, L, d_v, dtype=dtype),
+    }
 
 
 def decode(decoder, q, k, v, lengths, cache=None):
@@ -200,8 +213,13 @@ class RandomChunks(Decoding):
 
     def inputs(self, rng):
         lengths = [randsize(rng, 2, 4)] + [1] * randsize(rng, 2, 4) + [randsize(rng, 2, 4), 1]
-        shape = {"B": randsize(rng, 2, 4), "H": randsize(rng, 2, 5), "L": sum(lengths),
-                 "d_k": randsize(rng, 2, 9), "d_v": randsize(rng, 2, 9)}
+        shape = {
+            "B": randsize(rng, 2, 4),
+            "H": randsize(rng, 2, 5),
+            "L": sum(lengths),
+            "d_k": randsize(rng, 2, 9),
+            "d_v": randsize(rng, 2, 9),
+        }
         return {**sequence(rng, **shape), "lengths": lengths}
 
     def expected(self, q, k, v, lengths):  # the built-in oracle, not only the reference

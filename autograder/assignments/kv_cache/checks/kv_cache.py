@@ -2,11 +2,12 @@
 
 Oracle: torch.cat of every chunk given so far along the sequence axis (dim 2), written out.
 """
+
 import torch
 
 from autograder.engine.check import Check, ContractError, describe, randn, randsize
 
-FILES = ['cache.py']  # what the step grades (scanned for forbidden calls)
+FILES = ["cache.py"]  # what the step grades (scanned for forbidden calls)
 
 
 def chunks(rng, lengths, B=2, H_kv=3, d_k=4, d_v=5, dtype=torch.float64):
@@ -18,8 +19,7 @@ def update(cache, k, v):
     """cache.update(k, v), which must give a pair (K, V)."""
     result = cache.update(k, v)
     if not isinstance(result, (tuple, list)) or len(result) != 2:
-        raise ContractError("wrong_type", name="KVCache.update(k, v)", expected="a pair (K, V)",
-                            got=describe(result))
+        raise ContractError("wrong_type", name="KVCache.update(k, v)", expected="a pair (K, V)", got=describe(result))
     return result
 
 
@@ -39,8 +39,8 @@ def by_hand(pieces):
     """What a correct cache returns after each piece: everything so far, along dim 2."""
     seen = {"len_empty": 0, "K": [], "V": [], "len": []}
     for i in range(len(pieces)):
-        seen["K"].append(torch.cat([k for k, _ in pieces[:i + 1]], dim=2))  # (B, H_kv, L, d_k)
-        seen["V"].append(torch.cat([v for _, v in pieces[:i + 1]], dim=2))  # (B, H_kv, L, d_v)
+        seen["K"].append(torch.cat([k for k, _ in pieces[: i + 1]], dim=2))  # (B, H_kv, L, d_k)
+        seen["V"].append(torch.cat([v for _, v in pieces[: i + 1]], dim=2))  # (B, H_kv, L, d_v)
         seen["len"].append(seen["K"][-1].shape[2])
     return seen
 
@@ -130,8 +130,7 @@ class Independent(Check):
         return {"first_K": a["K"][-1], "second_K": b["K"][-1], "second_len": b["len"][-1]}
 
     def expected(self, first, second):
-        return {"first_K": torch.cat([k for k, _ in first], dim=2), "second_K": second[0][0],
-                "second_len": 3}
+        return {"first_K": torch.cat([k for k, _ in first], dim=2), "second_K": second[0][0], "second_len": 3}
 
 
 # ### BEGIN HIDDEN CHECKS

@@ -1,5 +1,6 @@
 """Known mistakes of step `grouped_query_attention`, each a list of knob settings of the model
 (mistakes/model.py). Instructor-only."""
+
 from . import Mistake
 
 MISTAKES = [

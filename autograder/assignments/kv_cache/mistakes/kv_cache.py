@@ -3,6 +3,7 @@
 Instructor-only. Used by the diagnosis and by the fingerprints shipped to students; never
 imported where student code runs.
 """
+
 from . import Mistake
 
 MISTAKES = [

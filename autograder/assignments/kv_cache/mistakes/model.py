@@ -10,6 +10,7 @@ same thing is recognised too.
 
 Instructor-only, like the rest of mistakes/: it is a second reference.
 """
+
 import math
 from types import SimpleNamespace
 
@@ -53,9 +54,12 @@ def package(**knobs):
         cache=SimpleNamespace(KVCache=kv_cache(K)),
         decode=SimpleNamespace(
             offset_causal_mask=lambda q_len, k_len, device=None: offset_causal_mask(K, q_len, k_len, device),
-            cached_attention=lambda q, k, v, cache: cached_attention(K, q, k, v, cache)),
-        gqa=SimpleNamespace(repeat_kv=lambda x, n_rep: repeat_kv(K, x, n_rep),
-                            grouped_query_attention=lambda q, k, v, mask=None: grouped_query_attention(K, q, k, v, mask)),
+            cached_attention=lambda q, k, v, cache: cached_attention(K, q, k, v, cache),
+        ),
+        gqa=SimpleNamespace(
+            repeat_kv=lambda x, n_rep: repeat_kv(K, x, n_rep),
+            grouped_query_attention=lambda q, k, v, mask=None: grouped_query_attention(K, q, k, v, mask),
+        ),
         decoder=SimpleNamespace(CachedSelfAttention=cached_self_attention(K)),
     )
 
@@ -116,8 +120,11 @@ def cached_attention(K, q, k, v, cache):
     if K.decode_keys != "cache":
         keys, values = k, v
     L_new, L = q.size(-2), keys.size(-2)
-    blocked = {"offset": lambda: offset_causal_mask(K, L_new, L, q.device), "none": lambda: None,
-               "chunk_len": lambda: offset_causal_mask(K, L_new, L_new, q.device)}[K.decode_mask]()
+    blocked = {
+        "offset": lambda: offset_causal_mask(K, L_new, L, q.device),
+        "none": lambda: None,
+        "chunk_len": lambda: offset_causal_mask(K, L_new, L_new, q.device),
+    }[K.decode_mask]()
     return attend(q, keys, values, blocked, K.decode_scale)
 
 

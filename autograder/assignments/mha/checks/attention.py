@@ -3,33 +3,40 @@
 Oracle: F.scaled_dot_product_attention. It does not return the weights, but with the identity
 matrix as values its output IS the weight matrix, so both outputs are checked against PyTorch.
 """
+
 import torch
 import torch.nn.functional as F
 
 from autograder.engine import messages
 from autograder.engine.check import Check, ContractError, Fail, describe, randn, randsize
 
-FILES = ['attention.py']  # what the step grades (scanned for forbidden calls)
+FILES = ["attention.py"]  # what the step grades (scanned for forbidden calls)
 
 
 def attend(mha, q, k, v, **kwargs):
     result = mha.attention.scaled_dot_product_attention(q, k, v, **kwargs)
     if not isinstance(result, (tuple, list)) or len(result) != 2:
-        raise ContractError("wrong_type", name="scaled_dot_product_attention(...)",
-                            expected="a pair (out, weights)", got=describe(result))
+        raise ContractError(
+            "wrong_type",
+            name="scaled_dot_product_attention(...)",
+            expected="a pair (out, weights)",
+            got=describe(result),
+        )
     return {"out": result[0], "weights": result[1]}
 
 
 def oracle(q, k, v):
     """(out, weights) from PyTorch's own implementation."""
     eye = torch.eye(k.shape[-2], dtype=q.dtype).expand(*k.shape[:-1], k.shape[-2])
-    return {"out": F.scaled_dot_product_attention(q, k, v),
-            "weights": F.scaled_dot_product_attention(q, k, eye)}
+    return {"out": F.scaled_dot_product_attention(q, k, v), "weights": F.scaled_dot_product_attention(q, k, eye)}
 
 
 def qkv(rng, lead, lq, lk, d_k, d_v, dtype=torch.float64):
-    return {"q": randn(rng, *lead, lq, d_k, dtype=dtype), "k": randn(rng, *lead, lk, d_k, dtype=dtype),
-            "v": randn(rng, *lead, lk, d_v, dtype=dtype)}
+    return {
+        "q": randn(rng, *lead, lq, d_k, dtype=dtype),
+        "k": randn(rng, *lead, lk, d_k, dtype=dtype),
+        "v": randn(rng, *lead, lk, d_v, dtype=dtype),
+    }
 
 
 class AgainstTorch(Check):
@@ -41,8 +48,15 @@ class AgainstTorch(Check):
     outputs = ("out", "weights")
 
     def inputs(self, rng):
-        return qkv(rng, self.shape["lead"], self.shape["lq"], self.shape["lk"], self.shape["d_k"],
-                   self.shape["d_v"], dtype=self.dtype)
+        return qkv(
+            rng,
+            self.shape["lead"],
+            self.shape["lq"],
+            self.shape["lk"],
+            self.shape["d_k"],
+            self.shape["d_v"],
+            dtype=self.dtype,
+        )
 
     def observe(self, mha, q, k, v):
         got = attend(mha, q, k, v)

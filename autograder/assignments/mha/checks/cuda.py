@@ -13,10 +13,20 @@ simulated):
 
 Only device handling is judged here; the values are judged in their own steps.
 """
+
 import torch
 
 from autograder.engine import messages
-from autograder.engine.check import Check, ContractError, Fail, compare_tensor, linear_state, load_linear, randint, randn
+from autograder.engine.check import (
+    Check,
+    ContractError,
+    Fail,
+    compare_tensor,
+    linear_state,
+    load_linear,
+    randint,
+    randn,
+)
 from autograder.engine.fake_cuda import Simulation, is_data_dependent, is_device_mismatch
 from .masking import causal_by_hand
 from .multi_head_attention import _roles, build, weights
@@ -59,18 +69,21 @@ def run_scenario(check, mha, kind, inputs, move_plain_tensors=False):
 
     place = Place(kind)
     try:
-        modules = {name: place.module(module, move_plain_tensors)
-                   for name, module in check.build(mha, **inputs).items()}
-        placed = {name: place.tensor(value) if isinstance(value, torch.Tensor) else value
-                  for name, value in inputs.items()}
+        modules = {
+            name: place.module(module, move_plain_tensors) for name, module in check.build(mha, **inputs).items()
+        }
+        placed = {
+            name: place.tensor(value) if isinstance(value, torch.Tensor) else value for name, value in inputs.items()
+        }
         with place:
             return check.scenario(mha, place, modules, **placed)
     except Exception as error:  # noqa: BLE001 - sorted into the cases below
         if is_data_dependent(error):
             return None  # .item() and friends are legal on CUDA; the simulation stops there
         if is_device_mismatch(error):
-            raise ContractError("device_mismatch", device=place.device, where=where(error, mha),
-                                detail=str(error).splitlines()[0][:160]) from None
+            raise ContractError(
+                "device_mismatch", device=place.device, where=where(error, mha), detail=str(error).splitlines()[0][:160]
+            ) from None
         raise
 
 
@@ -96,8 +109,11 @@ class OnCuda(Check):
             return {"mode": mode, "stopped_at_data_dependent_op": True, "outputs": {}}
         outputs = {}
         for name, value in seen.items():
-            outputs[name] = {"device": str(value.device), "shape": tuple(value.shape),
-                             "cpu_shape": tuple(cpu[name].shape)}
+            outputs[name] = {
+                "device": str(value.device),
+                "shape": tuple(value.shape),
+                "cpu_shape": tuple(cpu[name].shape),
+            }
             if mode == "real":
                 outputs[name].update(cpu=cpu[name].detach(), gpu=value.detach().cpu())
         return {"mode": mode, "outputs": outputs}
@@ -122,12 +138,15 @@ class MultiHeadAttentionOnCuda(OnCuda):
     train() with dropout; on a real GPU also backward, with gradients on the GPU."""
 
     id = "multi_head_attention"
-    files = ('mha.py',)  # what it runs (runner.HangGuard)
+    files = ("mha.py",)  # what it runs (runner.HangGuard)
     weight = 3
 
     def inputs(self, rng):
-        return {"states": weights(rng), "query": randn(rng, 2, 5, 12),
-                "pad_mask": torch.tensor([[False] * 5, [False, False, False, True, True]])}
+        return {
+            "states": weights(rng),
+            "query": randn(rng, 2, 5, 12),
+            "pad_mask": torch.tensor([[False] * 5, [False, False, False, True, True]]),
+        }
 
     def build(self, mha, states, **inputs):
         return {"mha": build(mha, states, dropout=0.1, causal=True)}
@@ -147,7 +166,7 @@ class EmbeddingOnCuda(OnCuda):
     """TokenEmbedding moved to cuda, looking up cuda ids."""
 
     id = "embedding"
-    files = ('embedding.py',)  # what it runs (runner.HangGuard)
+    files = ("embedding.py",)  # what it runs (runner.HangGuard)
 
     def inputs(self, rng):
         return {"table": randn(rng, 11, 6), "ids": randint(rng, 1, 11, 2, 6)}
@@ -166,7 +185,7 @@ class OutputProjectionOnCuda(OnCuda):
     """OutputProjection moved to cuda, on cuda heads."""
 
     id = "output_projection"
-    files = ('output.py',)  # what it runs (runner.HangGuard)
+    files = ("output.py",)  # what it runs (runner.HangGuard)
 
     def inputs(self, rng):
         return {"state": linear_state(rng, 12, 12), "heads": randn(rng, 2, 3, 5, 4)}
@@ -184,21 +203,23 @@ class MasksOnCuda(OnCuda):
     """causal_mask(L, device=...) on the device; padding_mask of cuda ids stays on cuda."""
 
     id = "masks"
-    files = ('masking.py',)  # what it runs (runner.HangGuard)
+    files = ("masking.py",)  # what it runs (runner.HangGuard)
 
     def inputs(self, rng):
         return {"ids": torch.tensor([[3, 1, 4, 0], [5, 0, 0, 0]])}
 
     def scenario(self, mha, place, modules, ids):
-        return {"causal_mask": mha.masking.causal_mask(4, device=place.device),
-                "padding_mask": mha.masking.padding_mask(ids)}
+        return {
+            "causal_mask": mha.masking.causal_mask(4, device=place.device),
+            "padding_mask": mha.masking.padding_mask(ids),
+        }
 
 
 class AttentionOnCuda(OnCuda):
     """scaled_dot_product_attention with q, k, v and a mask on cuda."""
 
     id = "attention"
-    files = ('attention.py',)  # what it runs (runner.HangGuard)
+    files = ("attention.py",)  # what it runs (runner.HangGuard)
 
     def inputs(self, rng):
         mask = causal_by_hand(4, 4) | torch.tensor([False, False, True, True])
@@ -214,20 +235,27 @@ class AttentionOnCuda(OnCuda):
 
 def plain_tensor_attributes(module):
     """'name' of every tensor a module keeps outside _parameters/_buffers (.to() leaves those)."""
-    return [f"{prefix + '.' if prefix else ''}{name}" for prefix, sub in module.named_modules()
-            for name, value in vars(sub).items() if isinstance(value, torch.Tensor)]
+    return [
+        f"{prefix + '.' if prefix else ''}{name}"
+        for prefix, sub in module.named_modules()
+        for name, value in vars(sub).items()
+        if isinstance(value, torch.Tensor)
+    ]
 
 
 class MaskNotBuffer(Check):
     """A module keeps no tensor as a plain attribute: .to() would leave it on the CPU."""
 
     diagnosis = "mask_not_buffer"
-    files = ('mha.py', 'embedding.py', 'output.py')  # what it runs (runner.HangGuard)
+    files = ("mha.py", "embedding.py", "output.py")  # what it runs (runner.HangGuard)
 
     def observe(self, mha):
         found = []
-        for module in (mha.mha.MultiHeadAttention(12, 3, causal=True), mha.embedding.TokenEmbedding(11, 6),
-                       mha.output.OutputProjection(12)):
+        for module in (
+            mha.mha.MultiHeadAttention(12, 3, causal=True),
+            mha.embedding.TokenEmbedding(11, 6),
+            mha.output.OutputProjection(12),
+        ):
             found += [f"{type(module).__name__}.{name}" for name in plain_tensor_attributes(module)]
         return {"attributes": found}
 
@@ -242,7 +270,7 @@ class CpuTensorInForward(Check):
     creates a tensor on the CPU."""
 
     diagnosis = "cpu_tensor_in_forward"
-    files = ('mha.py',)  # what it runs (runner.HangGuard)
+    files = ("mha.py",)  # what it runs (runner.HangGuard)
 
     def inputs(self, rng):
         return MultiHeadAttentionOnCuda().inputs(rng)

@@ -1,16 +1,16 @@
 """Checks for step `embedding`: mha/embedding.py, TokenEmbedding(vocab_size, d_model, pad_id=0)."""
+
 import torch
 
 from autograder.engine.check import Check, ContractError, Fail, randindex, randint, randn, randsize
 
-FILES = ['embedding.py']  # what the step grades (scanned for forbidden calls)
+FILES = ["embedding.py"]  # what the step grades (scanned for forbidden calls)
 
 
 def embedding_layer(module):
     layer = getattr(module, "embedding", None)
     if not isinstance(layer, torch.nn.Embedding):
-        raise ContractError("missing_attribute", owner="TokenEmbedding", name="embedding",
-                            expected="an nn.Embedding")
+        raise ContractError("missing_attribute", owner="TokenEmbedding", name="embedding", expected="an nn.Embedding")
     return layer
 
 
@@ -21,8 +21,11 @@ class Layer(Check):
 
     def observe(self, mha):
         layer = embedding_layer(mha.embedding.TokenEmbedding(11, 6, pad_id=3))
-        return {"num_embeddings": layer.num_embeddings, "embedding_dim": layer.embedding_dim,
-                "padding_idx": layer.padding_idx}
+        return {
+            "num_embeddings": layer.num_embeddings,
+            "embedding_dim": layer.embedding_dim,
+            "padding_idx": layer.padding_idx,
+        }
 
     def expected(self):
         return {"num_embeddings": 11, "embedding_dim": 6, "padding_idx": 3}
@@ -63,8 +66,9 @@ class PadVectorZero(Check):
     def judge(self, inputs, got, expected, tol):
         vectors = got["vectors"]
         if not isinstance(vectors, torch.Tensor) or tuple(vectors.shape) != (1, 3, 6):
-            return Fail("shape", {"name": "forward(ids)", "expected": (1, 3, 6),
-                                  "got": getattr(vectors, "shape", vectors)})
+            return Fail(
+                "shape", {"name": "forward(ids)", "expected": (1, 3, 6), "got": getattr(vectors, "shape", vectors)}
+            )
         largest = vectors[0, [0, 2]].abs().max().item()
         if largest != 0:
             return Fail("pad_vector_nonzero", {"pad_id": 3, "value": largest})
@@ -116,4 +120,3 @@ class RandomLookup(Check):
         with torch.no_grad():
             embedding_layer(module).weight.copy_(table)
         return {"vectors": module(ids), "padding_idx": embedding_layer(module).padding_idx}
-

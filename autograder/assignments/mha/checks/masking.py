@@ -5,14 +5,24 @@ attention must equal unmasked attention over just the keys that are not blocked.
 a correct implementation and keeps a mistake in the unmasked path (a wrong scale, say) from
 costing points here too: it is graded in step `attention`.
 """
+
 import torch
 
 from autograder.engine import messages
-from autograder.engine.check import Check, Fail, check_form, compare_tensor, first_index, passes_everywhere, randindex, randsize
+from autograder.engine.check import (
+    Check,
+    Fail,
+    check_form,
+    compare_tensor,
+    first_index,
+    passes_everywhere,
+    randindex,
+    randsize,
+)
 from .attention import attend, qkv, weights_picture
 
-FILES = ['masking.py', 'attention.py']  # what the step grades (scanned for forbidden calls)
-MASKS_ONLY = ('masking.py',)  # `files` of the checks that call only the mask builders (see runner.HangGuard)
+FILES = ["masking.py", "attention.py"]  # what the step grades (scanned for forbidden calls)
+MASKS_ONLY = ("masking.py",)  # `files` of the checks that call only the mask builders (see runner.HangGuard)
 
 
 def padding_mask_by_hand(ids, pad_id):
@@ -33,7 +43,7 @@ def masked_and_per_row(mha, q, k, v, mask):
         for i in range(q.shape[2]):
             keep = ~blocked[b, i]
             if keep.any():
-                rows.append(attend(mha, q[b:b + 1, :, i:i + 1], k[b:b + 1, :, keep], v[b:b + 1, :, keep]))
+                rows.append(attend(mha, q[b : b + 1, :, i : i + 1], k[b : b + 1, :, keep], v[b : b + 1, :, keep]))
             else:
                 rows.append(None)
     return {**masked, "rows": rows}
@@ -46,8 +56,9 @@ def judge_masked(got, q, k, v, mask, tol, what):
     weights, out = got["weights"], got["out"]
     # The dtype is the unmasked path's business (step `attention`); the per-row comparison
     # below still requires masked and unmasked results to agree in dtype.
-    fail = (check_form(weights, (B, H, Lq, Lk), getattr(weights, "dtype", None), q.device, f"weights ({what})")
-            or check_form(out, (B, H, Lq, v.shape[-1]), getattr(out, "dtype", None), q.device, f"out ({what})"))
+    fail = check_form(
+        weights, (B, H, Lq, Lk), getattr(weights, "dtype", None), q.device, f"weights ({what})"
+    ) or check_form(out, (B, H, Lq, v.shape[-1]), getattr(out, "dtype", None), q.device, f"out ({what})")
     if fail:
         return fail
     fail = judge_mask_values(got, weights.detach(), out.detach(), mask, tol, what)
@@ -63,13 +74,13 @@ def judge_mask_values(got, weights, out, mask, tol, what):
         if not torch.isfinite(value).all():
             index = first_index(~torch.isfinite(value))
             message = "row_not_finite" if fully[index[0], index[2]] else "not_finite"
-            return Fail(message, {"name": f"{name} ({what})", "index": index,
-                                  "got": value[index].item(), "expected": 0.0})
+            return Fail(
+                message, {"name": f"{name} ({what})", "index": index, "got": value[index].item(), "expected": 0.0}
+            )
     leak = weights.abs() * (blocked & ~fully[..., None])[:, None]  # (B, H, Lq, Lk)
     if (leak > 0).any():
         index = first_index(leak > 0)
-        return Fail("blocked_weight", {"name": f"weights ({what})", "value": leak[index].item(),
-                                       "index": index})
+        return Fail("blocked_weight", {"name": f"weights ({what})", "value": leak[index].item(), "index": index})
     if rows_agree(got["rows"], weights, out, blocked, tol):
         return None
     return compare_rows(got["rows"], weights, out, blocked, tol, what)
@@ -79,16 +90,21 @@ def unnormalised_attention(rows, what):
     """A Fail naming step attention when the student's attention WITHOUT a mask does not give
     weights that sum to 1 over the keys (softmax over the wrong dim, no softmax): the masked
     result cannot agree with it, but the mistake is attention's, and the message says so."""
-    sums = [row["weights"].detach().sum(-1).reshape(-1) for row in rows
-            if isinstance(row, dict) and isinstance(row.get("weights"), torch.Tensor) and row["weights"].numel()]
+    sums = [
+        row["weights"].detach().sum(-1).reshape(-1)
+        for row in rows
+        if isinstance(row, dict) and isinstance(row.get("weights"), torch.Tensor) and row["weights"].numel()
+    ]
     if not sums:
         return None
     sums = torch.cat([s.to(torch.float64) for s in sums])
     if bool(((sums - 1).abs() <= 1e-3).all()):
         return None
     # blocked_by: not checked (runner.blocked): no points either way until attention is fixed
-    return Fail("mask_needs_attention", {"name": f"weights ({what})", "low": sums.min().item(),
-                                         "high": sums.max().item(), "blocked_by": "attention"})
+    return Fail(
+        "mask_needs_attention",
+        {"name": f"weights ({what})", "low": sums.min().item(), "high": sums.max().item(), "blocked_by": "attention"},
+    )
 
 
 def compare_rows(rows, weights, out, blocked, tol, what):
@@ -98,15 +114,29 @@ def compare_rows(rows, weights, out, blocked, tol, what):
         if row is None:
             continue
         keep = ~blocked[b, i]
-        for name, masked_row, free_row in (("weights", weights[b, :, i, keep], row["weights"]),
-                                           ("out", out[b, :, i], row["out"])):
-            fail = compare_tensor(free_row, masked_row.reshape(free_row.shape)
-                                  if isinstance(free_row, torch.Tensor) and free_row.numel() == masked_row.numel()
-                                  else masked_row, tol, name=f"unmasked {name} of one query")
+        for name, masked_row, free_row in (
+            ("weights", weights[b, :, i, keep], row["weights"]),
+            ("out", out[b, :, i], row["out"]),
+        ):
+            fail = compare_tensor(
+                free_row,
+                masked_row.reshape(free_row.shape)
+                if isinstance(free_row, torch.Tensor) and free_row.numel() == masked_row.numel()
+                else masked_row,
+                tol,
+                name=f"unmasked {name} of one query",
+            )
             if fail and fail.message_id == "values":
-                return Fail("mask_changes_kept_keys", {"name": f"{name} ({what})", "batch": b,
-                                                       "query": i, "diff": fail.params["max_abs"],
-                                                       "tolerance": fail.params["tolerance"]})
+                return Fail(
+                    "mask_changes_kept_keys",
+                    {
+                        "name": f"{name} ({what})",
+                        "batch": b,
+                        "query": i,
+                        "diff": fail.params["max_abs"],
+                        "tolerance": fail.params["tolerance"],
+                    },
+                )
             if fail:
                 return fail
     return None
@@ -125,12 +155,18 @@ def rows_agree(rows, weights, out, blocked, tol):
             return False
         for name, masked_row in (("weights", weights[b, :, i, ~blocked[b, i]]), ("out", out[b, :, i])):
             free_row = row.get(name)
-            if not isinstance(free_row, torch.Tensor) or free_row.dtype != masked_row.dtype \
-                    or free_row.device != masked_row.device or free_row.numel() != masked_row.numel():
+            if (
+                not isinstance(free_row, torch.Tensor)
+                or free_row.dtype != masked_row.dtype
+                or free_row.device != masked_row.device
+                or free_row.numel() != masked_row.numel()
+            ):
                 return False
             pairs[name][0].append(free_row.reshape(-1))
             pairs[name][1].append(masked_row.reshape(-1))
-    return all(not free or passes_everywhere(torch.cat(free), torch.cat(masked), tol) for free, masked in pairs.values())
+    return all(
+        not free or passes_everywhere(torch.cat(free), torch.cat(masked), tol) for free, masked in pairs.values()
+    )
 
 
 class MaskedAttention(Check):
@@ -263,8 +299,11 @@ class CausalMaskDevice(Check):
 
     def observe(self, mha):
         mask = mha.masking.causal_mask(4, device=torch.device("meta"))
-        return {"device": str(getattr(mask, "device", None)), "shape": tuple(getattr(mask, "shape", ())),
-                "dtype": str(getattr(mask, "dtype", None))}
+        return {
+            "device": str(getattr(mask, "device", None)),
+            "shape": tuple(getattr(mask, "shape", ())),
+            "dtype": str(getattr(mask, "dtype", None)),
+        }
 
     def expected(self):
         return {"device": "meta", "shape": (4, 4), "dtype": "torch.bool"}
@@ -282,12 +321,11 @@ class RandomMasks(Check):
         pad_id = randindex(rng, 1, 3)  # not 0: comparing with 0 must not pass by chance
         length = randsize(rng, 2, 10)
         ids = torch.randint(3, 30, (randsize(rng, 2, 5), length), generator=rng)
-        ids[0, randindex(rng, 1, length):] = pad_id  # the first row ends in padding
+        ids[0, randindex(rng, 1, length) :] = pad_id  # the first row ends in padding
         return {"ids": ids, "pad_id": pad_id, "length": length}
 
     def observe(self, mha, ids, pad_id, length):
-        return {"padding": mha.masking.padding_mask(ids, pad_id=pad_id),
-                "causal": mha.masking.causal_mask(length)}
+        return {"padding": mha.masking.padding_mask(ids, pad_id=pad_id), "causal": mha.masking.causal_mask(length)}
 
 
 class RandomMaskedAttention(MaskedAttention):
@@ -304,5 +342,7 @@ class RandomMaskedAttention(MaskedAttention):
         padding[..., 0] = False  # key 0 stays visible: no row is fully blocked (a fixed check's job)
         padding[..., -1] = True  # and every row has a blocked key
         mask = padding | causal_by_hand(lq, lk)  # (B, 1, Lq, Lk)
-        return {**qkv(rng, (B, randsize(rng, 2, 4)), lq=lq, lk=lk, d_k=randsize(rng, 2, 9), d_v=randsize(rng, 2, 9)), "mask": mask}
-
+        return {
+            **qkv(rng, (B, randsize(rng, 2, 4)), lq=lq, lk=lk, d_k=randsize(rng, 2, 9), d_v=randsize(rng, 2, 9)),
+            "mask": mask,
+        }

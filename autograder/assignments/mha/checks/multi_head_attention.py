@@ -4,6 +4,7 @@ Oracle: torch.nn.MultiheadAttention with the same weights (its in_proj_weight is
 cat([w_q, w_k, w_v]); out_proj is w_o). This is the integration step: it runs the student's
 whole module, so a mistake in an earlier step may show here too, by design.
 """
+
 import math
 import weakref
 
@@ -28,7 +29,7 @@ from autograder.engine.check import (
 )
 from .masking import causal_by_hand
 
-FILES = ['mha.py']  # what the step grades (scanned for forbidden calls)
+FILES = ["mha.py"]  # what the step grades (scanned for forbidden calls)
 
 D, H = 12, 3  # d_k = 4; Lq = 5 and Lk = 7 below: all sizes different, d_model not a square
 LAYERS = PROJECTIONS  # the four projections, by role (found by what they do: check.find_projections)
@@ -60,9 +61,13 @@ def gradient_sizes(module, *inputs):
     sizes = {}
     for role in LAYERS:
         grad = roles[role].layer(module).weight.grad
-        sizes[role] = None if grad is None else grad[roles[role].block * d_model:][:d_model].abs().sum().item()
-    sizes["shared"] = [(role, other, describe_slot(roles[role])) for i, role in enumerate(LAYERS)
-                       for other in LAYERS[:i] if roles[other] == roles[role]]
+        sizes[role] = None if grad is None else grad[roles[role].block * d_model :][:d_model].abs().sum().item()
+    sizes["shared"] = [
+        (role, other, describe_slot(roles[role]))
+        for i, role in enumerate(LAYERS)
+        for other in LAYERS[:i]
+        if roles[other] == roles[role]
+    ]
     sizes["where"] = {role: describe_slot(roles[role]) for role in LAYERS}
     return sizes
 
@@ -108,6 +113,7 @@ def oracle(states, query, key, value, num_heads=H, bias=True, causal=False, pad_
 # right and the check waits on the earlier step (runner.blocked: not checked, no points either
 # way); if it is still wrong, the module is wrong on its own and the check fails as usual.
 
+
 def split_by_hand(x, num_heads):
     B, L, D = x.shape
     return x.reshape(B, L, num_heads, D // num_heads).transpose(1, 2)
@@ -119,10 +125,16 @@ def merge_by_hand(x):
 
 
 # (step, the file of the package, {function: (written out, a call that tells it apart: f(by_hand) -> args)})
-EARLIER = [("split_heads", "heads", {
-    "split_heads": (split_by_hand, lambda x: (x, 2)),
-    "merge_heads": (merge_by_hand, lambda x: (split_by_hand(x, 2),)),
-})]
+EARLIER = [
+    (
+        "split_heads",
+        "heads",
+        {
+            "split_heads": (split_by_hand, lambda x: (x, 2)),
+            "merge_heads": (merge_by_hand, lambda x: (split_by_hand(x, 2),)),
+        },
+    )
+]
 WRITTEN_OUT = "with_earlier_steps_written_out"  # the observation of the second run
 
 
@@ -161,9 +173,13 @@ def observe_with_earlier_steps(mha, run):
         if not wrong:
             continue
         package = loaded.__name__ + "."
-        patched = [(module, name, value) for key, module in list(sys.modules.items()) if key.startswith(package)
-                   for name, value in vars(module).items()
-                   if any(value is theirs for theirs in wrong.values())]
+        patched = [
+            (module, name, value)
+            for key, module in list(sys.modules.items())
+            if key.startswith(package)
+            for name, value in vars(module).items()
+            if any(value is theirs for theirs in wrong.values())
+        ]
         try:
             for module, name, value in patched:
                 fixed = next(functions[n][0] for n, theirs in wrong.items() if theirs is value)
@@ -187,8 +203,14 @@ def judge_with_earlier_steps(got, judge_own):
     written_out = got.get(WRITTEN_OUT)
     if fail is None or not written_out or written_out["values"] is None or judge_own(written_out["values"]):
         return fail
-    return Fail("from_earlier_step", {"step": written_out["step"], "functions": ", ".join(written_out["functions"]),
-                                      "blocked_by": written_out["step"]})
+    return Fail(
+        "from_earlier_step",
+        {
+            "step": written_out["step"],
+            "functions": ", ".join(written_out["functions"]),
+            "blocked_by": written_out["step"],
+        },
+    )
 
 
 class AgainstTorch(Check):
@@ -202,8 +224,7 @@ class AgainstTorch(Check):
 
     def inputs(self, rng):
         query = randn(rng, 2, 5, D)
-        inputs = {"states": weights(rng, bias=self.bias), "query": query, "key": None, "value": None,
-                  "pad_mask": None}
+        inputs = {"states": weights(rng, bias=self.bias), "query": query, "key": None, "value": None, "pad_mask": None}
         if self.cross:
             inputs["key"], inputs["value"] = randn(rng, 2, 7, D), randn(rng, 2, 7, D)
         if self.pad_lengths:
@@ -215,6 +236,7 @@ class AgainstTorch(Check):
         def run():
             module = build(mha, states, bias=self.bias, causal=self.causal)
             return {"out": module(query, key, value, pad_mask=pad_mask)}
+
         return observe_with_earlier_steps(mha, run)
 
     def judge(self, inputs, got, expected, tol):
@@ -280,15 +302,17 @@ class NoBias(AgainstTorch):
     weight = 1
 
 
-
 class AllPaddingRowFinite(Check):
     """A sequence that is all padding gives finite outputs (no NaN), the others stay right."""
 
     id = "all_padding_finite"
 
     def inputs(self, rng):
-        return {"states": weights(rng), "query": randn(rng, 2, 5, D),
-                "pad_mask": torch.tensor([[False, False, False, True, True], [True] * 5])}
+        return {
+            "states": weights(rng),
+            "query": randn(rng, 2, 5, D),
+            "pad_mask": torch.tensor([[False, False, False, True, True], [True] * 5]),
+        }
 
     def observe(self, mha, states, query, pad_mask):
         return observe_with_earlier_steps(mha, lambda: {"out": build(mha, states)(query, pad_mask=pad_mask)})
@@ -321,24 +345,34 @@ class Dropout(Check):
 
     def inputs(self, rng):
         eye = {"weight": torch.eye(self.D, dtype=torch.float64), "bias": torch.zeros(self.D, dtype=torch.float64)}
-        states = {"w_q": linear_state(rng, self.D, self.D), "w_k": linear_state(rng, self.D, self.D),
-                  "w_v": eye, "w_o": {name: value.clone() for name, value in eye.items()}}
-        return {"states": states, "query": randn(rng, 2, self.LQ, self.D), "key": randn(rng, 2, self.LK, self.D),
-                "value": randn(rng, 2, self.LK, self.D)}
+        states = {
+            "w_q": linear_state(rng, self.D, self.D),
+            "w_k": linear_state(rng, self.D, self.D),
+            "w_v": eye,
+            "w_o": {name: value.clone() for name, value in eye.items()},
+        }
+        return {
+            "states": states,
+            "query": randn(rng, 2, self.LQ, self.D),
+            "key": randn(rng, 2, self.LK, self.D),
+            "value": randn(rng, 2, self.LK, self.D),
+        }
 
     def observe(self, mha, states, query, key, value):
         def run():
             module = build(mha, states, num_heads=self.H, dropout=0.5)
             layer = getattr(module, "dropout", None)
             if not isinstance(layer, nn.Dropout):
-                raise ContractError("missing_attribute", owner="MultiHeadAttention", name="dropout",
-                                    expected="an nn.Dropout")
+                raise ContractError(
+                    "missing_attribute", owner="MultiHeadAttention", name="dropout", expected="an nn.Dropout"
+                )
             eval_out = [module(query, key, value).detach() for _ in range(2)]
             module.train()
             with torch.random.fork_rng(devices=[]):
                 torch.manual_seed(0)  # the same masks every run: a diagnosis sees what the grade saw
                 train_out = [module(query, key, value).detach() for _ in range(3)]
             return {"p": layer.p, "eval": eval_out, "train": train_out}
+
         return observe_with_earlier_steps(mha, run)
 
     def expected(self, states, query, key, value):
@@ -349,11 +383,16 @@ class Dropout(Check):
 
     def judge_own(self, inputs, got, expected, tol):
         if got["p"] != 0.5:
-            return Fail("bad_attribute", {"owner": "MultiHeadAttention", "name": "dropout.p",
-                                          "expected": 0.5, "got": got["p"]})
+            return Fail(
+                "bad_attribute", {"owner": "MultiHeadAttention", "name": "dropout.p", "expected": 0.5, "got": got["p"]}
+            )
         first, second = got["eval"]
-        if isinstance(first, torch.Tensor) and isinstance(second, torch.Tensor) and \
-                first.shape == second.shape and not torch.equal(first, second):
+        if (
+            isinstance(first, torch.Tensor)
+            and isinstance(second, torch.Tensor)
+            and first.shape == second.shape
+            and not torch.equal(first, second)
+        ):
             return Fail("dropout_in_eval", {"diff": (first - second).abs().max().item()})
         fail = compare_tensor(first, expected["out"], tol, name="out in eval()")
         if fail:
@@ -362,8 +401,9 @@ class Dropout(Check):
             return Fail("dropout_inactive", {"p": 0.5})
         weights = attention_weights(inputs["states"], inputs["query"], inputs["key"], self.H)  # (B, H, Lq, Lk)
         for out in got["train"]:
-            fail = check_form(out, first.shape, first.dtype, first.device, name="out in train()") \
-                or judge_dropped(out, inputs["value"], weights, 0.5, tol)
+            fail = check_form(out, first.shape, first.dtype, first.device, name="out in train()") or judge_dropped(
+                out, inputs["value"], weights, 0.5, tol
+            )
             if fail:
                 return fail
         return None
@@ -392,8 +432,13 @@ def judge_dropped(out, value, weights, p, tol):
     nearest = torch.where((c - kept).abs() < c.abs(), kept, torch.zeros_like(kept))
     fail = compare_tensor(c, nearest, tol, name="attention weights in train()")
     if fail:
-        return Fail("dropout_not_on_weights", {"detail": "its coefficients are not the attention weights, "
-                                                         f"each either dropped (0) or divided by 1 - p = {1 - p:g}"})
+        return Fail(
+            "dropout_not_on_weights",
+            {
+                "detail": "its coefficients are not the attention weights, "
+                f"each either dropped (0) or divided by 1 - p = {1 - p:g}"
+            },
+        )
     return None
 
 
@@ -441,16 +486,24 @@ class RandomConfigurations(Check):
         # padding only is a fixed check's job) and at least one pad key per row.
         lengths = torch.randint(1, lk, (B,), generator=rng)
         pad_mask = torch.arange(lk)[None, :] >= lengths[:, None]  # (B, Lk)
-        return {"states": weights(rng, num_heads * d_k), "num_heads": num_heads,
-                "query": randn(rng, B, lq, num_heads * d_k), "key": randn(rng, B, lk, num_heads * d_k),
-                "pad_mask": pad_mask}
+        return {
+            "states": weights(rng, num_heads * d_k),
+            "num_heads": num_heads,
+            "query": randn(rng, B, lq, num_heads * d_k),
+            "key": randn(rng, B, lk, num_heads * d_k),
+            "pad_mask": pad_mask,
+        }
 
     def observe(self, mha, states, num_heads, query, key, pad_mask):
         def run():
             full = build(mha, states, num_heads=num_heads)
             causal = build(mha, states, num_heads=num_heads, causal=True)
-            return {"self": full(query), "cross": full(query, key, key, pad_mask=pad_mask),
-                    "causal_cross": causal(query, key, key, pad_mask=pad_mask)}
+            return {
+                "self": full(query),
+                "cross": full(query, key, key, pad_mask=pad_mask),
+                "causal_cross": causal(query, key, key, pad_mask=pad_mask),
+            }
+
         return observe_with_earlier_steps(mha, run)
 
     def judge(self, inputs, got, expected, tol):
@@ -496,8 +549,11 @@ class QueryRowsMixed(Check):
 
     def judge(self, inputs, got, expected, tol):
         before, after = got["before"], got["after"]
-        if not (isinstance(before, torch.Tensor) and isinstance(after, torch.Tensor)) or before.shape != after.shape \
-                or before.dim() != 3:
+        if (
+            not (isinstance(before, torch.Tensor) and isinstance(after, torch.Tensor))
+            or before.shape != after.shape
+            or before.dim() != 3
+        ):
             return None
         moved = [i for i in range(before.shape[1]) if i != 2 and not torch.allclose(before[0, i], after[0, i])]
         if moved:
@@ -520,7 +576,8 @@ class DropoutInEval(Check):
 
     def judge(self, inputs, got, expected, tol):
         first, *others = got["outputs"]
-        if all(isinstance(o, torch.Tensor) for o in got["outputs"]) and \
-                any(o.shape == first.shape and not torch.equal(o, first) for o in others):
+        if all(isinstance(o, torch.Tensor) for o in got["outputs"]) and any(
+            o.shape == first.shape and not torch.equal(o, first) for o in others
+        ):
             return Fail("dropout_in_eval", {})
         return None

@@ -1,11 +1,12 @@
 """Checks for step `output_projection`: mha/output.py, OutputProjection(d_model, bias=True)."""
+
 import torch
 import torch.nn.functional as F
 
 from autograder.engine.check import Check, linear_state, load_linear, randn, randsize
 from .split_heads import concat_heads
 
-FILES = ['output.py']  # what the step grades (scanned for forbidden calls)
+FILES = ["output.py"]  # what the step grades (scanned for forbidden calls)
 
 
 def project(mha, state, heads, bias=True):
@@ -78,9 +79,11 @@ class RandomSizes(Check):
     def inputs(self, rng):
         num_heads, d_k = randsize(rng, 2, 6), randsize(rng, 2, 7)
         bias = True  # bias=False is a fixed check; a random coin would hide a missing bias
-        return {"state": linear_state(rng, num_heads * d_k, num_heads * d_k, bias),
-                "heads": randn(rng, randsize(rng, 2, 4), num_heads, randsize(rng, 2, 8), d_k), "bias": bias}
+        return {
+            "state": linear_state(rng, num_heads * d_k, num_heads * d_k, bias),
+            "heads": randn(rng, randsize(rng, 2, 4), num_heads, randsize(rng, 2, 8), d_k),
+            "bias": bias,
+        }
 
     def observe(self, mha, state, heads, bias):
         return project(mha, state, heads, bias)
-

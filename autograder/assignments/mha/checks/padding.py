@@ -1,17 +1,19 @@
 """Checks for step `padding`: mha/padding.py, pad_batch(sequences, pad_id=0, max_len=None)."""
+
 import torch
 
 from autograder.engine.check import Check, ContractError, Fail, compare, describe, raised_verdict, randindex, randsize
 
-FILES = ['padding.py']  # what the step grades (scanned for forbidden calls)
+FILES = ["padding.py"]  # what the step grades (scanned for forbidden calls)
 
 
 def pad(mha, sequences, **kwargs):
     """Call the student's pad_batch and name its two outputs."""
     result = mha.padding.pad_batch(sequences, **kwargs)
     if not isinstance(result, (tuple, list)) or len(result) != 2:
-        raise ContractError("wrong_type", name="pad_batch(...)", expected="a pair (ids, pad_mask)",
-                            got=describe(result))
+        raise ContractError(
+            "wrong_type", name="pad_batch(...)", expected="a pair (ids, pad_mask)", got=describe(result)
+        )
     ids, pad_mask = result
     return {"ids": ids, "pad_mask": pad_mask}
 
@@ -20,8 +22,10 @@ def padded(rows, pad_id, length):
     """The expected (ids, pad_mask), written out row by row."""
     ids = [list(row[:length]) + [pad_id] * (length - len(row[:length])) for row in rows]
     mask = [[False] * len(row[:length]) + [True] * (length - len(row[:length])) for row in rows]
-    return {"ids": torch.tensor(ids, dtype=torch.long).reshape(len(rows), length),
-            "pad_mask": torch.tensor(mask, dtype=torch.bool).reshape(len(rows), length)}
+    return {
+        "ids": torch.tensor(ids, dtype=torch.long).reshape(len(rows), length),
+        "pad_mask": torch.tensor(mask, dtype=torch.bool).reshape(len(rows), length),
+    }
 
 
 class Values(Check):
@@ -163,12 +167,14 @@ class RandomBatches(Check):
             lengths = torch.randint(0, 9, (batch,), generator=rng).tolist()
             lengths[0], lengths[1] = randindex(rng, 3, 9), 0  # one long, one empty
             longest = max(lengths)
-            max_len = {"none": None, "shorter": randindex(rng, 1, longest),
-                       "longer": randindex(rng, longest + 1, longest + 4)}[limit]
+            max_len = {
+                "none": None,
+                "shorter": randindex(rng, 1, longest),
+                "longer": randindex(rng, longest + 1, longest + 4),
+            }[limit]
             sequences = [torch.randint(5, 50, (n,), generator=rng).tolist() for n in lengths]
             cases.append({"sequences": sequences, "pad_id": randindex(rng, 1, 4), "max_len": max_len})
         return {"cases": cases}
 
     def observe(self, mha, cases):
         return {"cases": [pad(mha, **case) for case in cases]}
-

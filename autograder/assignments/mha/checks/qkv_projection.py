@@ -1,18 +1,18 @@
 """Checks for step `qkv_projection`: mha/projection.py, QKVProjection and FusedQKVProjection."""
+
 import torch
 import torch.nn.functional as F
 
 from autograder.engine.check import Check, ContractError, describe, linear_state, load_linear, randn, randsize
 
-FILES = ['projection.py']  # what the step grades (scanned for forbidden calls)
+FILES = ["projection.py"]  # what the step grades (scanned for forbidden calls)
 
 D = 10  # d_model: not a square, not a multiple of the batch or sequence sizes
 
 
 def three(result, name):
     if not isinstance(result, (tuple, list)) or len(result) != 3:
-        raise ContractError("wrong_type", name=name, expected="three tensors (q, k, v)",
-                            got=describe(result))
+        raise ContractError("wrong_type", name=name, expected="three tensors (q, k, v)", got=describe(result))
     return {"q": result[0], "k": result[1], "v": result[2]}
 
 
@@ -63,8 +63,7 @@ class SeparateValues(Check):
         return separate(mha, states, x, bias)
 
     def expected(self, states, x, bias):
-        return {name[-1]: F.linear(x, state["weight"], state.get("bias"))
-                for name, state in states.items()}
+        return {name[-1]: F.linear(x, state["weight"], state.get("bias")) for name, state in states.items()}
 
 
 class SeparateNoBias(Check):
@@ -111,7 +110,7 @@ class FusedValues(Check):
 
     def expected(self, state, x):
         qkv = F.linear(x, state["weight"], state["bias"])  # (B, L, 3D)
-        return {"q": qkv[..., :D], "k": qkv[..., D:2 * D], "v": qkv[..., 2 * D:]}
+        return {"q": qkv[..., :D], "k": qkv[..., D : 2 * D], "v": qkv[..., 2 * D :]}
 
 
 # ### BEGIN HIDDEN CHECKS
@@ -143,9 +142,11 @@ class RandomFused(Check):
     def inputs(self, rng):
         d_model = randsize(rng, 2, 20)
         bias = True  # as above
-        return {"state": linear_state(rng, d_model, 3 * d_model, bias),
-                "x": randn(rng, 2, randsize(rng, 2, 8), d_model), "bias": bias}
+        return {
+            "state": linear_state(rng, d_model, 3 * d_model, bias),
+            "x": randn(rng, 2, randsize(rng, 2, 8), d_model),
+            "bias": bias,
+        }
 
     def observe(self, mha, state, x, bias):
         return fused(mha, state, x, bias)
-

@@ -1,15 +1,16 @@
 """Checks for step `split_heads`: mha/heads.py, split_heads(x, num_heads) and merge_heads(x)."""
+
 import torch
 
 from autograder.engine.check import Check, raised_verdict, randn, randsize
 
-FILES = ['heads.py']  # what the step grades (scanned for forbidden calls)
+FILES = ["heads.py"]  # what the step grades (scanned for forbidden calls)
 
 
 def heads_by_slicing(x, num_heads):
     """(B, L, D) -> (B, H, L, d_k) written as 'head h = features h*d_k ... (h+1)*d_k - 1'."""
     d_k = x.shape[-1] // num_heads
-    return torch.stack([x[..., h * d_k:(h + 1) * d_k] for h in range(num_heads)], dim=1)
+    return torch.stack([x[..., h * d_k : (h + 1) * d_k] for h in range(num_heads)], dim=1)
 
 
 def concat_heads(x):
@@ -137,4 +138,3 @@ class RandomSplit(Check):
 
     def observe(self, mha, x, num_heads, heads):
         return {"split": mha.heads.split_heads(x, num_heads), "merged": mha.heads.merge_heads(heads)}
-

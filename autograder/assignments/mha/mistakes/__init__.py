@@ -7,6 +7,7 @@ give different outputs once the grader loads its weights). The diagnosis runs th
 failing step's checks; `python -m autograder fingerprints` stores what they observe on the
 public checks for the student release.
 """
+
 import itertools
 
 from autograder.engine.assignment import Mistake  # noqa: F401 - the step modules import it from here
@@ -14,10 +15,15 @@ from autograder.engine.assignment import Mistake  # noqa: F401 - the step module
 LAYERS = ("w_q", "w_k", "w_v")
 # q, k, v computed with layers that are not all different (k = self.w_q(x), ...), and two
 # attributes made one layer (self.w_k = self.w_q: loading w_k's weights then overwrites w_q's).
-SHARED = tuple({"q_from": q, "k_from": k, "v_from": v} for q, k, v in itertools.product(LAYERS, repeat=3)
-               if len({q, k, v}) < 3) + ({"alias": (("w_k", "w_q"),)}, {"alias": (("w_v", "w_q"),)},
-                                         {"alias": (("w_k", "w_q"), ("w_v", "w_q"))}, {"alias": (("w_v", "w_k"),)})
+SHARED = tuple(
+    {"q_from": q, "k_from": k, "v_from": v} for q, k, v in itertools.product(LAYERS, repeat=3) if len({q, k, v}) < 3
+) + (
+    {"alias": (("w_k", "w_q"),)},
+    {"alias": (("w_v", "w_q"),)},
+    {"alias": (("w_k", "w_q"), ("w_v", "w_q"))},
+    {"alias": (("w_v", "w_k"),)},
+)
 # Each of q, k, v from its own layer, but not the one of its name.
-SWAPPED = tuple({"q_from": q, "k_from": k, "v_from": v} for q, k, v in itertools.permutations(LAYERS)
-                if (q, k, v) != LAYERS)
-
+SWAPPED = tuple(
+    {"q_from": q, "k_from": k, "v_from": v} for q, k, v in itertools.permutations(LAYERS) if (q, k, v) != LAYERS
+)

@@ -3,6 +3,7 @@
 Instructor-only. Used by the diagnosis (autograder/diagnosis.py) and by the fingerprints shipped
 to students (autograder/fingerprints.py); never imported where student code runs.
 """
+
 from . import Mistake
 
 MISTAKES = [

@@ -9,6 +9,7 @@ that computes the same thing is recognised too.
 
 Instructor-only, like the rest of autograder/mistakes: it is a second reference.
 """
+
 import math
 from types import SimpleNamespace
 
@@ -17,29 +18,66 @@ import torch.nn as nn
 
 DEFAULTS = {
     # padding
-    "pad_side": "right", "pad_mask_true": "pad", "pad_truncate": True, "pad_fill": "pad_id",
-    "pad_keep_longer_max_len": True, "pad_empty_sequence": "ok", "pad_empty_batch": "raise",
-    "pad_mutate": None, "pad_mask_dtype": torch.bool, "pad_ids_dtype": torch.long,
+    "pad_side": "right",
+    "pad_mask_true": "pad",
+    "pad_truncate": True,
+    "pad_fill": "pad_id",
+    "pad_keep_longer_max_len": True,
+    "pad_empty_sequence": "ok",
+    "pad_empty_batch": "raise",
+    "pad_mutate": None,
+    "pad_mask_dtype": torch.bool,
+    "pad_ids_dtype": torch.long,
     # embedding
-    "emb_padding_idx": "pad_id", "emb_scale": False, "emb_ids_cpu": False,
+    "emb_padding_idx": "pad_id",
+    "emb_scale": False,
+    "emb_ids_cpu": False,
     # qkv projection: which layer computes q, k, v; which attributes are one layer
-    "q_from": "w_q", "k_from": "w_k", "v_from": "w_v", "alias": (), "qkv_bias_always": False,
-    "fused_split": "blocks", "fused_order": "qkv", "fused_bias_always": False,
+    "q_from": "w_q",
+    "k_from": "w_k",
+    "v_from": "w_v",
+    "alias": (),
+    "qkv_bias_always": False,
+    "fused_split": "blocks",
+    "fused_order": "qkv",
+    "fused_bias_always": False,
     # heads
-    "split": "view_transpose", "merge": "transpose_contiguous", "split_check": "raise",
+    "split": "view_transpose",
+    "merge": "transpose_contiguous",
+    "split_check": "raise",
     # attention
-    "scale": "d_k", "scale_place": "scores", "softmax_dim": -1, "k_transpose": (-2, -1),
-    "softmax": True, "returns": "out_weights", "out_upcast": False, "weights_are_scores": False,
+    "scale": "d_k",
+    "scale_place": "scores",
+    "softmax_dim": -1,
+    "k_transpose": (-2, -1),
+    "softmax": True,
+    "returns": "out_weights",
+    "out_upcast": False,
+    "weights_are_scores": False,
     # masking
-    "fill": "min", "mask_place": "fill", "mask_invert": False, "mask_cpu": False,
-    "padding_mask_invert": False, "padding_mask_shape": "keys", "padding_mask_pad_id": True,
-    "causal": "triu1", "causal_device": True,
+    "fill": "min",
+    "mask_place": "fill",
+    "mask_invert": False,
+    "mask_cpu": False,
+    "padding_mask_invert": False,
+    "padding_mask_shape": "keys",
+    "padding_mask_pad_id": True,
+    "causal": "triu1",
+    "causal_device": True,
     # output projection
-    "out_bias": "arg", "out_cpu": False,
+    "out_bias": "arg",
+    "out_cpu": False,
     # module
-    "mha_key_from": "key", "mha_value_from": "value", "mha_pad_mask": "keys", "mha_causal": "top_left",
-    "mha_dropout": "weights", "mha_dropout_p": "arg", "mha_detach": False, "mha_heads": "split",
-    "mha_mask_device": "scores", "mha_mask_buffer": True,
+    "mha_key_from": "key",
+    "mha_value_from": "value",
+    "mha_pad_mask": "keys",
+    "mha_causal": "top_left",
+    "mha_dropout": "weights",
+    "mha_dropout_p": "arg",
+    "mha_detach": False,
+    "mha_heads": "split",
+    "mha_mask_device": "scores",
+    "mha_mask_buffer": True,
 }
 
 
@@ -49,18 +87,22 @@ def package(**knobs):
     if unknown:
         raise ValueError(f"unknown knobs: {sorted(unknown)}")
     K = SimpleNamespace(**{**DEFAULTS, **knobs})
-    heads = SimpleNamespace(split_heads=lambda x, num_heads: split_heads(K, x, num_heads),
-                            merge_heads=lambda x: merge_heads(K, x))
-    attention = SimpleNamespace(
-        scaled_dot_product_attention=lambda q, k, v, mask=None: attend(K, q, k, v, mask))
+    heads = SimpleNamespace(
+        split_heads=lambda x, num_heads: split_heads(K, x, num_heads), merge_heads=lambda x: merge_heads(K, x)
+    )
+    attention = SimpleNamespace(scaled_dot_product_attention=lambda q, k, v, mask=None: attend(K, q, k, v, mask))
     return SimpleNamespace(
-        padding=SimpleNamespace(pad_batch=lambda sequences, pad_id=0, max_len=None:
-                                pad_batch(K, sequences, pad_id, max_len)),
+        padding=SimpleNamespace(
+            pad_batch=lambda sequences, pad_id=0, max_len=None: pad_batch(K, sequences, pad_id, max_len)
+        ),
         embedding=SimpleNamespace(TokenEmbedding=token_embedding(K)),
         projection=SimpleNamespace(QKVProjection=qkv_projection(K), FusedQKVProjection=fused_projection(K)),
-        heads=heads, attention=attention,
-        masking=SimpleNamespace(padding_mask=lambda ids, pad_id=0: padding_mask(K, ids, pad_id),
-                                causal_mask=lambda seq_len, device=None: causal_mask(K, seq_len, device)),
+        heads=heads,
+        attention=attention,
+        masking=SimpleNamespace(
+            padding_mask=lambda ids, pad_id=0: padding_mask(K, ids, pad_id),
+            causal_mask=lambda seq_len, device=None: causal_mask(K, seq_len, device),
+        ),
         output=SimpleNamespace(OutputProjection=output_projection(K)),
         mha=SimpleNamespace(MultiHeadAttention=multi_head_attention(K)),
     )
@@ -216,7 +258,7 @@ def scale_of(K, q, k, v, heads=None):
     if K.scale == "d_k_not_sqrt":
         return d_k
     if K.scale == "inverted":  # / d_k ** -0.5, i.e. times sqrt(d_k)
-        return d_k ** -0.5
+        return d_k**-0.5
     if K.scale == "d_v":
         return math.sqrt(v.size(-1))
     if K.scale == "d_model":  # all heads together: d_k * H (q.size(1) is H for (B, H, L, d_k))
@@ -275,8 +317,12 @@ def padding_mask(K, ids, pad_id):
 
 def causal_mask(K, seq_len, device=None):
     ones = torch.ones(seq_len, seq_len, dtype=torch.bool, device=device if K.causal_device else None)
-    return {"triu1": lambda: torch.triu(ones, diagonal=1), "triu0": lambda: torch.triu(ones, diagonal=0),
-            "tril-1": lambda: torch.tril(ones, diagonal=-1), "tril0": lambda: torch.tril(ones, diagonal=0)}[K.causal]()
+    return {
+        "triu1": lambda: torch.triu(ones, diagonal=1),
+        "triu0": lambda: torch.triu(ones, diagonal=0),
+        "tril-1": lambda: torch.tril(ones, diagonal=-1),
+        "tril0": lambda: torch.tril(ones, diagonal=0),
+    }[K.causal]()
 
 
 # ---------------------------------------------------------------------------- output

@@ -3,6 +3,7 @@
 Instructor-only. Used by the diagnosis (autograder/diagnosis.py) and by the fingerprints shipped
 to students (autograder/fingerprints.py); never imported where student code runs.
 """
+
 from . import Mistake, SHARED
 
 MISTAKES = [
@@ -19,8 +20,12 @@ MISTAKES = [
     Mistake("mha_pad_mask_inverted", {"mha_pad_mask": "inverted"}),
     Mistake("mha_mask_on_queries", {"mha_pad_mask": "queries"}),
     Mistake("out_missing_bias", {"out_bias": "never"}),
-    Mistake("mha_bias_always_on", {"qkv_bias_always": True}, {"out_bias": "always"},
-            {"qkv_bias_always": True, "out_bias": "always"}),
+    Mistake(
+        "mha_bias_always_on",
+        {"qkv_bias_always": True},
+        {"out_bias": "always"},
+        {"qkv_bias_always": True, "out_bias": "always"},
+    ),
     Mistake("mha_scale_by_d_model", {"scale": "d_model"}),
     Mistake("mha_no_scale", {"scale": "none"}),
     Mistake("mha_scale_inverted", {"scale": "inverted"}),

@@ -3,6 +3,7 @@
 Instructor-only. Used by the diagnosis (autograder/diagnosis.py) and by the fingerprints shipped
 to students (autograder/fingerprints.py); never imported where student code runs.
 """
+
 import torch
 
 from . import Mistake
@@ -16,6 +17,9 @@ MISTAKES = [
     Mistake("pad_ignores_longer_max_len", {"pad_keep_longer_max_len": False}),
     Mistake("pad_rejects_empty_sequence", {"pad_empty_sequence": "reject"}),
     Mistake("pad_empty_batch_no_error", {"pad_empty_batch": "zeros"}, {"pad_empty_batch": "index"}),
-    Mistake("pad_mask_not_bool", *({"pad_mask_dtype": d} for d in (torch.long, torch.int32, torch.uint8, torch.float32, torch.float64))),
+    Mistake(
+        "pad_mask_not_bool",
+        *({"pad_mask_dtype": d} for d in (torch.long, torch.int32, torch.uint8, torch.float32, torch.float64)),
+    ),
     Mistake("pad_ids_not_long", *({"pad_ids_dtype": d} for d in (torch.int32, torch.float32, torch.float64))),
 ]

@@ -3,6 +3,7 @@
 Instructor-only. Used by the diagnosis (autograder/diagnosis.py) and by the fingerprints shipped
 to students (autograder/fingerprints.py); never imported where student code runs.
 """
+
 import itertools
 
 from . import Mistake, SHARED, SWAPPED
@@ -14,7 +15,9 @@ MISTAKES = [
     Mistake("qkv_roles_swapped", *SWAPPED),
     Mistake("qkv_fused_split_per_head", {"fused_split": "per_pair"}, {"fused_split": "interleaved"}),
     Mistake("qkv_fused_split_wrong_dim", {"fused_split": "wrong_dim"}),
-    Mistake("qkv_wrong_order", *({"fused_order": "".join(p)} for p in itertools.permutations("qkv") if p != tuple("qkv"))),
+    Mistake(
+        "qkv_wrong_order", *({"fused_order": "".join(p)} for p in itertools.permutations("qkv") if p != tuple("qkv"))
+    ),
     Mistake("qkv_bias_always_on", {"qkv_bias_always": True}),
     Mistake("qkv_fused_bias_always_on", {"fused_bias_always": True}),
 ]
