@@ -139,6 +139,60 @@ def test_a_malformed_config_starts_no_worker_server(tmp_path, monkeypatch):
     assert started
 
 
+def test_a_file_validated_before_lets_the_server_start_first_and_an_edit_does_not(tmp_path, monkeypatch):
+    """grade validates all of grading.yml before the worker server starts; only a file that passed
+    that on this machine lets the server's boot overlap the validation, and an edit (or a forbidden
+    name that stopped resolving, whatever changes its key) loses that head start."""
+    from autograder.routes import cli
+    from autograder.sandbox import fork_server
+
+    monkeypatch.setenv("MHA_LAB_CACHE", str(tmp_path / "cache"))
+    order = []
+    real_load_all = grading_config.load_all
+
+    def load_all(path=None):
+        order.append("validate")
+        return real_load_all(path)
+
+    class Started(Exception):
+        pass
+
+    def start(*args):
+        order.append("server")
+        raise Started  # the command itself is not the point: where the server starts is
+
+    monkeypatch.setattr(grading_config, "load_all", load_all)
+    monkeypatch.setattr(fork_server, "start", start)
+    good = tmp_path / "grading.yml"
+    good.write_text((KIT / "grading.yml").read_text())
+    for expected in (["validate", "server"], ["server"]):  # first run, then the same file again
+        order.clear()
+        with pytest.raises(Started):
+            cli.main(["grade", str(KIT / "solutions"), "--config", str(good)])
+        assert order == expected
+    assert grading_config.validated_before(good)
+    good.write_text(good.read_text() + "\n# an edit\n")
+    assert not grading_config.validated_before(good)
+    order.clear()
+    with pytest.raises(Started):
+        cli.main(["grade", str(KIT / "solutions"), "--config", str(good)])
+    assert order == ["validate", "server"]
+
+
+def test_a_bad_file_is_never_remembered_as_validated(tmp_path, monkeypatch):
+    monkeypatch.setenv("MHA_LAB_CACHE", str(tmp_path / "cache"))
+    from autograder.routes import cli
+
+    bad = tmp_path / "grading.yml"
+    bad.write_text(
+        (KIT / "grading.yml")
+        .read_text()
+        .replace("forbidden: [torch.nn.utils.rnn.pad_sequence]", "forbidden: [torch.nn.utils.rnn.pad_sequenc]", 1)
+    )
+    assert cli.main(["grade", str(KIT / "solutions"), "--config", str(bad)]) == 2
+    assert not grading_config.validated_before(bad)
+
+
 # --- the schema (autograder/engine/grading.schema.json): every level, with the line of the fault ---
 
 COURSE = """\

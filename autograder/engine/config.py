@@ -95,6 +95,54 @@ def precheck(path=None) -> None:
     parse_all(_read(path), path, deep=False)
 
 
+def validation_key(path=None) -> str:
+    """A digest of everything a full validation of grading.yml depends on: its text, the schema,
+    this module, every assignment folder's checks, the kit's version and torch's. Torch-free."""
+    import hashlib
+    import importlib.metadata
+
+    from autograder import __version__
+
+    path = Path(path) if path else default_path()
+    key = hashlib.sha256()
+    try:
+        torch_version = importlib.metadata.version("torch")
+    except importlib.metadata.PackageNotFoundError:
+        torch_version = "none"
+    key.update(f"{__version__} {torch_version}\n".encode())
+    checks = sorted((KIT / "autograder" / "assignments").glob("*/checks/*.py"))
+    for source in (path, SCHEMA_PATH, Path(__file__), *checks):
+        key.update(str(source).encode() + b"\0" + source.read_bytes() + b"\0")
+    return key.hexdigest()[:32]
+
+
+def _validated_mark(path) -> Path:
+    from autograder import cache_base
+
+    return cache_base() / "validated" / validation_key(path)
+
+
+def validated_before(path=None) -> bool:
+    """Whether this exact grading.yml (with these checks, this kit, this torch) passed a full
+    validation on this machine: then the command line may start the worker server while it
+    validates again, so that the server's torch import overlaps its own (about a second)."""
+    try:
+        return _validated_mark(path).is_file()
+    except OSError:
+        return False
+
+
+def remember_valid(path=None) -> None:
+    """Note that grading.yml passed load_all (validated_before); a cache that cannot be written
+    only costs the next run its head start."""
+    try:
+        mark = _validated_mark(path)
+        mark.parent.mkdir(parents=True, exist_ok=True)
+        mark.touch()
+    except OSError:
+        pass
+
+
 def _read(path):
     try:
         return path.read_text(encoding="utf-8")

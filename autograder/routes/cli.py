@@ -242,11 +242,20 @@ def run_grade(args):
         return 2
     from autograder.engine import config as grading_config
 
-    graded = grading_config.load_all(args.config)  # all of it (check ids, forbidden names) before a process starts
-    if not args.in_process:
+    # All of grading.yml (check ids, forbidden names: torch loads) is validated before the worker
+    # server starts, unless this very file passed that on this machine before: then the server's
+    # torch import overlaps ours, and a failure still ends the command with exit 2.
+    early = not args.in_process and grading_config.validated_before(args.config)
+    if early:
         from autograder.sandbox import fork_server
 
         fork_server.start("autograder.engine.remote")  # it imports its torch while this process goes on
+    graded = grading_config.load_all(args.config)
+    grading_config.remember_valid(args.config)
+    if not args.in_process and not early:
+        from autograder.sandbox import fork_server
+
+        fork_server.start("autograder.engine.remote")
     from autograder.engine.runner import grade
 
     if args.assignment:
