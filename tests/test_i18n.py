@@ -700,3 +700,24 @@ def test_grade_json_in_korean(tmp_path):
     ]
     assert steps["padding"]["score"] == 10 and all(c["message"] == "" for c in steps["padding"]["checks"])
     assert "mode_note" not in steps["cuda"] or "장치에서 채점했습니다" in steps["cuda"]["mode_note"]
+
+
+def test_titles_from_grading_yml_are_translated_where_the_catalog_has_them(no_language):
+    """The score table's heading speaks the student's language: an assignment's title comes from
+    its catalog (assignment_title.<id>) where that catalog's English is grading.yml's title; a
+    title the instructor has rewritten since stays as written, in every language."""
+    for config in grading_config.load_all():
+        message_id = f"assignment_title.{config.id}"
+        korean = messages.title(message_id, config.title, lang="ko")
+        assert korean != config.title and any("\uac00" <= ch <= "\ud7a3" for ch in korean), config.id
+        assert messages.title(message_id, config.title, lang="en") == config.title
+        assert messages.title(message_id, "A title of our own", lang="ko") == "A title of our own"
+    from autograder.engine.runner import grade
+
+    mha = grading_config.load(assignment="mha")
+    previous = messages.use_language("ko")
+    try:
+        heading = table(grade(SOLUTIONS, mha, steps=["padding"])).splitlines()[0]
+    finally:
+        messages.restore_language(previous)
+    assert heading.startswith(messages.title("assignment_title.mha", mha.title, lang="ko")), heading

@@ -101,6 +101,16 @@ def template_or(message_id: str, default: str, lang: str | None = None) -> str:
         return default
 
 
+def title(message_id: str, written: str, lang: str | None = None) -> str:
+    """A title grading.yml `written` (an assignment's or a step's), in the chosen language where
+    the assignment's catalog translates it: `message_id` (`assignment_title.<id>`,
+    `step_title.<id>.<step>`) whose English text is that title. A title the instructor has changed
+    since has no translation yet, and stays as written."""
+    if template_or(message_id, None, "en") != written:
+        return written
+    return template_or(message_id, written, lang)
+
+
 def render(message_id: str, lang: str | None = None, **params) -> str:
     """The sentence for `message_id` in the chosen language (see `language`), with `params`
     filled in."""

@@ -549,7 +549,7 @@ def grade_package(submission, config, reference, seed, steps, isolate, memory_by
             results.append(result)
         output = executor.output()
     return GradeResult(
-        assignment=config.title,
+        assignment=messages.title(f"assignment_title.{config.id}", config.title),
         submission=str(submission),
         steps=results,
         seed=seed,

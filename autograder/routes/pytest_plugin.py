@@ -337,7 +337,10 @@ class StudentPlugin:
             result = self.result(assignment)
             if result.steps:
                 terminal.write_sep("=", messages.render("pytest.section"))
-                title = messages.render("table.public_title", assignment=assignment.title)
+                title = messages.render(
+                    "table.public_title",
+                    assignment=messages.title(f"assignment_title.{assignment.id}", assignment.title),
+                )
                 terminal.write_line(results.table(result, title=title))
 
     def result(self, assignment):
