@@ -21,7 +21,7 @@ if __name__ == "__main__":
     try:
         status = main()
     except SystemExit as stop:  # argparse and the commands' own exits
-        status = stop.code if isinstance(stop.code, int) else (0 if stop.code is None else 2)
-        if stop.code is not None and not isinstance(stop.code, int):
+        status = stop.code if isinstance(stop.code, int) else (0 if stop.code is None else 1)
+        if stop.code is not None and not isinstance(stop.code, int):  # sys.exit("why"), as Python does it
             print(stop.code, file=sys.stderr)
     exit_now(0 if status is None else status)
