@@ -92,6 +92,20 @@ def test_merge_writes_one_csv_of_the_single_run_format(tmp_path):
         assert (tmp_path / "merged" / f"{sid}.json").read_text() == (tmp_path / "single" / f"{sid}.json").read_text()
 
 
+def test_merge_keeps_each_students_pictures(tmp_path):
+    """The class report finds a student's attention pictures in OUT/pictures/<id>/: a merged
+    directory holds those of every shard."""
+    results = {sid: fake_grade(f"/class/{sid}", None) for sid in ("ann", "bo")}
+    write_out(tmp_path / "one", [results["ann"]], ["ann"])
+    write_out(tmp_path / "two", [results["bo"]], ["bo"])
+    for out, sid in (("one", "ann"), ("two", "bo")):
+        (tmp_path / out / "pictures" / sid).mkdir(parents=True)
+        (tmp_path / out / "pictures" / sid / "attention-weights.png").write_bytes(sid.encode())
+    merge([tmp_path / "one", tmp_path / "two"], tmp_path / "merged")
+    for sid in ("ann", "bo"):
+        assert (tmp_path / "merged" / "pictures" / sid / "attention-weights.png").read_bytes() == sid.encode()
+
+
 def test_merge_refuses_two_different_results_for_one_submission(tmp_path):
     write_out(tmp_path / "one", [fake_grade("/a", None)], ["ann"])
     write_out(tmp_path / "two", [fake_grade("/longer/path", None)], ["ann"])

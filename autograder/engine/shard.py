@@ -75,6 +75,10 @@ def merge(out_dirs: list, merged: Path) -> dict:
     for name, (source, _) in found.items():
         if source.resolve() != (merged / source.name).resolve():
             shutil.copyfile(source, merged / source.name)
+            # the pictures `grade --out --plots` drew for it (the judge's files, never links)
+            pictures = source.parent / "pictures" / name
+            if pictures.is_dir() and not pictures.is_symlink():
+                shutil.copytree(pictures, merged / "pictures" / name, symlinks=True, dirs_exist_ok=True)
     names = sorted(set(found) | set(ungraded))
     results = [load_result(found[name][0]) if name in found else None for name in names]
     write_csv(results, names, merged / "grades.csv", paths=[paths.get(name, "") for name in names])
