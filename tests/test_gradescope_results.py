@@ -36,3 +36,19 @@ def test_what_the_code_printed_is_shown_as_the_hidden_checks_are():
         GradeResult("MHA", "upload", [StepResult("attention", "A", 4.0, 4.0, public)], output=printed), 1.0
     )
     assert printed in public_only["output"]  # a public-only run (what the student sees locally) keeps it
+
+
+def test_a_failing_test_points_to_the_paragraph_that_teaches_it():
+    """As the score table does: Gradescope's failing test says where the skeleton explains it."""
+    from autograder.engine import messages
+
+    checks = [
+        CheckResult("weights", False, 0.0, 4.0, "public", "wrong"),
+        CheckResult("output", True, 4.0, 4.0, "public"),
+    ]
+    data = gradescope_results(GradeResult("MHA", "upload", [StepResult("attention", "A", 4.0, 8.0, checks)]), 1.0)
+    where = messages.concept("attention", "weights")
+    assert where and "mha/attention.py" in where
+    failing, passing = data["tests"]
+    assert messages.render("table.see_concept", where=where) in failing["output"]
+    assert "→" not in passing["output"]

@@ -351,6 +351,9 @@ def gradescope_results(result, execution_time, hidden_visibility="after_publishe
             if check.passed is None:
                 continue
             output, note = check.message, notes["public" if check.visibility == "public" else "hidden"]
+            where = messages.concept(step.id, check.id) if check.passed is False else None
+            if where:  # the skeleton's paragraph that teaches it, as in the score table
+                output += "\n→ " + messages.render("table.see_concept", where=where)
             if check.passed is False and note:
                 output += "\n" + messages.render("probable_causes") + "\n" + note
             tests.append(
