@@ -568,6 +568,22 @@ def test_the_student_notebook_speaks_korean_and_english_and_names_lang_ko():
         assert cells[f"check-{step.id}"].endswith("lang=LANG)")
 
 
+def test_the_nbgrader_course_notebook_speaks_korean_and_english():
+    """The instructor's nbgrader notebook is what students of that route read: its introduction and
+    step headings are in both languages, and it says how to get Korean messages."""
+    from autograder.routes.course import course_notebook
+
+    for config in grading_config.load_all():
+        cells = {cell.get("id"): cell.source for cell in course_notebook(config).cells}
+        introduction = cells["introduction"]
+        assert introduction.index("[한국어]") < introduction.index("[English]"), config.id
+        assert "MHA_LAB_LANG=ko" in introduction
+        assert messages.template(f"assignment_title.{config.id}", "ko") in introduction.splitlines()[0]
+        for step in config.steps:
+            heading = cells[f"step-{step.id}"]
+            assert messages.template(f"step_title.{config.id}.{step.id}", "ko") in heading and step.title in heading
+
+
 def test_the_pictures_speak_the_language(monkeypatch, no_language):
     pytest.importorskip("matplotlib")
     import matplotlib.pyplot as plt

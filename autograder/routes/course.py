@@ -20,14 +20,28 @@ import json
 from pathlib import Path
 
 from autograder import KIT
+from autograder.engine.messages import template_or
 from autograder.engine.submission import writefile_pattern
 
 PLACEHOLDER = 'raise NotImplementedError("TODO")'  # the skeleton's, so both copies read the same
 
-INTRODUCTION = """# {title}
+INTRODUCTION = """# {korean_title} / {title}
 
 {about}
 
+[한국어]
+아래의 각 단계에는 설명, 채울 코드 셀, 검사 셀이 있습니다.
+
+* 설정 셀을 먼저 실행하세요. 코드 셀 하나가 패키지 `{package}/`의 파일 하나를 씁니다 (첫 줄
+  `%%writefile {package}/<file>.py`가 그 일을 합니다): **고칠 때마다 그 셀을 다시 실행하세요**.
+* `raise NotImplementedError("TODO")`를 모두 여러분의 코드로 바꾸세요. `%%writefile` 줄은 그대로 두세요.
+* 단계 뒤의 검사 셀이 그 단계를 채점합니다. 점수표를 출력하고, 실패한 검사마다 무엇이 틀렸는지 알려
+  줍니다. 나중의 채점은 다른 크기로 더 많이 검사합니다.
+* 메시지를 한국어로 보려면 설정 셀 앞에 `%env MHA_LAB_LANG=ko` 셀을 하나 두고 실행하세요.
+* 규칙: 배치가 먼저, `(B, ...)`; B 배치, L 길이, D = d_model, H 헤드 수, d_k = D // H; 마스크는
+  True = 막힘인 bool 텐서입니다.
+
+[English]
 Each step below has an explanation, a code cell to complete and a check cell.
 
 * Run the setup cell first. Each code cell writes one file of the package `{package}/` (the first
@@ -35,9 +49,12 @@ Each step below has an explanation, a code cell to complete and a check cell.
 * Replace every `raise NotImplementedError("TODO")` with your code. Keep the `%%writefile` line.
 * The check cell after a step grades it: it prints a table with the points and, for each check
   that failed, what is wrong. The grader runs more checks later, with other sizes.
+* Messages in Korean: a cell `%env MHA_LAB_LANG=ko`, run before the setup cell.
 * Conventions: batch first, `(B, ...)`; B batch, L length, D = d_model, H heads,
   d_k = D // H; a mask is a bool tensor with True = BLOCKED.
 """
+
+STEP = "## 단계 / Step: {korean_title} / {title} ({points:g}점 / points)"
 
 SETUP = """import os
 
@@ -126,7 +143,13 @@ def course_notebook(config, solutions=None):
     )
     cells = [
         nbformat.v4.new_markdown_cell(
-            INTRODUCTION.format(title=config.title, about=about.strip(), package=config.package), id="introduction"
+            INTRODUCTION.format(
+                korean_title=template_or(f"assignment_title.{config.id}", config.title, "ko"),
+                title=config.title,
+                about=about.strip(),
+                package=config.package,
+            ),
+            id="introduction",
         ),
         nbformat.v4.new_code_cell(
             SETUP.format(package=config.package), id="setup", metadata=nbgrader_metadata("setup", locked=True)
@@ -135,7 +158,14 @@ def course_notebook(config, solutions=None):
     shown = set()
     for step in config.steps:
         cells.append(
-            nbformat.v4.new_markdown_cell(f"## Step: {step.title} ({step.points:g} points)", id=f"step-{step.id}")
+            nbformat.v4.new_markdown_cell(
+                STEP.format(
+                    korean_title=template_or(f"step_title.{config.id}.{step.id}", step.title, "ko"),
+                    title=step.title,
+                    points=step.points,
+                ),
+                id=f"step-{step.id}",
+            )
         )
         for name in modules[step.id].FILES:
             if name not in shown:

@@ -73,8 +73,6 @@ Each step below has an explanation, a code cell to complete and a check cell.
   d_k = D // H; a mask is a bool tensor with True = BLOCKED.
 """
 
-STEP = "## 단계 / Step: {korean_title} / {title} ({points:g}점 / points)"
-
 
 def grader_archive(config) -> bytes:
     """A zip of what the student release holds of the grader: autograder/ and grading.yml."""
@@ -108,7 +106,6 @@ def student_notebook(config, skeleton=None):
         if (skeleton / "__init__.py").is_file()
         else ("", "")
     )
-    steps = {step.id: step for step in config.steps}
     for cell in notebook.cells:
         cell.metadata.pop("nbgrader", None)
         if cell.get("id") == "introduction":
@@ -117,13 +114,6 @@ def student_notebook(config, skeleton=None):
                 title=config.title,
                 about=about.strip(),
                 package=config.package,
-            )
-        elif cell.get("id", "").startswith("step-"):
-            step = steps[cell["id"].removeprefix("step-")]
-            cell.source = STEP.format(
-                korean_title=template_or(f"step_title.{config.id}.{step.id}", step.title, "ko"),
-                title=step.title,
-                points=step.points,
             )
         elif cell.get("id") == "setup":
             cell.source = INSTALL.format(grader=grader, package=config.package)
