@@ -20,7 +20,7 @@ from pathlib import Path
 
 from autograder.engine import results as results_io
 from autograder.engine.results import GradeResult, StepResult
-from autograder.engine.runner import grade, runs_simulated
+from autograder.engine.runner import grade, warm_up_grader
 
 
 def _safe(part):
@@ -193,18 +193,7 @@ def _warm_judge_simulation(config):
     """Diagnosing a failing step checked on the simulated CUDA device runs the known mistakes on
     that device here, in the judge. Setting it up takes seconds: start it now, in the background
     (while the fork server starts), not when the first such submission comes."""
-    if not runs_simulated(config):
-        return
-
-    def warm():
-        try:
-            from autograder.engine.fake_cuda import Simulation
-
-            Simulation.shared()
-        except Exception:  # noqa: BLE001 - the diagnosis sets it up itself (and reports) when needed
-            pass
-
-    threading.Thread(target=warm, daemon=True).start()
+    threading.Thread(target=warm_up_grader, args=([config],), daemon=True).start()
 
 
 def _progress(total, log):
