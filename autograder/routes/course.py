@@ -20,7 +20,7 @@ import json
 from pathlib import Path
 
 from autograder import KIT
-from autograder.engine.messages import template_or
+from autograder.engine import messages
 from autograder.engine.submission import writefile_pattern
 
 PLACEHOLDER = 'raise NotImplementedError("TODO")'  # the skeleton's, so both copies read the same
@@ -144,7 +144,7 @@ def course_notebook(config, solutions=None):
     cells = [
         nbformat.v4.new_markdown_cell(
             INTRODUCTION.format(
-                korean_title=template_or(f"assignment_title.{config.id}", config.title, "ko"),
+                korean_title=messages.title(f"assignment_title.{config.id}", config.title, "ko"),
                 title=config.title,
                 about=about.strip(),
                 package=config.package,
@@ -160,7 +160,7 @@ def course_notebook(config, solutions=None):
         cells.append(
             nbformat.v4.new_markdown_cell(
                 STEP.format(
-                    korean_title=template_or(f"step_title.{config.id}.{step.id}", step.title, "ko"),
+                    korean_title=messages.title(f"step_title.{config.id}.{step.id}", step.title, "ko"),
                     title=step.title,
                     points=step.points,
                 ),

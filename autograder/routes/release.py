@@ -192,16 +192,16 @@ def student_message(message_id: str, keep: set) -> bool:
 
 def student_readme(graded):
     """The student release's README.md: in Korean, then in English (the same content)."""
-    from autograder.engine.messages import template_or
+    from autograder.engine import messages
 
     rows = "\n".join(f"| `{c.package}/` | `{s.id}` | {s.title} | {s.points:g} |" for c in graded for s in c.steps)
     korean_rows = "\n".join(
-        f"| `{c.package}/` | `{s.id}` | {template_or(f'step_title.{c.id}.{s.id}', s.title, 'ko')} | {s.points:g} |"
+        f"| `{c.package}/` | `{s.id}` | {messages.title(f'step_title.{c.id}.{s.id}', s.title, 'ko')} | {s.points:g} |"
         for c in graded
         for s in c.steps
     )
     titles = "; ".join(
-        f"{template_or(f'assignment_title.{c.id}', c.title, 'ko')} / {c.title} (`assignments/{c.package}/`)"
+        f"{messages.title(f'assignment_title.{c.id}', c.title, 'ko')} / {c.title} (`assignments/{c.package}/`)"
         for c in graded
     )
     return f"""# {titles}

@@ -17,7 +17,7 @@ import tempfile
 import zipfile
 from pathlib import Path
 
-from autograder.engine.messages import template_or
+from autograder.engine import messages
 
 INSTALL = """# 이 셀을 먼저 실행하세요: 검사에 필요한 것을 설치하고 채점기(공개 검사만)를 풉니다.
 # Run this cell first: it installs what the checks need and unpacks the grader (public checks only).
@@ -110,7 +110,7 @@ def student_notebook(config, skeleton=None):
         cell.metadata.pop("nbgrader", None)
         if cell.get("id") == "introduction":
             cell.source = INTRODUCTION.format(
-                korean_title=template_or(f"assignment_title.{config.id}", config.title, "ko"),
+                korean_title=messages.title(f"assignment_title.{config.id}", config.title, "ko"),
                 title=config.title,
                 about=about.strip(),
                 package=config.package,
