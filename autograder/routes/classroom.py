@@ -248,7 +248,7 @@ def _public_checks(config, step_id):
 
 def public_diagnoses(step, public_ids: set) -> list:
     """The diagnoses of `step` that a student may read beside the hidden checks' results: those
-    whose message id a student release ships (`public_ids`: release.public_message_ids), and
+    whose message id a student release ships (`public_ids`: diagnosis.public_message_ids), and
     none that quotes a failing hidden check's message (no_known_mistake's evidence can)."""
     hidden = [c.message for c in step.checks if c.visibility != "public" and c.passed is False and c.message]
     return [d for d in step.diagnoses if d["id"] in public_ids and not any(m in d["message"] for m in hidden)]
@@ -422,7 +422,7 @@ def main(argv=None):
         graded = grade_step(args.step, args.path, config, args.reference, isolate=not args.in_process)
         step = graded.step(args.step)
         if args.reference is not None:  # hidden checks ran: the student reads this log and the result
-            from autograder.routes.release import public_message_ids
+            from autograder.engine.diagnosis import public_message_ids
 
             step = public_step(step, public_message_ids(config))
             graded = dataclasses.replace(graded, steps=[step])
