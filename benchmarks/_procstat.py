@@ -52,7 +52,7 @@ def rss_bytes(pid):
     return float("nan")
 
 
-def server_pid(preload="autograder.engine.remote"):
+def server_pid(preload="autograder.harness.serve"):
     """The worker server's own Python process (under bubblewrap: bwrap's descendant), or None."""
     from autograder.sandbox.fork_server import WorkerServer
 
@@ -71,7 +71,7 @@ def server_pid(preload="autograder.engine.remote"):
     return None
 
 
-def server_cpu_seconds(preload="autograder.engine.remote"):
+def server_cpu_seconds(preload="autograder.harness.serve"):
     """CPU of the worker server's whole tree (bubblewrap, the server, every worker it reaped)."""
     from autograder.sandbox.fork_server import WorkerServer
 

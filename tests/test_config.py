@@ -263,7 +263,7 @@ SCHEMA_FAULTS = {  # name: (old, new, line, the key named, words of what is wron
         "    title: Attention\n    points: 100\n",
         8,
         "assignments[0].points",
-        ["not a known key", "known: id, steps, title"],
+        ["not a known key", "known: budget, id, steps, title"],
     ),
     "unknown_step_key": (
         "        points: 10\n",

@@ -5,7 +5,7 @@ Each bad submission below is right on the CPU, so it must lose points in the cud
 import pytest
 
 from autograder.engine import config as grading_config
-from autograder.engine import fake_cuda
+from autograder.harness import fake_cuda
 from autograder.engine.runner import cuda_available, grade
 from conftest import SOLUTIONS, full_marks, grade_with_hidden
 
@@ -154,7 +154,7 @@ def test_backward_still_works_after_the_fake_guard_is_loaded_first():
     import sys
 
     code = (
-        "from autograder.engine.fake_cuda import simulated_device; import torch\n"
+        "from autograder.harness.fake_cuda import simulated_device; import torch\n"
         "simulated_device()\n"
         "for _ in range(20):\n"
         "    w = torch.randn(5, 3, requires_grad=True); (w * 2).sum().backward()\n"

@@ -8,7 +8,8 @@ import pytest
 import torch
 from conftest import SOLUTIONS, grade_with_hidden
 
-from autograder.engine.check import ContractError, find_projections
+from autograder.assignments.mha.observers._projections import find_projections
+from autograder.harness.contract import ContractError
 from autograder.engine.assignment import step_modules
 from autograder.engine.runner import grade
 
@@ -139,7 +140,7 @@ def test_when_no_layer_can_be_found_the_message_names_what_the_contract_accepts(
         find_projections(RawParameters(6), 6)
     from autograder.engine.messages import render
 
-    text = render(caught.value.fail.message_id, **caught.value.fail.params)
+    text = render(caught.value.what, **caught.value.params)
     assert "fused (d_model -> 3*d_model)" in text and "w_q, w_k, w_v, w_o" in text and "QKVProjection" in text
 
 

@@ -1,6 +1,7 @@
-"""Issue 14: a hang costs one time limit. Once student code has hung in a file, every later check
-that runs that file (its declared files, and what they import) is skipped with no second wait,
-in any step and through every route; checks that do not reach it still run."""
+"""Issues 14 and 22: a hang costs one time limit. Once student code has hung in a function, every
+later check that calls that function stops at once (it is trapped), in any step and through every
+route; checks that do not reach it still run. Where the place is unknown, the rest of the hung
+check's step is skipped."""
 
 import re
 
@@ -52,48 +53,52 @@ def test_a_hang_in_attention_is_waited_for_once_and_skips_what_runs_it_in_other_
     assert result.step("multi_head_attention").score == result.step("multi_head_attention").max_score
 
 
-def test_a_hang_outside_the_files_a_check_declares_skips_only_its_own_step():
+def test_a_hang_at_an_unknown_place_skips_only_the_rest_of_its_step():
     from autograder.engine.assignment import step_modules
     from autograder.engine.check import Fail
-    from autograder.engine.runner import HangGuard, Observation
+    from autograder.engine.runner import Hangs, Observation
 
     modules = step_modules("mha")
     attention, masking = modules["attention"].CHECKS, modules["masking"].CHECKS
-    guard = HangGuard()
-    stuck = Observation(error=Fail("timeout", {"seconds": 1, "where": "mha/elsewhere.py, line 3, in helper"}))
-    assert guard.note(attention[0], stuck)
-    assert guard.skipped(attention[1]).error.message_id == "skipped_after_hang"
-    assert guard.skipped(masking[0]) is None and guard.skipped(masking[-1]) is None
-    guard = HangGuard()
-    assert guard.note(
-        attention[0],
-        Observation(error=Fail("timeout", {"seconds": 1, "where": "see above"})),
-        location="mha/attention.py, line 9, in scaled_dot_product_attention",
-    )
-    by_id = {c.id: guard.skipped(c) for c in masking}
-    assert by_id["attention_padding"].error.params["step"] == "attention"
-    assert by_id["causal_mask_values"] is None
+    hangs = Hangs()
+    stopped = Observation(error=Fail("timeout", {"seconds": 1, "where": "step attention"}), overran=True)
+    assert hangs.note(attention[0], 1, stopped) is None  # nothing to trap: the place is unknown
+    assert hangs.skipped(attention[1]).error.message_id == "skipped_after_hang"
+    assert hangs.skipped(masking[0]) is None and hangs.skipped(masking[-1]) is None
 
 
-def test_a_hang_in_a_file_a_step_imports_skips_that_step(tmp_path):
-    """The guard follows the submission's imports: mha.py importing attention.py runs it."""
-    from autograder.engine.assignment import step_modules
-    from autograder.engine.check import Fail
-    from autograder.engine.runner import HangGuard, Observation
+def test_a_trapped_function_stops_every_caller_at_once_and_no_other_code(tmp_path):
+    """Per function, not per file: after `stuck` hung once, a caller in another file stops at
+    once (however it imported it); a function of the same file that does not call it runs."""
+    from autograder.harness.observe import observe, trap
+    from autograder.harness.package import Package
 
     package = tmp_path / "mha"
     package.mkdir()
-    (package / "attention.py").write_text("def scaled_dot_product_attention(q, k, v):\n    pass\n")
-    (package / "mha.py").write_text("from .attention import scaled_dot_product_attention\n")
-    modules = step_modules("mha")
-    guard = HangGuard(tmp_path)
-    stuck = Observation(error=Fail("timeout", {"seconds": 1, "where": "mha/attention.py, line 2, in f"}))
-    assert guard.note(modules["attention"].CHECKS[0], stuck)
-    assert guard.skipped(modules["multi_head_attention"].CHECKS[0]).error.message_id == "skipped_after_hang_elsewhere"
-    assert HangGuard().note(modules["attention"].CHECKS[0], stuck)  # without the sources: declared files only
-    alone = HangGuard()
-    alone.note(modules["attention"].CHECKS[0], stuck)
-    assert alone.skipped(modules["multi_head_attention"].CHECKS[0]) is None
+    (package / "heads.py").write_text(
+        "def stuck(x):\n    while True:\n        pass\n\n\ndef fine(x):\n    return x + 1\n"
+    )
+    (package / "mha.py").write_text("from .heads import stuck\n\n\ndef uses_it(x):\n    return stuck(x)\n")
+    student = Package.load(tmp_path, "mha")
+    first = observe(lambda mha, x: {"y": mha.mha.uses_it(x)}, student, {"x": 1}, timeout=0.3)
+    assert first["kind"] == "timeout" and first["where"][::2] == ["heads.py", "stuck"]
+    assert trap(student, "heads.py", "stuck")
+    again = observe(lambda mha, x: {"y": mha.mha.uses_it(x)}, student, {"x": 1}, timeout=5)
+    assert again["kind"] == "trapped" and again["function"] == ["heads.py", "stuck"]
+    assert observe(lambda mha, x: {"y": mha.heads.fine(x)}, student, {"x": 1}, timeout=5)["values"] == {"y": 2}
+
+
+def test_the_judge_believes_a_stop_only_in_a_function_it_saw_hang():
+    """A "trapped" report names a function: the judge turns it into a skip only when it saw that
+    function hang itself; any other is a malformed report (which scores nothing)."""
+    from autograder.engine.observation import Facts, Hang, read_report
+
+    hang = Hang("weights", "attention", 10.0, "mha/attention.py, line 3, in f")
+    facts = Facts("mha", frozenset({"attention.py"}), "masking", 10.0, (), {("attention.py", "f"): hang})
+    seen = read_report({"kind": "trapped", "function": ["attention.py", "f"], "forbidden": []}, facts)
+    assert seen.error.message_id == "skipped_after_hang_elsewhere" and seen.error.params["step"] == "attention"
+    forged = read_report({"kind": "trapped", "function": ["attention.py", "g"], "forbidden": []}, facts)
+    assert forged.error.message_id == "bad_worker_message"
 
 
 @pytest.mark.slow

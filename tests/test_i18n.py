@@ -613,23 +613,21 @@ def test_the_pictures_speak_the_language(monkeypatch, no_language):
 
 
 def test_where_a_time_limit_ran_out_in_the_grader_speaks_the_language(no_language, monkeypatch):
-    from autograder.engine import runner
-    from autograder.engine.check import Fail
+    from autograder.engine.observation import Facts, read_report
+    from autograder.engine.runner import Hangs
 
-    try:
-        raise RuntimeError("stuck")
-    except RuntimeError as error:
-        caught = error
-    assert runner.where(caught, None) == "called from the grader"
+    facts = Facts("mha", frozenset({"padding.py"}), "padding", 1.0)
+    report = {"kind": "timeout", "where": None, "forbidden": []}
+    assert read_report(report, facts).error.params["where"] == "called from the grader"
     monkeypatch.setenv("MHA_LAB_LANG", "ko")
-    assert runner.where(caught, None) == "채점기에서 호출"
+    seen = read_report(report, facts)
+    assert seen.error.params["where"] == "채점기에서 호출"
     # a time limit spent in the grader's own code is not the student's hang, in Korean too
     check = assignments.step_modules("mha")["padding"].CHECKS[0]
-    guard = runner.HangGuard()
-    assert not guard.note(check, runner.Observation(error=Fail("timeout", {"seconds": 1, "where": "채점기에서 호출"})))
-    assert guard.note(
-        check, runner.Observation(error=Fail("timeout", {"seconds": 1, "where": "mha/padding.py, line 3"}))
-    )
+    hangs = Hangs()
+    assert hangs.note(check, 1.0, seen) is None and hangs.skipped(check) is None
+    theirs = read_report({"kind": "timeout", "where": ["padding.py", 3, "pad_batch"], "forbidden": []}, facts)
+    assert hangs.note(check, 1.0, theirs) == ("padding.py", "pad_batch")
 
 
 def failing_copy(tmp_path):

@@ -7,7 +7,7 @@ import zipfile
 import pytest
 import torch
 
-from autograder.engine import fake_cuda
+from autograder.harness import fake_cuda
 from autograder.routes.release import CPU_INDEX, gradescope_zip, requirements_text, student_readme
 
 

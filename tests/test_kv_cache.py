@@ -16,7 +16,7 @@ import torch
 from autograder.engine.assignment import mistakes_of, step_modules
 from autograder.engine.runner import check_inputs, check_seed, expectation, judge, observe
 from autograder.engine.skeleton import solution_regions, write_skeletons
-from autograder.engine.submission import Package
+from autograder.harness.package import Package
 
 KIT = Path(__file__).resolve().parent.parent
 ASSIGNMENT = "kv_cache"

@@ -5,9 +5,9 @@ layers; the forbidden-call watch works out what to look for once per forbidden l
 
 import torch
 
-from autograder.engine import check as check_module
-from autograder.engine.check import find_projections
-from autograder.engine.forbidden import watching
+from autograder.assignments.mha.observers import _projections as check_module
+from autograder.assignments.mha.observers._projections import find_projections
+from autograder.harness.watch import watching
 
 
 class Swappable(torch.nn.Module):

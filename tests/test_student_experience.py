@@ -52,15 +52,17 @@ def test_grade_charges_one_time_limit_per_hung_step(submission, isolate):
 
 def test_a_time_limit_spent_in_the_graders_own_code_is_not_the_students_hang():
     from autograder.engine.assignment import step_modules
-    from autograder.engine.check import Fail
-    from autograder.engine.runner import GRADER_FRAME, HangGuard, Observation
+    from autograder.engine.observation import Facts, read_report
+    from autograder.engine.runner import Hangs
 
     check = step_modules("mha")["padding"].CHECKS[0]
-    guard = HangGuard()
-    assert not guard.note(check, Observation(error=Fail("timeout", {"seconds": 1, "where": GRADER_FRAME})))
-    assert guard.skipped(check) is None
-    assert guard.note(check, Observation(error=Fail("timeout", {"seconds": 1, "where": "mha/padding.py, line 3"})))
-    assert guard.skipped(check).error.message_id == "skipped_after_hang"
+    facts = Facts("mha", frozenset({"padding.py"}), "padding", 1.0)
+    hangs = Hangs()
+    in_grader = read_report({"kind": "timeout", "where": None, "forbidden": []}, facts)
+    assert hangs.note(check, 1.0, in_grader) is None and hangs.skipped(check) is None
+    theirs = read_report({"kind": "timeout", "where": ["padding.py", 3, "pad_batch"], "forbidden": []}, facts)
+    assert hangs.note(check, 1.0, theirs) == ("padding.py", "pad_batch")
+    assert hangs.note(check, 1.0, theirs) is None  # known already: nothing new to trap
 
 
 def test_pytest_charges_one_time_limit_per_hung_step(tmp_path):
@@ -339,7 +341,7 @@ def test_a_tensor_in_an_exception_is_summarised(tmp_path, config, submission):
 def test_summarising_twice_is_summarising_once_and_shows_the_shape():
     import torch
 
-    from autograder.engine.summary import summarise_text
+    from autograder.harness.summary import summarise_text
 
     values = torch.arange(64, dtype=torch.float32).reshape(2, 4, 8) / 7
     text = f"bad {values!r} and {torch.ones(3, 40, dtype=torch.float64)!r} but {torch.tensor([1, 2])!r}"

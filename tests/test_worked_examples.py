@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from autograder.engine import config as grading_config
-from autograder.engine.submission import Package
+from autograder.harness.package import Package
 from conftest import SOLUTIONS
 
 # Every step file of every assignment shows one worked example at least, and explains its step in

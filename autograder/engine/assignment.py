@@ -3,6 +3,8 @@
 An assignment is a folder `autograder/assignments/<id>/`:
 
     checks/<step>.py     one module per step id: its Check classes (public, hidden, probes), FILES
+    observers/<step>.py  the functions that run student code, one per kind of observation (the
+                         worker loads these and nothing else of the assignment)
     mistakes/<step>.py   instructor-only: MISTAKES, known errors as knob settings of mistakes/model.py
     mistakes/model.py    `package(**knobs)`: the assignment computed once more, one knob per mistake
     warmup.py            optional `warm_up(simulation)`: ops to run once in the worker server
@@ -63,6 +65,15 @@ def _load(assignment_id, step_id):
             check = value()
             check.step, check.assignment = step_id, assignment_id
             (probes if check.diagnosis else checks).append(check)
+    observers = f"{PACKAGE}.{assignment_id}.observers."
+    for check in checks + probes:  # the worker runs nothing else: a check must name one of these
+        observer = type(check).observer
+        if not (inspect.isfunction(observer) and observer.__module__.startswith(observers)):
+            raise RuntimeError(
+                f"{assignment_id} step {step_id}: {type(check).__name__} names no function of {observers}*"
+            )
+        if observer.__module__.rsplit(".", 1)[-1].startswith("_") or observer.__name__.startswith("_"):
+            raise RuntimeError(f"{assignment_id} step {step_id}: {type(check).__name__}'s observer is a private helper")
     ids = [check.id for check in checks]
     duplicated = {i for i in ids if ids.count(i) > 1}
     if duplicated:

@@ -24,6 +24,7 @@ from autograder import KIT
 from autograder.engine import assignment as assignments
 
 DEFAULT_TIMEOUT = 10.0  # seconds a check may run, unless grading.yml says otherwise
+DEFAULT_BUDGET = 120.0  # seconds a whole submission may take (every check and probe), unless grading.yml says otherwise
 DEFAULT_TOLERANCE = {"float64": (1e-7, 1e-9), "float32": (1e-4, 1e-5)}
 
 
@@ -58,6 +59,7 @@ class Assignment:
     title: str
     steps: list
     path: Path = None
+    budget: float = DEFAULT_BUDGET  # seconds one submission may take in all
     simulate_cuda: bool = True  # False: a step graded on the simulated device is not run (pytest without --cuda)
 
     @property
@@ -376,19 +378,20 @@ class _Builder:
     def assignments(self, data):
         defaults = data.get("defaults") or {}
         timeout = float(defaults.get("timeout", DEFAULT_TIMEOUT))
+        budget = float(defaults.get("budget", DEFAULT_BUDGET))
         tolerance = self.tolerance(
             defaults.get("tolerance"), {self.dtype(name): pair for name, pair in DEFAULT_TOLERANCE.items()}
         )
         if "assignments" not in data:  # the short form (the schema's `if`)
             entry = {"id": data["id"], "title": data["assignment"], "steps": data["steps"]}
-            return [self.assignment(entry, (), timeout, tolerance, title_key="assignment")]
+            return [self.assignment(entry, (), timeout, tolerance, budget, title_key="assignment")]
         self.unique(data["assignments"], ("assignments",), "assignment")
         return [
-            self.assignment(entry, ("assignments", i), timeout, tolerance)
+            self.assignment(entry, ("assignments", i), timeout, tolerance, budget)
             for i, entry in enumerate(data["assignments"])
         ]
 
-    def assignment(self, entry, key_path, timeout, tolerance, title_key="title"):
+    def assignment(self, entry, key_path, timeout, tolerance, budget=DEFAULT_BUDGET, title_key="title"):
         assignment_id = entry["id"]
         known = assignments.known()
         if assignment_id not in known:
@@ -405,7 +408,8 @@ class _Builder:
             self.step(step, key_path + ("steps", i), timeout, tolerance, modules)
             for i, step in enumerate(entry["steps"])
         ]
-        return Assignment(id=assignment_id, title=entry["title"], steps=steps, path=self.where.path)
+        budget = float(entry.get("budget", budget))
+        return Assignment(id=assignment_id, title=entry["title"], steps=steps, path=self.where.path, budget=budget)
 
     def step(self, entry, key_path, timeout, tolerance, modules):
         step_id = entry["id"]
@@ -470,7 +474,7 @@ def _options_validator(module):
 
 def _resolves(dotted):
     """Whether a dotted torch name stands for something: a typo would forbid nothing, silently."""
-    from autograder.engine.forbidden import resolve
+    from autograder.harness.watch import resolve
 
     return resolve(dotted) is not None
 

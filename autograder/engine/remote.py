@@ -1,106 +1,39 @@
-"""Grading's side of the sandbox: what the worker server preloads and runs, and the judge's
-executor that sends checks to a sandboxed worker and turns its answers into Observations.
+"""The judge's executor for sandboxed workers: it sends checks to a worker and reads its reports.
 
-    with RemoteExecutor(submission_dir, "mha") as executor:      # files read, worker booting
+    with RemoteExecutor(submission_dir, "mha", "mha", budget=120) as executor:  # a worker boots
         for observation in executor.observe([(check, inputs, timeout, forbidden), ...]):
-            ...                                                 # each one as soon as it arrives
+            ...                                                               # one per task, as it comes
 
-autograder/sandbox/ runs the process; this module says what runs in it. The worker server
-imports this module once (PRELOAD): torch with one thread, every assignment's checks, the fake
-CUDA device warmed up, each assignment's own warm-up; never the reference or the known mistakes.
+Student code runs only in the worker (autograder/harness/serve.py, preloaded by the worker
+server of autograder/sandbox/). What comes back is untrusted: each message is size-checked
+before it is read (a byte budget per check, from its inputs, and one per submission), decoded
+without running code (sandbox/wire.py) and read against the judge's own facts
+(engine/observation.py). A submission also has a wall-clock budget: once it is spent, the worker
+is killed and every check not yet observed fails, saying so.
 """
 
-import functools
 import os
 import signal
-import sys
+import time
 from pathlib import Path
 
-import torch
+from autograder.engine.check import Fail
+from autograder.engine.observation import Facts, Hang, Observation, malformed, read_report
+from autograder.engine.submission import SOURCE_LIMIT, refusal
+from autograder.engine.text import printable
+from autograder.sandbox import wire
+from autograder.sandbox.worker import GRACE, Worker, WorkerGone, encoded
 
-torch.set_num_threads(1)  # before any parallel op: forked children of a multi-threaded parent can hang
-
-from autograder.engine import assignment as assignments  # noqa: E402
-from autograder.engine import messages  # noqa: E402
-from autograder.engine.check import Fail  # noqa: E402
-from autograder.engine.runner import HangGuard, Observation, observe  # noqa: E402
-from autograder.engine.submission import SOURCE_LIMIT, Package, refusal  # noqa: E402
-from autograder.sandbox import wire  # noqa: E402
-from autograder.sandbox.worker import Worker, WorkerGone, encoded  # noqa: E402
-
-PRELOAD = __name__  # the module the worker server imports: this one
-
-
-# ---------------------------------------------------------------------------- in the worker server
-
-
-def warm_up() -> None:
-    """Done once in the worker server, so every worker starts warm: every assignment's checks
-    imported, the simulated CUDA device set up, and each assignment's own warm-up run (its
-    usual ops, on the CPU and on the simulated device)."""
-    import gc
-
-    simulation = None
-    try:
-        from autograder.engine.fake_cuda import Simulation, simulated_device
-
-        simulated_device()
-        simulation = Simulation.shared()
-    except Exception:  # noqa: BLE001 - the simulated device is optional; the checks report it
-        pass
-    checks_by_key()  # now: a confined worker cannot list the assignments' folders
-    for assignment_id in assignments.known():
-        try:
-            assignments.warm_up(assignment_id, simulation)
-        except Exception:  # noqa: BLE001 - a warm-up only saves time
-            pass
-    gc.collect()
-    gc.freeze()
-
-
-@functools.lru_cache(maxsize=None)
-def checks_by_key() -> dict:
-    """(assignment, step, check id) -> check, for every assignment the kit holds."""
-    table = {}
-    for assignment_id in assignments.known():
-        for step_id, module in assignments.step_modules(assignment_id).items():
-            for check in [*module.CHECKS, *module.PROBES]:
-                table[(assignment_id, step_id, check.id or check.diagnosis)] = check
-    return table
-
-
-def serve(conn, scratch, setup) -> None:
-    """In a confined worker: load the package from scratch and run the checks the judge sends,
-    answering each with its observation (plain data)."""
-    checks = checks_by_key()
-    student = Package.load(scratch, setup["package"])
-    while True:
-        try:
-            tasks = wire.loads(conn.recv_bytes())
-        except EOFError:
-            return
-        for assignment_id, step_id, check_id, inputs, timeout, forbidden in tasks:
-            observation = observe(
-                checks[(assignment_id, step_id, check_id)], student, inputs, timeout, tuple(forbidden), private=True
-            )
-            sys.stdout.flush()
-            sys.stderr.flush()
-            error = (
-                None
-                if observation.error is None
-                else {"message_id": observation.error.message_id, "params": observation.error.params}
-            )
-            conn.send_bytes(
-                wire.dumps({"values": observation.values, "error": error, "forbidden": list(observation.forbidden)})
-            )
-
-
-# ---------------------------------------------------------------------------- in the judge
+PRELOAD = "autograder.harness.serve"  # the module the worker server imports
+OBSERVATION_BASE = 256 * 1024  # bytes every check's report may take, plus ...
+OBSERVATION_FACTOR = 16  # ... this many times the bytes of its inputs
+SUBMISSION_BYTES = 16 * 1024 * 1024  # bytes of reports one submission may send in all (the reference: 0.17 MiB)
+MAX_FILES = 200  # .py files of a package sent to a worker
 
 
 def submission_files(submission, package):
     """{file name: bytes} of the regular .py files in submission/<package> (no links, nothing
-    huge), read through descriptors that refuse to follow a link."""
+    huge, at most MAX_FILES), read through descriptors that refuse to follow a link."""
     files = {}
     try:
         directory = os.open(Path(submission) / package, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW)
@@ -108,8 +41,10 @@ def submission_files(submission, package):
         return files
     try:
         for name in sorted(os.listdir(directory)):
-            if not name.endswith(".py") or "/" in name:
+            if not name.endswith(".py") or "/" in name or not name[:-3].isidentifier():
                 continue
+            if len(files) >= MAX_FILES:
+                break
             try:
                 fd = os.open(name, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK, dir_fd=directory)
             except OSError:
@@ -122,25 +57,30 @@ def submission_files(submission, package):
     return files
 
 
-def reported_failure(error):
-    """The Fail a worker reports, if the grader can word it (student code that has taken over
-    its worker can send anything; what cannot be worded is a malformed message)."""
-    fail = Fail(str(error["message_id"]), dict(error["params"]))
-    try:
-        messages.render(fail.message_id, **fail.params)
-    except Exception:  # noqa: BLE001 - an unknown id, missing or mistyped parameters
-        raise wire.WireError(f"a failure report the grader cannot word ({fail.message_id[:40]!r})") from None
-    return fail
+def observer_id(check) -> str:
+    """'<step module>.<function>': how a worker finds a check's observer (harness.serve.observers)."""
+    observer = type(check).observer
+    return f"{observer.__module__.rsplit('.', 1)[-1]}.{observer.__name__}"
+
+
+def budget_spent(seconds) -> Fail:
+    return Fail("budget_spent", {"seconds": seconds})
 
 
 class RemoteExecutor:
-    """Runs a submission's checks in sandboxed workers (one at a time, a fresh one after a crash)."""
+    """Runs a submission's checks in sandboxed workers (one at a time, a fresh one after a crash
+    or a time-out), within the submission's time and byte budgets."""
 
-    def __init__(self, submission, package: str, memory_bytes: int = 2 << 30):
+    def __init__(self, submission, assignment: str, package: str, memory_bytes: int = 2 << 30, budget: float = None):
         has_package = (Path(submission) / package).is_dir()
         files = submission_files(submission, package) if has_package else {}
-        self.worker = Worker(files, package, PRELOAD, memory_bytes)
-        self.hangs = HangGuard(submission)
+        self.package = package
+        self.files = frozenset(files)
+        self.hangs = {}  # (file, function) -> Hang: sent as traps to every later worker
+        self.hung_steps = {}  # step -> Hang, where the place is unknown: the rest of that step is not run
+        self.worker = Worker(files, package, PRELOAD, memory_bytes, setup={"assignment": assignment, "traps": []})
+        self.budget = budget
+        self.deadline = None if budget is None else time.monotonic() + budget
 
     def __enter__(self):
         self.worker.__enter__()
@@ -154,58 +94,108 @@ class RemoteExecutor:
         return self.worker.layers
 
     def output(self) -> str:
-        return self.worker.output()
+        """What the student's code printed, cut, with its control characters escaped."""
+        return printable(self.worker.output())
+
+    def facts(self, check, timeout, forbidden) -> Facts:
+        return Facts(self.package, self.files, check.step, timeout, tuple(forbidden), self.hangs)
 
     def observe(self, tasks):
         """Run (check, inputs, timeout, forbidden) tasks in order: an iterator of one Observation
         per task, each yielded as soon as the worker sends it (consume it to the end before
-        calling observe again). Once a check has hung, its worker is killed and the rest of
-        that step's checks (and probes) are not sent again (runner.HangGuard): one time limit
-        per hung step."""
+        calling observe again)."""
         done = 0
         while done < len(tasks):
             rest = range(done, len(tasks))
-            sent = {i for i in rest if self.hangs.skipped(tasks[i][0]) is None}
-            if sent:
+            sent = [i for i in rest if self._unsent(tasks[i]) is None]
+            if sent and self._time_left() > 0:
                 self.worker.send(
-                    wire.dumps_encoded(
+                    wire.dumps(
                         [
-                            (c.assignment, c.step, c.id or c.diagnosis, encoded(i), t, list(f))
-                            for c, i, t, f in (tasks[j] for j in sorted(sent))
+                            {
+                                "observer": observer_id(c),
+                                "inputs": encoded(i),
+                                "arguments": dict(c.arguments),
+                                "timeout": t,
+                                "forbidden": list(f),
+                            }
+                            for c, i, t, f in (tasks[j] for j in sent)
                         ]
                     )
                 )
             for index in rest:
-                check, _, timeout, _ = tasks[index]
+                check, inputs, timeout, forbidden = tasks[index]
                 done += 1
-                if index not in sent:
-                    yield self.hangs.skipped(check)
+                skipped = self._unsent(tasks[index])
+                if skipped is not None:
+                    yield skipped
                     continue
-                observation = self._receive(check, timeout)
-                if self.hangs.note(check, observation) and self.worker.alive:
-                    self.worker.stop()  # its own alarm stopped the code; the batch it holds has more of the step
+                observation = self._receive(check, inputs, timeout, forbidden)
+                self._note_hang(check, timeout, observation)
                 yield observation
                 if not self.worker.alive:  # it died or was killed: a fresh one for the rest
                     break
 
-    def _receive(self, check, timeout):
-        """The next observation; or, if the worker overran or died, the Fail that says so."""
-        try:
-            message = self.worker.receive(timeout)
-            error = message["error"]
+    def _unsent(self, task):
+        """The Observation that stands for a task not sent to a worker (its step hung somewhere
+        unknown, or the budget is spent), or None."""
+        check = task[0]
+        if self._time_left() <= 0:
+            return Observation(error=budget_spent(self.budget))
+        hang = self.hung_steps.get(check.step)
+        if hang is not None:
             return Observation(
-                values=message["values"],
-                forbidden=tuple(message["forbidden"]),
-                error=None if error is None else reported_failure(error),
+                error=Fail("skipped_after_hang", {"seconds": hang.seconds, "where": hang.where, "check": hang.check})
             )
+        return None
+
+    @property
+    def bytes_left(self) -> int:
+        return SUBMISSION_BYTES - self.worker.received
+
+    def _time_left(self) -> float:
+        return float("inf") if self.deadline is None else self.deadline - time.monotonic()
+
+    def _note_hang(self, check, timeout, observation):
+        """A time-out in the student's code: trapped in every later worker (its own alarm
+        stopped it: it trapped it itself). One the judge had to stop by killing the worker
+        happened somewhere unknown: the rest of that step is not run."""
+        error = observation.error
+        if error is None or error.message_id != "timeout":
+            return
+        hang = Hang(check.id or check.diagnosis, check.step, timeout, error.params["where"])
+        if observation.hung is not None:
+            self.hangs.setdefault(observation.hung, hang)
+            self.worker.setup["traps"] = [list(key) for key in self.hangs]
+        elif observation.overran:
+            self.hung_steps.setdefault(check.step, hang)
+
+    def _receive(self, check, inputs, timeout, forbidden):
+        """The next report, read as an Observation; or, if the worker overran, died or sent too
+        much, the Fail that says so (the worker is then gone)."""
+        left = self._time_left()
+        limit = min(OBSERVATION_BASE + OBSERVATION_FACTOR * encoded(inputs).size, self.bytes_left)
+        if limit <= 0:
+            return Observation(error=Fail("submission_bytes_spent", {"limit_mib": SUBMISSION_BYTES >> 20}))
+        facts = self.facts(check, timeout, forbidden)
+        try:
+            message = self.worker.receive(min(timeout, max(left - GRACE, 0)), limit)
         except TimeoutError:
-            return Observation(error=Fail("timeout", {"seconds": timeout, "where": f"step {check.step}"}))
+            if self._time_left() <= 0:
+                return Observation(error=budget_spent(self.budget))
+            return Observation(error=Fail("timeout", {"seconds": timeout, "where": f"step {check.step}"}), overran=True)
         except WorkerGone as gone:
             if gone.exitcode is not None and gone.exitcode < 0:
                 number = -gone.exitcode
                 name = signal.Signals(number).name if number in signal.Signals._value2member_map_ else str(number)
                 return Observation(error=Fail("worker_crashed", {"signal": name, "step": check.step}))
             return Observation(error=Fail("worker_exited", {"code": gone.exitcode, "step": check.step}))
-        except (wire.WireError, KeyError, TypeError, ValueError) as error:
-            self.worker.stop()
-            return Observation(error=Fail("bad_worker_message", {"step": check.step, "detail": str(error)}))
+        except wire.TooLarge as error:
+            if error.limit >= self.bytes_left:  # the submission's own budget, not the check's
+                return Observation(error=Fail("submission_bytes_spent", {"limit_mib": SUBMISSION_BYTES >> 20}))
+            return Observation(
+                error=Fail("report_too_large", {"size_kib": error.size >> 10, "limit_kib": error.limit >> 10})
+            )
+        except wire.WireError as error:
+            return Observation(error=malformed(check.step, str(error)))
+        return read_report(message, facts)

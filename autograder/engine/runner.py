@@ -3,66 +3,32 @@
     result = grade(Path("assignments"), config)                 # public checks only
     result = grade(path, config, reference=Path("solutions"))   # public + hidden checks
 
-`observe` and `judge` only exchange plain data (the inputs and the observations), so they can
-live in different processes; here, in-process, they run one after the other.
+Student code runs in the harness (autograder/harness/): in a sandboxed worker (`isolate`,
+engine/remote.py) or in this process (a student's own run). Either way what it reports is read
+against the judge's own facts (engine/observation.py) before anything is judged: the two halves
+only exchange plain data, the inputs and the observations.
 """
 
 import copy
-import difflib
+import functools
 import random
-import re
-import signal
 import threading
 import time
-import traceback
-import types
 import zlib
-from contextlib import contextmanager
-from dataclasses import dataclass
 from pathlib import Path
 
 import torch
 
 from autograder.engine import diagnosis, messages
-from autograder.engine.check import Check, ContractError, Fail, judged
-from autograder.engine.forbidden import package_files, reached_files, scan_source, scan_tampering, watching
-from autograder.engine.results import CheckResult, GradeResult, StepResult
-from autograder.engine.summary import summarise_text
-from autograder.engine.submission import Package, SubmissionError, refused_files, staging
+from autograder.engine.check import Check, Fail, judged
+from autograder.engine.forbidden import package_files, reached_files, scan_source, scan_tampering
+from autograder.engine.observation import Facts, Hang, Observation, read_report
+from autograder.engine.results import GradeResult, StepResult, CheckResult
+from autograder.engine.submission import Staging, StagingError, refused_files, staging
+from autograder.harness import observe as harness
+from autograder.harness.package import Package, SubmissionError
 
-
-@dataclass
-class Observation:
-    """What running one check's student half produced: values, or the failure that stopped it."""
-
-    values: dict = None
-    error: Fail = None
-    forbidden: tuple = ()  # forbidden calls the student code made while observing
-
-
-class CheckTimeout(BaseException):
-    """Raised inside student code when a check overruns its time limit (BaseException so that
-    a bare `except Exception` in student code cannot swallow it)."""
-
-
-@contextmanager
-def time_limit(seconds):
-    """Interrupt the block after `seconds` with CheckTimeout (main thread, POSIX; else no limit)."""
-    usable = seconds and hasattr(signal, "setitimer") and threading.current_thread() is threading.main_thread()
-    if not usable:
-        yield
-        return
-
-    def on_alarm(signum, frame):
-        raise CheckTimeout()
-
-    previous = signal.signal(signal.SIGALRM, on_alarm)
-    signal.setitimer(signal.ITIMER_REAL, seconds)
-    try:
-        yield
-    finally:
-        signal.setitimer(signal.ITIMER_REAL, 0)
-        signal.signal(signal.SIGALRM, previous)
+__all__ = ["Observation", "grade", "observe"]  # Observation: engine/observation.py, re-exported for callers
 
 
 def check_inputs(check, seed):
@@ -83,177 +49,31 @@ def clone(inputs):
     return copy.deepcopy(inputs)
 
 
-def observe(check, student, inputs, timeout=None, forbidden=(), private=False):
-    """Run the student half of `check` on a copy of `inputs` (on `inputs` itself if `private`:
-    nobody else will use them); never raises for student faults.
-
-    Calls listed in `forbidden` are recorded (see autograder/forbidden.py), not prevented."""
-    seen = []
-    try:
-        with time_limit(timeout):
-            copied = inputs if private else clone(inputs)  # outside the watch: grader work, not student code
-            with watching(forbidden) as seen:
-                values = check.observe(student, **copied)
-        return Observation(values=values, forbidden=tuple(seen))
-    except CheckTimeout as error:
-        fail = Fail("timeout", {"seconds": timeout, "where": where(error, student)})
-    except (Exception, SystemExit, KeyboardInterrupt) as error:  # noqa: BLE001 - student code
-        fail = known_failure(error, student) or raised(error, student)
-    return Observation(error=fail, forbidden=tuple(seen))
+def observe(check, package, inputs, timeout=None, forbidden=(), hangs=None) -> Observation:
+    """Run the student half of `check` on `package` in this process (the reference, a known
+    mistake's model, or a student's own run), read as the judge reads a worker's report.
+    `hangs`: Hangs.by_function of the package's run so far (what a stop in a trap stands for)."""
+    report = harness.observe(check.observe, package, inputs, timeout, tuple(forbidden))
+    return read_report(report, facts_of(package, check, timeout, forbidden, hangs))
 
 
-class HangGuard:
-    """Remembers where student code has hung (a check overran its time limit), so that the later
-    checks and probes that would run that code again are not run: one endless loop costs one
-    time limit, not one per check, nor one per step that uses it. Shared by the executors
-    (in-process and sandboxed) and the pytest route.
-
-    The rule, for any step: a later check is skipped when the file it hung in (the timeout's
-    `where`, the innermost student frame) is among the files the check runs: the files it
-    declares (`files` on the check, else its step module's FILES), and every file of the
-    submission they import. A check that does not reach that file still runs. Where the file is
-    unknown (the worker overran its own alarm, or the file is not among what the hung check
-    declares), the rest of the hung check's step is skipped, and nothing else. A step module
-    with no FILES declares nothing: only a hang in its own step skips its checks.
-    `root`: the directory holding the package(s), to follow the submission's imports."""
-
-    def __init__(self, root=None):
-        self.root = root
-        self.hung = []  # [(the check that hung, its timeout Fail, the hung file or None, where)]
-        self._files = {}  # package -> its sources (forbidden.package_files)
-        self._runs = {}  # (check class, assignment, step, package) -> runs()
-
-    def skipped(self, check) -> "Observation | None":
-        """The Observation that stands for running `check` when code it runs has hung, else None."""
-        for first, fail, file, location in self.hung:
-            if first.assignment != check.assignment:
-                continue
-            reaches = file is not None and file in self.runs(check, file.split("/", 1)[0])
-            if first.step == check.step and (file is None or reaches):
-                return Observation(
-                    error=Fail("skipped_after_hang", {**fail.params, "check": first.id or first.diagnosis})
-                )
-            if reaches:
-                return Observation(
-                    error=Fail(
-                        "skipped_after_hang_elsewhere",
-                        {
-                            "seconds": fail.params.get("seconds"),
-                            "where": location,
-                            "check": first.id or first.diagnosis,
-                            "step": first.step,
-                        },
-                    )
-                )
-        return None
-
-    def note(self, check, observation: "Observation", location: "str | None" = None) -> bool:
-        """Record `observation` of `check`; True if it is a new hang. A time limit that ran out
-        in the grader's own code (no student frame) is not the student's hang. `location`: where
-        the code was stuck ('mha/x.py, line 3, in f'), when the Fail's own `where` does not say."""
-        error = observation.error
-        location = location or (error.params.get("where") if error is not None else None)
-        in_grader = location in {grader_frame(lang) for lang in messages.LANGUAGES}
-        if error is None or error.message_id != "timeout" or in_grader:
-            return False
-        if self.skipped(check) is not None:
-            return False
-        match = re.match(r"(\S+\.py), line \d+, in ", str(location or ""))
-        file = match.group(1) if match else None
-        if file is not None and file not in self.runs(check, file.split("/", 1)[0]):
-            file = None  # the check's declarations miss it (code reached some other way): its step only
-        self.hung.append((check, error, file, location))
-        return True
-
-    def runs(self, check, package: str) -> set:
-        """'<package>/<file name>' of every file `check` runs: what it declares, and what those
-        import in the submission (subfolders flattened to the file's name, as `where` names it)."""
-        key = (type(check), check.assignment, check.step, package)
-        if key in self._runs:
-            return self._runs[key]
-        declared = getattr(check, "files", None)
-        if declared is None:
-            from autograder.engine.assignment import step_modules  # the checks import the runner
-
-            declared = getattr(step_modules(check.assignment).get(check.step), "FILES", ())
-        start = [f"{package}/{name}" for name in declared]
-        if self.root is not None and package not in self._files:
-            self._files[package] = package_files(Path(self.root) / package)
-        files = self._files.get(package) or {}
-        reached = reached_files(files, start) if files else start
-        self._runs[key] = {f"{package}/{Path(name).name}" for name in [*start, *reached]}
-        return self._runs[key]
+def facts_of(package, check, timeout=None, forbidden=(), hangs=None) -> Facts:
+    """What the judge knows when it reads a report of `check` run on `package` in this process."""
+    name = getattr(getattr(package, "_directory", None), "name", "package")
+    return Facts(name, local_files(package), check.step, timeout, tuple(forbidden), hangs or {})
 
 
-def known_failure(error, student):
-    """The Fail for the failures the grader expects from student code (the TODO still there, a
-    broken file, code that misses the contract), or None for any other exception."""
-    if isinstance(error, SubmissionError):
-        return Fail(error.message_id, error.params)
-    if isinstance(error, ContractError):
-        return error.fail
-    near = near_miss(error, student)
-    if near is not None:
-        return near
-    if isinstance(error, NotImplementedError):
-        return Fail("not_implemented", {"where": where(error, student)})
-    return None
+def local_files(package) -> frozenset:
+    """The .py files of a package loaded from a folder, relative to it (what `where` may name)."""
+    directory = getattr(package, "_directory", None)
+    if directory is None:
+        return frozenset()
+    return _local_files(str(directory))
 
 
-def near_miss(error, student):
-    """Fail("near_miss") when the code lacks a name the grader calls and the student's class or
-    module has a close spelling of it (`def foward(` for forward): said as such, not as "not
-    implemented yet" or a bare AttributeError. None otherwise."""
-    module = getattr(student, "_module", None)
-    if module is None:
-        return None
-    package = module.__name__
-    if isinstance(error, (NotImplementedError, TypeError)):
-        # nn.Module's stand-in for a missing forward: it raises NotImplementedError, or, called
-        # with keywords, a TypeError raised in the module's __call__ before it starts
-        frame = innermost_frame(error)
-        stand_in = "_forward_unimplemented"
-        if frame is None or not (
-            frame.f_code.co_name == stand_in
-            or (isinstance(error, TypeError) and str(error).startswith(stand_in + "()"))
-        ):
-            return None
-        owner, name = frame.f_locals.get("self"), "forward"
-    elif isinstance(error, AttributeError) and isinstance(getattr(error, "name", None), str):
-        owner, name = getattr(error, "obj", None), error.name
-    else:
-        return None
-    if isinstance(owner, types.ModuleType):
-        if not owner.__name__.startswith(package + "."):
-            return None
-        label = f"{Path(student._directory).name}/{owner.__name__.rsplit('.', 1)[-1]}.py"
-        candidates = list(vars(owner))
-    elif owner is not None:
-        cls = owner if isinstance(owner, type) else type(owner)
-        mine = [c for c in cls.__mro__ if c.__module__.startswith(package + ".")]
-        if not mine:
-            return None
-        label = cls.__name__
-        candidates = [attr for c in mine for attr in vars(c)] + list(getattr(owner, "__dict__", {}))
-    else:
-        return None
-    close = difflib.get_close_matches(name, [c for c in candidates if not c.startswith("__")], n=1, cutoff=0.8)
-    if not close or close[0] == name:
-        return None
-    return Fail("near_miss", {"owner": label, "name": name, "near": close[0], "where": where(error, student)})
-
-
-def innermost_frame(error):
-    tb = error.__traceback__
-    while tb is not None and tb.tb_next is not None:
-        tb = tb.tb_next
-    return None if tb is None else tb.tb_frame
-
-
-def raised(error, student):
-    text = summarise_text(str(error)).strip()
-    message = text.splitlines()[0][:300] if text else "(no message)"
-    return Fail("raised", {"type": type(error).__name__, "message": message, "where": where(error, student)})
+@functools.lru_cache(maxsize=32)
+def _local_files(directory: str) -> frozenset:
+    return frozenset(name.split("/", 1)[1] for name in package_files(directory))
 
 
 def grader_frame(lang: str | None = None) -> str:
@@ -261,7 +81,42 @@ def grader_frame(lang: str | None = None) -> str:
     return messages.render("grader_frame", lang)
 
 
-GRADER_FRAME = grader_frame("en")
+class Hangs:
+    """Where a submission's code has run past its time limit, so that the later checks and
+    probes that would run that code again stop at once (harness.observe.trap: one endless loop
+    costs one time limit, not one per check, nor one per step that calls it). Where the code had
+    to be stopped from outside (the place is unknown), the rest of the hung check's step is not
+    run; a limit that ran out in the grader's own code is not the student's hang. Shared by the
+    in-process executor and the pytest route."""
+
+    def __init__(self):
+        self.by_function = {}  # (file, function) -> Hang
+        self.by_step = {}  # step -> Hang, where the place is unknown
+
+    def skipped(self, check) -> "Observation | None":
+        """The Observation that stands for running `check` when its step hung somewhere unknown."""
+        hang = self.by_step.get(check.step)
+        if hang is None:
+            return None
+        return Observation(
+            error=Fail("skipped_after_hang", {"seconds": hang.seconds, "where": hang.where, "check": hang.check})
+        )
+
+    def note(self, check, timeout, observation) -> "tuple | None":
+        """Record `observation` of `check`; the (file, function) to trap when it is a new hang at a
+        known place."""
+        error = observation.error
+        if error is None or error.message_id != "timeout":
+            return None
+        hang = Hang(check.id or check.diagnosis, check.step, timeout, error.params["where"])
+        if observation.hung is None:
+            if observation.overran:
+                self.by_step.setdefault(check.step, hang)
+            return None
+        if observation.hung in self.by_function:
+            return None
+        self.by_function[observation.hung] = hang
+        return observation.hung
 
 
 def runs_simulated(config, simulate: bool = True) -> bool:
@@ -280,23 +135,11 @@ def warm_up_grader(configs, simulate: bool = True) -> None:
     a step of `configs` runs there: a quick local run without --cuda does not pay for it."""
     if any(runs_simulated(config, simulate) for config in configs):
         try:
-            from autograder.engine.fake_cuda import Simulation
+            from autograder.harness.fake_cuda import Simulation  # torch._dynamo: only where it is used
 
             Simulation.shared()
         except Exception:  # noqa: BLE001 - the cuda checks set it up themselves and report the reason
             pass
-
-
-def where(error, student):
-    """'mha/heads.py, line 12, in split_heads' for the innermost frame in the submission."""
-    package_dir = getattr(student, "_directory", None)
-    directory = str(package_dir or "")
-    frames = traceback.extract_tb(error.__traceback__)
-    inside = [f for f in frames if directory and f.filename.startswith(directory)]
-    if not inside:
-        return grader_frame()
-    frame = inside[-1]
-    return f"{Path(package_dir).name}/{Path(frame.filename).name}, line {frame.lineno}, in {frame.name}"
 
 
 def expectation(check, inputs, reference):
@@ -397,23 +240,28 @@ def device_mode(step, simulate=True):
 def mode_note(mode):
     """The message id that says which device graded a step."""
     if mode == "simulated":
-        from autograder.engine.fake_cuda import simulated_device
+        from autograder.harness.fake_cuda import simulated_device  # torch._dynamo: only where it is used
 
         return "mode_simulated" if simulated_device() == "cuda" else "mode_meta"
     return "mode_real"
 
 
 class InProcess:
-    """Runs student code in this process (a student's own run, the kit's tests, --in-process)."""
+    """Runs student code in this process (a student's own run, the kit's tests, --in-process),
+    within the submission's time budget, stopping at once in a function that hung before."""
 
-    def __init__(self, submission, package):
+    def __init__(self, submission, package, budget: float = None):
         self.student, self.error = None, None
         try:
             self.student = Package.load(submission, package)
         except SubmissionError as error:
-            self.error = Fail(error.message_id, error.params)
+            self.error = Fail(error.what, error.params)
+        self.package = package
+        self.files = local_files(self.student) if self.student is not None else frozenset()
         self.layers = []
-        self.hangs = HangGuard(submission)
+        self.hangs = Hangs()
+        self.budget = budget
+        self.deadline = None if budget is None else time.monotonic() + budget
 
     def __enter__(self):
         return self
@@ -422,13 +270,25 @@ class InProcess:
         return False
 
     def observe(self, tasks):
-        """An iterator of one Observation per task, as RemoteExecutor.observe; the checks (and
-        probes) of a step whose code has hung are not run again (HangGuard)."""
+        """An iterator of one Observation per task, as RemoteExecutor.observe."""
         for check, inputs, timeout, forbidden in tasks:
+            left = float("inf") if self.deadline is None else self.deadline - time.monotonic()
             observation = self.hangs.skipped(check)
-            if observation is None:
-                observation = observe(check, self.student, inputs, timeout, forbidden)
-                self.hangs.note(check, observation)
+            if left <= 0:
+                observation = Observation(error=Fail("budget_spent", {"seconds": self.budget}))
+            elif observation is None:
+                observation = observe(
+                    check, self.student, inputs, min(timeout or left, left), forbidden, self.hangs.by_function
+                )
+                if (
+                    observation.error is not None
+                    and observation.error.message_id == "timeout"
+                    and left < (timeout or left)
+                ):
+                    observation = Observation(error=Fail("budget_spent", {"seconds": self.budget}))
+                hung = self.hangs.note(check, timeout, observation)
+                if hung is not None:
+                    harness.trap(self.student, *hung)
             yield observation
 
     def output(self):
@@ -447,13 +307,31 @@ def grade(
     process (autograder/worker.py); otherwise in this one. `pictures(step_id, records) -> [path]`
     (routes/plots.py) draws what a failing step's checks can show. Never raises for student faults."""
     started = time.monotonic()
-    with staging(submission, config.package) as staged_files:
-        result = grade_package(staged_files.root, config, reference, seed, steps, isolate, memory_bytes, pictures)
+    try:
+        with staging(submission, config.package) as staged_files:
+            package_files(Path(staged_files.root) / config.package)  # within staging's limits, or StagingError
+            result = grade_package(staged_files.root, config, reference, seed, steps, isolate, memory_bytes, pictures)
+    except StagingError as error:  # this submission alone: every step says why, the batch goes on
+        result = refused(config, Fail(error.message_id, error.params), steps, seed)
+        staged_files = Staging(Path(submission))
     result.submission = str(submission)  # what was handed in; where in it the package was, and which files:
     result.package_root = None if staged_files.found is None else staged_files.found.relative_to(submission).as_posix()
     result.graded_files = staged_files.graded_files
     result.duration = time.monotonic() - started
     return result
+
+
+def refused(config, fail, steps=None, seed=None) -> GradeResult:
+    """The result of a submission staging would not take: every check of every step fails with
+    `fail` (scored against the full maximum)."""
+    modules = config.step_modules()
+    results = [
+        score_step(step, [(check, False, fail) for check in modules[step.id].CHECKS if check.visibility == "public"])
+        for step in config.steps
+        if not steps or step.id in steps
+    ]
+    title = messages.title(f"assignment_title.{config.id}", config.title)
+    return GradeResult(assignment=title, submission="", steps=results, seed=seed)
 
 
 def grade_package(submission, config, reference, seed, steps, isolate, memory_bytes, pictures=None):
@@ -468,12 +346,12 @@ def grade_package(submission, config, reference, seed, steps, isolate, memory_by
     if not (Path(submission) / package).is_dir():
         package_error = Fail("missing_package", {"package": package, "path": str(submission)})
     if isolate:
-        from autograder.engine.remote import RemoteExecutor
+        from autograder.engine.remote import RemoteExecutor  # the sandbox: not in a student's own run
 
-        executor = RemoteExecutor(submission, package, memory_bytes)
+        executor = RemoteExecutor(submission, config.id, package, memory_bytes, config.budget)
     else:
         warm_up_grader([config])
-        executor = InProcess(submission, package)
+        executor = InProcess(submission, package, config.budget)
         package_error = package_error or executor.error
     source = Package.unloaded(submission, package)
     refused = refused_files(submission, package)

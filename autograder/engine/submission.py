@@ -1,107 +1,72 @@
-"""Load a submitted package file by file, so one broken file costs only its own steps.
+"""Staging: where in a submission the package is, and the files of it that are graded.
 
-    mha = Package.load(Path("assignments"), "mha")  # the directory that contains mha/
-    mha.heads.split_heads(x, 4)                     # imports mha/heads.py on first use
+    with staging(Path("submissions/alice"), "mha") as staged:   # a folder, a repository, a
+        staged.root                                               # notebook, loose files
+        staged.graded_files
 
-Problems with a file (missing, syntax error, an exception at import) are raised as
-SubmissionError when that file is first used, and the runner reports them for the checks that
-needed it. The reference solution is loaded the same way under another package name, so it can
-sit beside a student's package in one process.
+Every form a submission comes in becomes a directory holding <package>/*.py. Links, pipes,
+devices and files over SOURCE_LIMIT are refused (never followed or opened). Loading the package
+is the harness's job (autograder/harness/package.py), beside the student's code.
 """
 
-import importlib
 import json
 import os
 import re
 import shutil
 import stat
-import sys
 import tempfile
-import types
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 
 
-class SubmissionError(Exception):
-    """A file of the submission cannot be used; carries a message id and its parameters."""
-
-    def __init__(self, message_id, **params):
-        super().__init__(message_id, params)
-        self.message_id = message_id
-        self.params = params
-
-
-class Package:
-    """Lazy view of a package: attribute `name` imports `<package>.<name>` on first use."""
-
-    def __init__(self, module, directory):
-        self._module = module
-        self._directory = directory
-
-    @classmethod
-    def load(cls, root, package: str, name: str = None) -> "Package":
-        """Make `root/<package>` importable as the package `name` (default: `package`),
-        replacing any earlier one.
-
-        The package's __init__.py is not run: each step file is imported on its own when first
-        used, so nothing in __init__.py (a broken import, or worse) can cost the other steps."""
-        name = name or package
-        directory = Path(root).resolve() / package
-        for loaded in [m for m in sys.modules if m == name or m.startswith(name + ".")]:
-            del sys.modules[loaded]
-        importlib.invalidate_caches()
-        if not directory.is_dir():
-            raise SubmissionError("missing_package", package=package, path=str(Path(root)))
-        module = types.ModuleType(name)
-        module.__path__ = [str(directory)]
-        module.__file__ = str(directory / "__init__.py")
-        sys.modules[name] = module
-        return cls(module, directory)
-
-    @classmethod
-    def unloaded(cls, root, package: str) -> "Package":
-        """A handle on root/<package> for reading its files, without making anything importable."""
-        return cls(None, Path(root).resolve() / package)
-
-    def __getattr__(self, name):
-        if name.startswith("_"):
-            raise AttributeError(name)
-        full_name = f"{self._module.__name__}.{name}"
-        if full_name in sys.modules:
-            return sys.modules[full_name]
-        file = f"{self._directory.name}/{name}.py"
-        if not (self._directory / f"{name}.py").exists():
-            raise SubmissionError("missing_file", file=file)
-        try:
-            return importlib.import_module(full_name)
-        except SyntaxError as error:
-            sys.modules.pop(full_name, None)
-            raise syntax_failure(error, self._directory, file) from None
-        except (Exception, SystemExit, KeyboardInterrupt) as error:
-            sys.modules.pop(full_name, None)
-            raise SubmissionError(
-                "import_error", file=file, type=type(error).__name__, message=str(error)[:300]
-            ) from error
-
-
-def syntax_failure(error: SyntaxError, directory: Path, file: str) -> SubmissionError:
-    """The SubmissionError for a syntax error met while importing `file`: in the file itself, or
-    in a file of the package it imports (then the step cannot be graded because of that file,
-    and the message says which, on which line, and what that line reads)."""
-    broken = f"{directory.name}/{Path(error.filename or file).name}"
-    text = (error.text or "").strip()[:160]
-    if broken != file:
-        return SubmissionError(
-            "syntax_error_in_import", file=broken, line=error.lineno, text=text, message=error.msg, importer=file
-        )
-    if text:
-        return SubmissionError("syntax_error_text", file=file, line=error.lineno, message=error.msg, text=text)
-    return SubmissionError("syntax_error", file=file, line=error.lineno, message=error.msg)
-
-
 NOTEBOOK_LIMIT = 20 << 20  # bytes: a larger .ipynb is not read
 SOURCE_LIMIT = 1 << 20  # bytes: a larger .py file of the package is not graded
+WALK_DEPTH = 16  # folders below a submission's top that staging looks into
+WALK_ENTRIES = 20_000  # files and folders staging looks at in one submission
+WALK_FILES = 200  # .py files taken from one submission
+WALK_BYTES = 16 << 20  # bytes of .py files taken from one submission
+
+
+class StagingError(Exception):
+    """A submission staging will not go through (too deep, too many files): carries a message
+    id and its parameters, reported for every step of that submission alone."""
+
+    def __init__(self, message_id: str, **params):
+        super().__init__(message_id, params)
+        self.message_id, self.params = message_id, params
+
+
+def walk_files(root: Path, suffix: str = ".py") -> list:
+    """The regular files named *`suffix` under `root` (no links followed, none listed), in a
+    stable order, found without recursion: StagingError past WALK_DEPTH folders, WALK_ENTRIES
+    entries, WALK_FILES files or WALK_BYTES bytes (a folder nested a thousand levels deep, or a
+    million files, is refused with a message rather than walked)."""
+    root = Path(root)
+    if root.is_symlink() or not root.is_dir():
+        return []
+    found, seen, total, todo = [], 0, 0, [(root, 0)]
+    while todo:
+        folder, depth = todo.pop()
+        try:
+            entries = sorted(os.scandir(folder), key=lambda entry: entry.name)
+        except OSError:
+            continue
+        for entry in entries:
+            seen += 1
+            if seen > WALK_ENTRIES:
+                raise StagingError("staging_too_many", limit=WALK_ENTRIES)
+            if entry.is_dir(follow_symlinks=False):
+                if depth + 1 > WALK_DEPTH:
+                    raise StagingError("staging_too_deep", limit=WALK_DEPTH)
+                todo.append((Path(entry.path), depth + 1))
+            elif entry.name.endswith(suffix) and entry.is_file(follow_symlinks=False):
+                info = entry.stat(follow_symlinks=False)
+                total += info.st_size
+                found.append(Path(entry.path))
+                if len(found) > WALK_FILES or total > WALK_BYTES:
+                    raise StagingError("staging_too_large", files=WALK_FILES, mib=WALK_BYTES >> 20)
+    return sorted(found)
 
 
 def refusal(info):
@@ -190,7 +155,8 @@ def staging(path, package: str):
         yield Staging(found, found, _package_files(path, found / package))
         return
     notebook = find_notebook(path, package)
-    has_files = notebook is None and path.is_dir() and any(path.rglob("*.py"))
+    loose = walk_files(path) if notebook is None else []
+    has_files = bool(loose)
     if not (notebook or has_files):
         yield Staging(path)  # nothing gradable: the runner says that no package was found
         return
@@ -201,14 +167,14 @@ def staging(path, package: str):
         if notebook is not None:
             try:
                 files = notebook_files(notebook, package) if notebook.stat().st_size <= NOTEBOOK_LIMIT else {}
-            except (OSError, ValueError):
-                files = {}  # not a readable notebook: every step reports its file missing
+            except (OSError, ValueError, RecursionError, MemoryError):
+                files = {}  # not a readable notebook (or nested beyond reason): every step reports its file missing
             for name, source in files.items():
                 (root / package / name).write_text(source, encoding="utf-8")
             graded[notebook.name] = notebook.name if notebook == path else notebook.relative_to(path).as_posix()
         else:
-            for file in sorted(path.rglob("*.py")):
-                if file.is_file() and not file.is_symlink():
+            for file in loose:
+                if refusal(file.lstat()) is None and file.name[:-3].isidentifier():
                     shutil.copyfile(file, root / package / file.name)
                     graded[file.name] = file.relative_to(path).as_posix()  # a later file of the same name wins
         yield Staging(root, None, sorted(graded.values()))

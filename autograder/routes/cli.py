@@ -249,14 +249,14 @@ def run_grade(args):
     if early:
         from autograder.sandbox import fork_server
 
-        fork_server.start("autograder.engine.remote")  # it imports its torch while this process goes on
+        fork_server.start("autograder.harness.serve")  # it imports its torch while this process goes on
     graded = grading_config.load_all(args.config)
     if not early:  # an early start means the file is remembered already
         grading_config.remember_valid(args.config)
     if not args.in_process and not early:
         from autograder.sandbox import fork_server
 
-        fork_server.start("autograder.engine.remote")
+        fork_server.start("autograder.harness.serve")
     from autograder.engine.runner import grade
 
     if args.assignment:

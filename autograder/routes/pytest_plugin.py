@@ -14,30 +14,27 @@ import pytest
 
 from autograder.engine import config as grading_config
 from autograder.engine import messages, results
-from autograder.engine.check import ContractError, Fail
+from autograder.engine.check import Fail
 from autograder.engine.diagnosis import Record, diagnose
-from autograder.engine.forbidden import watching
+from autograder.engine.observation import Observation, read_report
 from autograder.engine.runner import (
-    HangGuard,
-    Observation,
+    Hangs,
     check_inputs,
     check_seed,
     clone,
     device_mode,
     forbidden_in_source,
     judge,
-    known_failure,
+    facts_of,
     mode_note,
-    near_miss,
-    where,
     warm_up_grader,
     not_checked,
     observe,
-    raised,
     score_step,
 )
-from autograder.engine.submission import Package, SubmissionError
-from autograder.engine.summary import summarise_text
+from autograder.harness import observe as harness
+from autograder.harness.package import Package
+from autograder.harness.summary import summarise_text
 
 
 def pytest_addoption(parser):
@@ -149,31 +146,27 @@ def run_public_check(check, lab):
             pytest.skip(messages.render("not_checked", reason=messages.render(reason)))
         lab.modes[(check.assignment, check.step)] = mode
     skipped = lab.hangs.skipped(check)
-    if skipped is not None:  # the step's code has hung once: not run again (no second wait)
+    if skipped is not None:  # the step's code has hung once where nobody can say: not run again
         lab.verdicts[check] = skipped.error
         pytest.fail(messages.render(skipped.error.message_id, **skipped.error.params), pytrace=False)
     fail = lab.forbidden_source(check, step)
     inputs = check_inputs(check, check_seed(check))
     if mode is not None:
         inputs["mode"] = mode
-    observation, expected = Observation(), None
+    observation, expected = None, None
     if fail is None:
-        try:
-            with watching(step.forbidden) as seen:
-                observation.values = check.observe(student, **clone(inputs))
-            observation.forbidden = tuple(seen)
-        except (NotImplementedError, SubmissionError, ContractError) as error:
-            fail = known_failure(error, student)  # other exceptions propagate: pytest shows the traceback
-        except Exception as error:
-            fail = near_miss(error, student)  # a misspelt name: said in one line
-            if fail is None:
-                # recorded as the grader records it, for the diagnosis; pytest shows the traceback
-                observation.error = raised(error, student)
-                lab.records[check] = Record(
-                    check, inputs, observation, observation.error, expected=check.expected(**clone(inputs))
-                )
-                raise
-        observation.error = fail
+        report = harness.observe(check.observe, student, clone(inputs), None, step.forbidden, keep_exception=True)
+        exception = report.pop("exception", None)
+        observation = read_report(report, facts_of(student, check, step.timeout, step.forbidden, lab.hangs.by_function))
+        if exception is not None:
+            # recorded as the grader records it, for the diagnosis; pytest shows the traceback
+            lab.records[check] = Record(
+                check, inputs, observation, observation.error, expected=check.expected(**clone(inputs))
+            )
+            raise exception
+        fail = observation.error
+    else:
+        observation = Observation(error=fail)
     if not observation.forbidden:  # also for an error: the diagnosis judges the known mistakes on it
         expected = check.expected(**clone(inputs))
     if fail is None:
@@ -246,7 +239,7 @@ class StudentPlugin:
         self.modes = {}  # (assignment, step) -> the device mode its checks ran in
         self.source_scans = {}  # (assignment, step) -> runner.forbidden_in_source's verdict
         self.packages = {}  # assignment -> the student's package
-        self.hangs = HangGuard(self.submission_dir)  # where code hung: the checks that run it are not run
+        self.hangs = Hangs()  # where code hung: the checks that reach it stop at once
         self.plots = None  # --plots DIR
 
     def config(self, assignment_id):
@@ -313,10 +306,15 @@ class StudentPlugin:
             step = self.configs[check.assignment].step(check.step)
             fail = Fail("timeout", {"seconds": step.timeout, "where": messages.render("traceback_above")})
             student = self.packages.get(check.assignment)
-            if in_student_code(excinfo, student):  # not the grader's own slowness
-                self.hangs.note(check, Observation(error=fail), location=where(excinfo.value, student))
+            place = harness.where(excinfo.value, student) if in_student_code(excinfo, student) else None
+            if place is not None:  # not the grader's own slowness: later checks that reach it stop at once
+                stuck = Fail("timeout", {**fail.params, "where": harness.where_text(excinfo.value, student)})
+                hung = self.hangs.note(check, step.timeout, Observation(error=stuck, hung=(place[0], place[2])))
+                if hung is not None:
+                    harness.trap(student, *hung)
             return fail
-        return raised(excinfo.value, self.packages.get(check.assignment))
+        student = self.packages.get(check.assignment)
+        return read_report(harness.raised(excinfo.value, student), facts_of(student, check)).error
 
     def pytest_unconfigure(self, config):
         """Print the tables last, after pytest's own summary, where students look."""
@@ -364,7 +362,8 @@ class StudentPlugin:
                     module,
                     records,
                     lambda c, package, i, timeout=step.timeout: (
-                        (package is student and self.hangs.skipped(c)) or observe(c, package, i, timeout)
+                        (package is student and self.hangs.skipped(c))
+                        or observe(c, package, i, timeout, hangs=self.hangs.by_function)
                     ),
                     student,
                     step.tolerance,

@@ -4,7 +4,7 @@
     process = server.fork(channel, output)  # a fresh worker holding only these two descriptors
 
 The server imports the `preload` module and calls its warm_up() once (for grading:
-autograder/engine/remote.py: torch, the checks, the simulated device), so each worker is a
+autograder/harness/serve.py: torch, the observers, the simulated device), so each worker is a
 cheap fork. It is started under bubblewrap where that works: its own pid, network, ipc and uts
 namespaces, a root file system holding only the Python installation and the grader's code
 (read-only; never the reference), no /tmp of the host. Started as root, it drops to an
@@ -134,7 +134,7 @@ def bubblewrap_command(python):
     from autograder import cache_base
 
     # The judge's cache of built helpers (the simulated CUDA device's), read-only.
-    binds = [*python_paths(), str(KIT / "autograder"), str(cache_base()), "/usr", "/etc/ld.so.cache", "/etc/localtime"]
+    binds = [*python_paths(), str(cache_base()), "/usr", "/etc/ld.so.cache", "/etc/localtime"]
     links = []  # merged /usr: /lib -> usr/lib and the like stay links
     for top in ("/bin", "/sbin", "/lib", "/lib32", "/lib64"):
         if os.path.islink(top):
@@ -163,6 +163,15 @@ def bubblewrap_command(python):
         command += ["--perms", "0755", "--dir", directory]
     for path in binds:
         command += ["--ro-bind", path, path]
+    # Of the kit, only what runs beside student code: an empty folder first (it also hides the
+    # kit where a bound Python installation holds it), then those parts alone.
+    grader = KIT / "autograder"
+    command += ["--perms", "0755", "--tmpfs", str(grader)]
+    for path in server_files():
+        relative = path.relative_to(grader)
+        for parent in reversed(relative.parents[:-1]):
+            command += ["--perms", "0755", "--dir", str(grader / parent)]
+        command += ["--ro-bind", str(path), str(path)]
     command += links
     from autograder.sandbox.confine import gpu_devices
 
@@ -172,6 +181,26 @@ def bubblewrap_command(python):
         command += ["--ro-bind-try", "/sys", "/sys"]
     command += ["--chdir", str(KIT), "--setenv", "MHA_LAB_BWRAP", "1", python]
     return command
+
+
+# What the worker server's root holds of the kit: the sandbox, the harness (what runs beside
+# student code) and each assignment's observers and warm-up. Never its checks (hidden ones,
+# oracles), known mistakes, messages, fingerprints, the engine, the routes or the reference.
+SERVER_FILES = (
+    "__init__.py",
+    "sandbox",
+    "harness",
+    "assignments/__init__.py",
+    "assignments/*/__init__.py",
+    "assignments/*/observers",
+    "assignments/*/warmup.py",
+)
+
+
+def server_files() -> list:
+    """The paths of SERVER_FILES that exist in this kit (autograder/...), in a stable order."""
+    grader = KIT / "autograder"
+    return sorted({path for pattern in SERVER_FILES for path in grader.glob(pattern) if not path.is_symlink()})
 
 
 class ServerError(RuntimeError):

@@ -1,17 +1,27 @@
-"""What crosses the pipe between a worker (runs student code) and the judge: plain data only.
+"""What crosses the socket between the judge and a worker: plain data in a typed, bounded form.
 
-Tensors travel as ("__tensor__", dtype name, shape, raw bytes); everything else must be None,
-bool, int, float, str, bytes, or a list, tuple or dict of those. The judge decodes with an
-unpickler that refuses every global, so a hostile worker can send wrong data but can never make
-the judge run code, and the decoded tensors are checked against their declared dtype and shape.
+A message is a JSON header followed by one payload of raw bytes:
+
+    [4 bytes: header length, big-endian][header: UTF-8 JSON][payload: tensor and bytes data, in order]
+
+The header holds the value as a tree of JSON scalars (None, bool, int, float, str), lists and
+tagged nodes: {"(": [...]} a tuple, {"{": [[key, value], ...]} a dict (string keys), {"T": [dtype,
+shape]} a tensor and {"B": n} a bytes value, whose bytes come next in the payload, and {"U": [dtype,
+shape, device]} a tensor that could not be sent (on a device the judge cannot read). Every byte of
+the payload belongs to exactly one tensor or bytes node, in the order the header names them, so
+nothing can be shared or repeated: the decoded size is the message's size. `loads` checks the
+whole header (its size, depth, number of nodes, string lengths, dtypes and shapes) against the
+payload's length before it makes a single tensor; no code runs while decoding (no pickle).
+
+    data = dumps({"out": torch.ones(2, 3)})       # either side
+    value = loads(data)                            # WireError for anything malformed
 """
 
-import io
-import pickle
+import json
+import struct
 
 import torch
 
-TENSOR = "__tensor__"
 DTYPES = {
     name: getattr(torch, name)
     for name in (
@@ -29,89 +39,254 @@ DTYPES = {
         "complex128",
     )
 }
-MAX_MESSAGE = 64 * 1024 * 1024  # bytes; a bigger message is refused
-MAX_VALUES = 1_000_000  # values in one decoded message (an observation has hundreds)
+HEADER_LIMIT = 256 * 1024  # bytes of JSON header
+MAX_MESSAGE = 64 * 1024 * 1024  # bytes in all; a reader may ask for less (see loads and worker.read_message)
+MAX_NODES = 20_000  # nodes in one header (an observation has hundreds)
+MAX_DEPTH = 24  # nesting of lists, tuples and dicts
+MAX_DIMS = 8  # dimensions of one tensor
+MAX_TEXT = 4_000  # characters of one string
+SENT_TEXT = 1_000  # characters of a string this side sends (longer ones are cut here)
 
 
 class WireError(Exception):
-    """A message from a worker is malformed or too large."""
+    """A message is malformed or too large."""
 
 
-def encode(value):
-    """Plain-data form of `value` (tensors become tagged tuples); other objects become their repr."""
+class TooLarge(WireError):
+    """A message over the reader's limit (refused before it is read)."""
+
+    def __init__(self, size: int, limit: int):
+        super().__init__(f"a message of {size} bytes, over the limit of {limit}")
+        self.size, self.limit = size, limit
+
+
+# ---------------------------------------------------------------------------- encoding
+
+
+def dumps(value) -> bytes:
+    """The message for `value` (tensors, numbers, strings, bytes, None and lists, tuples and dicts
+    of them, and Encoded parts; any other object travels as a short repr)."""
+    chunks = []
+    header = json.dumps(_encode(value, chunks), separators=(",", ":"), allow_nan=True).encode()
+    return struct.pack("!I", len(header)) + header + b"".join(chunks)
+
+
+class Encoded:
+    """A value encoded once, to be sent many times as part of other values (a batch sends the
+    same inputs to every worker): dumps splices it in."""
+
+    __slots__ = ("tree", "chunks", "size")
+
+    def __init__(self, value):
+        self.chunks = []
+        self.tree = _encode(value, self.chunks)
+        self.size = sum(len(chunk) for chunk in self.chunks) + len(json.dumps(self.tree))  # about its bytes on the wire
+
+
+def _encode(value, chunks):
+    if isinstance(value, Encoded):
+        chunks.extend(value.chunks)
+        return value.tree
     if isinstance(value, torch.Tensor):
         tensor = value.detach()
-        if tensor.device.type != "cpu" or tensor.is_meta:
-            return (TENSOR + "_unavailable", str(tensor.dtype), tuple(tensor.shape), str(tensor.device))
-        tensor = tensor.contiguous()
         dtype = str(tensor.dtype).removeprefix("torch.")
+        if tensor.device.type != "cpu" or tensor.is_meta or dtype not in DTYPES or type(tensor) is not torch.Tensor:
+            try:
+                shape = [int(n) for n in tensor.shape]
+            except (TypeError, RuntimeError):  # symbolic sizes
+                shape = []
+            return {"U": [dtype, shape, str(tensor.device)]}
+        tensor = tensor.contiguous()
         raw = tensor.view(torch.int16) if tensor.dtype == torch.bfloat16 else tensor
-        return (TENSOR, dtype, tuple(tensor.shape), raw.numpy().tobytes() if tensor.numel() else b"")
-    if isinstance(value, dict):
-        return {str(k): encode(v) for k, v in value.items()}
-    if isinstance(value, (list, tuple)):
-        return (
-            type(value)(encode(v) for v in value) if type(value) in (list, tuple) else tuple(encode(v) for v in value)
-        )
-    if value is None or isinstance(value, (bool, int, float, str, bytes)):
+        chunks.append(raw.numpy().tobytes() if tensor.numel() else b"")
+        return {"T": [dtype, list(tensor.shape)]}
+    if isinstance(value, bool) or value is None:
         return value
+    if isinstance(value, int):
+        return int(value)
+    if isinstance(value, float):
+        return float(value)
+    if isinstance(value, str):
+        return str(value)[:SENT_TEXT]
+    if isinstance(value, (bytes, bytearray)):
+        chunks.append(bytes(value))
+        return {"B": len(value)}
+    if isinstance(value, dict):
+        return {"{": [[str(k)[:SENT_TEXT], _encode(v, chunks)] for k, v in value.items()]}
+    if isinstance(value, tuple):
+        return {"(": [_encode(v, chunks) for v in value]}
+    if isinstance(value, list):
+        return [_encode(v, chunks) for v in value]
     if isinstance(value, (torch.dtype, torch.device)):
         return str(value)
-    return repr(value)[:200]
+    try:
+        text = repr(value)
+    except Exception:  # noqa: BLE001 - a student's object whose repr raises
+        text = f"<{type(value).__name__}>"
+    return text[:200]
 
 
-def decode(value, budget=None):
-    """The inverse of encode, validating every tensor. At most MAX_VALUES values are decoded:
-    a pickle can share one list many times over, and a few bytes would expand beyond memory."""
-    budget = budget or [MAX_VALUES]
-    budget[0] -= 1
-    if budget[0] < 0:
-        raise WireError("message too large once decoded")
-    if isinstance(value, tuple) and len(value) == 4 and value[0] == TENSOR:
-        _, dtype, shape, raw = value
-        if dtype not in DTYPES or not isinstance(raw, bytes) or not all(isinstance(n, int) and n >= 0 for n in shape):
-            raise WireError("malformed tensor")
+# ---------------------------------------------------------------------------- decoding
+
+
+def loads(data: bytes, limit: int = MAX_MESSAGE):
+    """The value of message `data`; WireError if it is malformed or larger than `limit` bytes."""
+    if len(data) > min(limit, MAX_MESSAGE):
+        raise TooLarge(len(data), min(limit, MAX_MESSAGE))
+    if len(data) < 4:
+        raise WireError("message without a header")
+    (size,) = struct.unpack("!I", data[:4])
+    if size > HEADER_LIMIT or 4 + size > len(data):
+        raise WireError("header too large or cut short")
+    try:
+        tree = json.loads(data[4 : 4 + size].decode("utf-8"))
+    except (ValueError, RecursionError, UnicodeDecodeError) as error:
+        raise WireError(f"malformed header ({type(error).__name__})") from None
+    payload = memoryview(data)[4 + size :]
+    plan = _Plan()
+    plan.check(tree, 0)
+    if plan.payload_bytes != len(payload):
+        raise WireError(f"the header describes {plan.payload_bytes} payload bytes, the message has {len(payload)}")
+    return _Decoder(payload).build(tree)
+
+
+class _Plan:
+    """Walks a header once, without building anything: counts nodes, checks depth, strings,
+    dtypes and shapes, and adds up the payload bytes the tensor and bytes nodes take."""
+
+    def __init__(self):
+        self.nodes = 0
+        self.payload_bytes = 0
+
+    def check(self, node, depth):
+        stack = [(node, depth)]
+        while stack:
+            node, depth = stack.pop()
+            self.nodes += 1
+            if self.nodes > MAX_NODES:
+                raise WireError("too many values in one message")
+            if depth > MAX_DEPTH:
+                raise WireError("values nested too deep")
+            if node is None or isinstance(node, (bool, int, float)):
+                continue
+            if isinstance(node, str):
+                if len(node) > MAX_TEXT:
+                    raise WireError("a string too long")
+                continue
+            if isinstance(node, list):
+                stack.extend((child, depth + 1) for child in node)
+                continue
+            if not isinstance(node, dict) or len(node) != 1:
+                raise WireError("an unknown node")
+            ((tag, body),) = node.items()
+            if tag == "T":
+                self.payload_bytes += _tensor_bytes(body)
+            elif tag == "B":
+                if not isinstance(body, int) or isinstance(body, bool) or body < 0:
+                    raise WireError("a malformed bytes node")
+                self.payload_bytes += body
+            elif tag == "U":
+                if not (isinstance(body, list) and len(body) == 3 and all(isinstance(p, (str, list)) for p in body)):
+                    raise WireError("a malformed unavailable tensor")
+                _shape(body[1])
+                if len(body[0]) > 40 or len(body[2]) > 40:
+                    raise WireError("a malformed unavailable tensor")
+            elif tag == "(":
+                if not isinstance(body, list):
+                    raise WireError("a malformed tuple")
+                stack.extend((child, depth + 1) for child in body)
+            elif tag == "{":
+                if not isinstance(body, list):
+                    raise WireError("a malformed dict")
+                for pair in body:
+                    if not (isinstance(pair, list) and len(pair) == 2 and isinstance(pair[0], str)):
+                        raise WireError("a malformed dict entry")
+                    if len(pair[0]) > MAX_TEXT:
+                        raise WireError("a key too long")
+                    stack.append((pair[1], depth + 1))
+            else:
+                raise WireError("an unknown node")
+
+
+def _shape(shape):
+    if not isinstance(shape, list) or len(shape) > MAX_DIMS:
+        raise WireError("a malformed shape")
+    count = 1
+    for n in shape:
+        if not isinstance(n, int) or isinstance(n, bool) or n < 0:
+            raise WireError("a malformed shape")
+        count *= n
+        if count > MAX_MESSAGE:
+            raise WireError("a tensor too large")
+    return count
+
+
+def _tensor_bytes(body):
+    if not (isinstance(body, list) and len(body) == 2 and body[0] in DTYPES):
+        raise WireError("a malformed tensor")
+    return _shape(body[1]) * _itemsize(body[0])
+
+
+_ITEMSIZE = {}
+
+
+def _itemsize(dtype: str) -> int:
+    if dtype not in _ITEMSIZE:
+        _ITEMSIZE[dtype] = torch.empty((), dtype=DTYPES[dtype]).element_size()
+    return _ITEMSIZE[dtype]
+
+
+class _Decoder:
+    """Builds the value of a header _Plan has checked, taking payload bytes in order."""
+
+    def __init__(self, payload):
+        self.payload = payload
+        self.position = 0
+
+    def take(self, count):
+        chunk = self.payload[self.position : self.position + count]
+        self.position += count
+        return chunk
+
+    def build(self, node):
+        # Recursion is bounded: _Plan has checked the depth.
+        if node is None or isinstance(node, (bool, int, float, str)):
+            return node
+        if isinstance(node, list):
+            return [self.build(child) for child in node]
+        ((tag, body),) = node.items()
+        if tag == "T":
+            return self.tensor(body[0], tuple(body[1]))
+        if tag == "B":
+            return bytes(self.take(body))
+        if tag == "U":
+            return Unavailable(body[0], tuple(body[1]), body[2])
+        if tag == "(":
+            return tuple(self.build(child) for child in body)
+        return {key: self.build(value) for key, value in body}
+
+    def tensor(self, dtype, shape):
         torch_dtype = DTYPES[dtype]
         count = 1
         for n in shape:
             count *= n
-        itemsize = torch.empty((), dtype=torch_dtype).element_size()
-        if len(raw) != count * itemsize:
-            raise WireError("tensor size does not match its shape")
+        raw = self.take(count * _itemsize(dtype))
         if count == 0:
-            return torch.empty(tuple(shape), dtype=torch_dtype)
-        storage_dtype = torch.int16 if torch_dtype == torch.bfloat16 else torch_dtype
-        tensor = torch.frombuffer(bytearray(raw), dtype=storage_dtype).reshape(tuple(shape))
+            return torch.empty(shape, dtype=torch_dtype)
+        storage = torch.int16 if torch_dtype == torch.bfloat16 else torch_dtype
+        tensor = torch.frombuffer(bytearray(raw), dtype=storage).reshape(shape)
         return tensor.view(torch.bfloat16) if torch_dtype == torch.bfloat16 else tensor
-    if isinstance(value, dict):
-        return {k: decode(v, budget) for k, v in value.items()}
-    if isinstance(value, list):
-        return [decode(v, budget) for v in value]
-    if isinstance(value, tuple):
-        return tuple(decode(v, budget) for v in value)
-    return value
 
 
-class _PlainUnpickler(pickle.Unpickler):
-    def find_class(self, module, name):
-        raise WireError(f"refused a global in a worker message: {module}.{name}")
+class Unavailable(tuple):
+    """A tensor the sender could not send (it lives on a device the judge cannot read):
+    (dtype, shape, device)."""
 
+    __slots__ = ()
 
-def dumps(value):
-    return pickle.dumps(encode(value), protocol=5)
+    def __new__(cls, dtype, shape, device):
+        return super().__new__(cls, (dtype, shape, device))
 
-
-def dumps_encoded(value):
-    """dumps() of a value whose tensors are already encode()d."""
-    return pickle.dumps(value, protocol=5)
-
-
-def loads(data):
-    if len(data) > MAX_MESSAGE:
-        raise WireError("message too large")
-    try:
-        return decode(_PlainUnpickler(io.BytesIO(data)).load())
-    except WireError:
-        raise
-    except Exception as error:  # noqa: BLE001 - any malformed pickle
-        raise WireError(f"malformed message: {type(error).__name__}") from None
+    @property
+    def device(self):
+        return self[2]

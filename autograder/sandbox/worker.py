@@ -2,7 +2,7 @@
 
 Judge side, one submission at a time per Worker:
 
-    with Worker(files, "mha", preload="autograder.engine.remote") as worker:  # it starts booting here
+    with Worker(files, "mha", preload="autograder.harness.serve") as worker:  # it starts booting here
         worker.send(wire.dumps(...))                        # a message for the preload's serve()
         reply = worker.receive(seconds)                     # its answer, or TimeoutError / WorkerGone
 
@@ -16,7 +16,7 @@ submission does not wait for a fork; no worker ever gets a second submission. A 
 back nothing but plain data (wire.py). The judge enforces a time limit on every answer by
 killing the worker; a worker that dies costs only what it was doing: a fresh one takes the rest.
 
-This module knows nothing of checks or grades: the preload module does (autograder/engine/remote.py).
+This module knows nothing of checks or grades: the preload module does (autograder/harness/serve.py).
 """
 
 import os
@@ -88,12 +88,12 @@ _encoded = {}  # id(inputs) -> (inputs, their wire form); holding inputs keeps t
 
 
 def encoded(inputs):
-    """wire.encode(inputs), once per inputs object (a batch sends the same inputs to every worker)."""
+    """wire.Encoded(inputs), once per inputs object (a batch sends the same inputs to every worker)."""
     entry = _encoded.get(id(inputs))
     if entry is None or entry[0] is not inputs:
         if len(_encoded) > 5_000:
             _encoded.clear()
-        entry = _encoded[id(inputs)] = (inputs, wire.encode(inputs))
+        entry = _encoded[id(inputs)] = (inputs, wire.Encoded(inputs))
     return entry[1]
 
 
@@ -169,16 +169,19 @@ def _release_cpu(cpu):
             _cpu_load[cpu] -= 1
 
 
-def read_message(conn, seconds):
-    """The next message a worker sends on `conn`, whole within `seconds`, or TimeoutError.
+def read_message(conn, seconds, limit=wire.MAX_MESSAGE):
+    """The next message a worker sends on `conn`, whole within `seconds`, or TimeoutError; a
+    message over `limit` bytes is refused (wire.WireError) before any of it is read.
 
     multiprocessing's recv_bytes waits for ever once a message has begun, and a worker that
     student code has taken over could begin one and stop; this reads the same framing (a 4-byte
     big-endian length, then the bytes) with a deadline."""
     deadline = time.monotonic() + seconds
     (size,) = struct.unpack("!i", _read_exactly(conn.fileno(), 4, deadline))
-    if not 0 <= size <= wire.MAX_MESSAGE:
-        raise wire.WireError("message too large")
+    if size < 0:
+        raise wire.WireError("a negative message size")
+    if size > min(limit, wire.MAX_MESSAGE):
+        raise wire.TooLarge(size, min(limit, wire.MAX_MESSAGE))
     return _read_exactly(conn.fileno(), size, deadline)
 
 
@@ -209,11 +212,14 @@ class Worker:
 
     `files` ({name: bytes}) become the package `package/` in the worker's scratch; `preload`
     names the module the worker server imports once (its warm_up() and its serve(conn, scratch,
-    setup), which answers the judge's messages)."""
+    setup), which answers the judge's messages). `setup` holds what else the preload's serve()
+    reads from its setup message; it may change before a fresh worker is launched."""
 
-    def __init__(self, files: dict, package: str, preload: str, memory_bytes: int = 2 << 30):
+    def __init__(self, files: dict, package: str, preload: str, memory_bytes: int = 2 << 30, setup: dict = None):
         self.files, self.package, self.preload = files, package, preload
         self.memory_bytes = memory_bytes
+        self.setup = dict(setup or {})
+        self.received = 0  # bytes of messages read from this submission's workers
         self.process = None
         self.conn = None
         self.outputs = []  # the output file of every worker this submission had, in order
@@ -240,7 +246,13 @@ class Worker:
         """Start a fresh worker on a fresh copy of the submission; wait_ready() before use."""
         self.stop()
         setup = wire.dumps(
-            {"files": self.files, "package": self.package, "memory_bytes": self.memory_bytes, "cpu": self.cpu}
+            {
+                **self.setup,
+                "files": self.files,
+                "package": self.package,
+                "memory_bytes": self.memory_bytes,
+                "cpu": self.cpu,
+            }
         )
         for attempt in range(3):  # a spare that died while it waited: take the next one
             self.process, self.conn, output = take_worker(self.preload)
@@ -263,7 +275,9 @@ class Worker:
             if not self.conn.poll(120):
                 break
             try:
-                self.layers = wire.loads(read_message(self.conn, 10))["ready"]
+                # Sent before any student code loads; still read as untrusted: short names only.
+                ready = wire.loads(read_message(self.conn, 10, 4096), 4096)["ready"]
+                self.layers = [str(layer)[:40] for layer in ready if isinstance(layer, str)][:20]
                 self.booting = False
             except (EOFError, OSError, TimeoutError, wire.WireError, KeyError, TypeError):
                 self.launch()
@@ -309,12 +323,15 @@ class Worker:
         self.wait_ready()
         self.conn.send_bytes(message)
 
-    def receive(self, seconds: float):
-        """The worker's next message (decoded), whole within `seconds` (+ GRACE). On overrun,
-        the worker is killed and TimeoutError raised; if it ended, WorkerGone; if what it sent
-        is malformed, it is killed and wire.WireError raised."""
+    def receive(self, seconds: float, limit: int = wire.MAX_MESSAGE):
+        """The worker's next message (decoded), whole within `seconds` (+ GRACE) and at most
+        `limit` bytes. On overrun, the worker is killed and TimeoutError raised; if it ended,
+        WorkerGone; if what it sent is malformed or too large, it is killed and wire.WireError
+        raised."""
         try:
-            return wire.loads(read_message(self.conn, seconds + GRACE))
+            data = read_message(self.conn, seconds + GRACE, limit)
+            self.received += len(data)
+            return wire.loads(data, limit)
         except TimeoutError:
             # Overran: its own alarm did not stop it (a long native call, say), or a message
             # stalled half-way (student code that took over the worker's pipe).

@@ -26,7 +26,7 @@ def _exercise(x, mask, ids, table, linear):
 
 
 def warm_up(simulation=None):
-    """Run in the worker server once (autograder/engine/remote.py), so every worker starts warm:
+    """Run in the worker server once (autograder/harness/serve.py), so every worker starts warm:
     the ops of this assignment on the CPU and, given the simulated CUDA device, on it."""
     linear = torch.nn.Linear(8, 8).double()
     args = (

@@ -6,11 +6,10 @@ student's whole module (which uses decode.py and gqa.py), and once the student's
 so a mistake in an earlier step may show here too, by design.
 """
 
-import torch
 import torch.nn.functional as F
 
-from autograder.engine.check import Check, linear_state, load_linear, raised_verdict, randn, randsize
-from .incremental_decoding import ScriptedCache
+from autograder.assignments.kv_cache.observers import decoder as observers
+from autograder.engine.check import Check, linear_state, raised_verdict, randn, randsize
 
 FILES = ["decoder.py"]  # what the step grades (scanned for forbidden calls)
 
@@ -26,15 +25,6 @@ def weights(rng, d_model, n_heads, n_kv_heads, bias):
         "w_v": linear_state(rng, d_model, kv_width, bias),
         "w_o": linear_state(rng, d_model, d_model, bias),
     }
-
-
-def build(kv, states, n_heads, n_kv_heads, bias):
-    """The student's module in float64 and eval(), with the grader's weights loaded by name."""
-    d_model = states["w_q"]["weight"].shape[1]
-    module = kv.decoder.CachedSelfAttention(d_model, n_heads, n_kv_heads, bias=bias).double().eval()
-    for name in LAYERS:
-        load_linear(module, name, states[name])
-    return module
 
 
 def project(states, name, x, heads, d_k):
@@ -64,6 +54,11 @@ class AgainstTorch(Check):
     lengths = None
     own_cache = False
     weight = 2
+    observer = observers.chunks
+
+    @property
+    def arguments(self):
+        return {"own_cache": self.own_cache}
 
     def inputs(self, rng):
         L = sum(self.lengths) if self.lengths else 5
@@ -76,23 +71,6 @@ class AgainstTorch(Check):
             "bias": self.bias,
             "lengths": self.lengths,
         }
-
-    def observe(self, kv, states, x, n_heads, n_kv_heads, bias, lengths):
-        module = build(kv, states, n_heads, n_kv_heads, bias)
-        with torch.no_grad():
-            if lengths is None:
-                return {"out": [module(x)]}
-            d_k, kv_heads = x.shape[-1] // n_heads, n_heads if n_kv_heads is None else n_kv_heads
-            cache = (
-                kv.cache.KVCache()
-                if self.own_cache
-                else ScriptedCache(project(states, "w_k", x, kv_heads, d_k), project(states, "w_v", x, kv_heads, d_k))
-            )
-            outputs, start = [], 0
-            for n in lengths:
-                outputs.append(module(x[:, start : start + n], cache))
-                start += n
-            return {"out": outputs}
 
     def expected(self, states, x, n_heads, n_kv_heads, bias, lengths):
         out = oracle(states, x, n_heads, n_kv_heads)
@@ -143,17 +121,8 @@ class NotDivisible(Check):
 
     id = "not_divisible"
     weight = 1
-
-    def observe(self, kv):
-        try:
-            kv.decoder.CachedSelfAttention(16, 4, 3)
-        except NotImplementedError:
-            raise
-        except ValueError:
-            return {"raised": "ValueError"}
-        except Exception as error:  # noqa: BLE001 - whatever the student's code raised instead
-            return {"raised": type(error).__name__, "message": str(error)[:200]}
-        return {"raised": None}
+    observer = observers.not_divisible
+    arguments = {"d_model": 16, "n_heads": 4, "n_kv_heads": 3}
 
     def judge(self, inputs, got, expected, tol):
         case = "CachedSelfAttention(16, n_heads=4, n_kv_heads=3)"

@@ -7,6 +7,7 @@ attention (query head h uses K/V head h // (H // H_kv)), and for repeat_kv that 
 import torch
 import torch.nn.functional as F
 
+from autograder.assignments.kv_cache.observers import grouped_query_attention as observers
 from autograder.engine.check import Check, raised_verdict, randn, randsize
 from .incremental_decoding import mask_by_hand
 
@@ -37,14 +38,12 @@ class AgainstTorch(Check):
     shape = {}
     masked = False
     dtype = torch.float64
+    observer = observers.attend
 
     def inputs(self, rng):
         inputs = gqa_inputs(rng, dtype=self.dtype, **self.shape)
         inputs["mask"] = mask_by_hand(inputs["q"].shape[2], inputs["k"].shape[2]) if self.masked else None
         return inputs
-
-    def observe(self, kv, q, k, v, mask):
-        return {"out": kv.gqa.grouped_query_attention(q, k, v, mask=mask)}
 
     def expected(self, q, k, v, mask):
         return {"out": oracle(q, k, v, mask)}
@@ -56,12 +55,11 @@ class RepeatValues(Check):
 
     id = "repeat_kv_values"
     weight = 2
+    observer = observers.repeated
+    arguments = {"times": (3, 1)}
 
     def inputs(self, rng):
         return {"x": randn(rng, 2, 2, 3, 4)}
-
-    def observe(self, kv, x):
-        return {"repeated": kv.gqa.repeat_kv(x, 3), "once": kv.gqa.repeat_kv(x, 1)}
 
     def expected(self, x):
         return {"repeated": heads_by_rule(x, 3), "once": x}
@@ -110,20 +108,10 @@ class NotDivisible(Check):
     """H=6 query heads cannot share H_kv=4 K/V heads: ValueError."""
 
     id = "not_divisible"
+    observer = observers.not_divisible
 
     def inputs(self, rng):
         return gqa_inputs(rng, H=6, H_kv=4)
-
-    def observe(self, kv, q, k, v):
-        try:
-            kv.gqa.grouped_query_attention(q, k, v)
-        except NotImplementedError:
-            raise  # the TODO is still there: reported as not implemented
-        except ValueError:
-            return {"raised": "ValueError"}
-        except Exception as error:  # noqa: BLE001 - e.g. the RuntimeError of a failed matmul
-            return {"raised": type(error).__name__, "message": str(error)[:200]}
-        return {"raised": None}
 
     def judge(self, inputs, got, expected, tol):
         case = "grouped_query_attention with q of 6 heads and k, v of 4"
@@ -139,6 +127,7 @@ class RandomSizes(AgainstTorch):
     id = "random_sizes"
     visibility = "hidden"
     weight = 3
+    observer = observers.attend_and_repeat
 
     def inputs(self, rng):
         H_kv, n_rep = randsize(rng, 2, 4), randsize(rng, 2, 4)
@@ -157,12 +146,6 @@ class RandomSizes(AgainstTorch):
         mask[:, :2] = False  # every query keeps two keys: with one, the scale would not matter
         mask[:, -1] = True  # and loses one: an ignored mask shows on every seed
         return {**inputs, "mask": mask}
-
-    def observe(self, kv, q, k, v, mask):
-        return {
-            "out": kv.gqa.grouped_query_attention(q, k, v, mask=mask),
-            "repeated": kv.gqa.repeat_kv(k, q.shape[1] // k.shape[1]),
-        }
 
     def expected(self, q, k, v, mask):
         return {"out": oracle(q, k, v, mask), "repeated": heads_by_rule(k, q.shape[1] // k.shape[1])}

@@ -3,67 +3,17 @@ cached_attention.
 
 Oracle: F.scaled_dot_product_attention(q, k, v, is_causal=True) over the WHOLE sequence at
 once. Fed to cached_attention chunk by chunk, the sequence must give the same rows. The
-student's function gets a stand-in for a cache (ScriptedCache), so that a mistake in cache.py
-costs the step `kv_cache` only.
+student's function gets a stand-in for a cache (observers.ScriptedCache), so that a mistake in
+cache.py costs the step `kv_cache` only.
 """
 
 import torch
 import torch.nn.functional as F
 
-from autograder.engine.check import Check, ContractError, Fail, describe, randindex, randn, randsize
+from autograder.assignments.kv_cache.observers import incremental_decoding as observers
+from autograder.engine.check import Check, Fail, randindex, randn, randsize
 
 FILES = ["decode.py"]  # what the step grades (scanned for forbidden calls)
-
-
-class ScriptedCache:
-    """Stands in for the student's KVCache in the steps after it, so that a mistake in cache.py
-    costs the step `kv_cache` only. It is no cache to copy: it is given the whole sequence's
-    keys and values up front, and answers each update(k, v) with their prefix up to the end of
-    that chunk, after checking that the chunk is the next one (a ContractError otherwise). Keys
-    given with their heads already repeated for grouped-query attention are accepted too."""
-
-    def __init__(self, keys, values):
-        self.keys, self.values, self.length = keys, values, 0  # (B, H_kv, L, d_k), (B, H_kv, L, d_v)
-
-    def update(self, k, v):
-        end = self.length + (k.shape[-2] if isinstance(k, torch.Tensor) and k.dim() == 4 else 0)
-        repeat = _next_chunk("k", k, self.keys[:, :, self.length : end])
-        if _next_chunk("v", v, self.values[:, :, self.length : end]) != repeat:
-            raise ContractError(
-                "wrong_type",
-                name="cache.update(k, v)",
-                expected="keys and values with the same heads",
-                got=f"{describe(k)} and {describe(v)}",
-            )
-        self.length = end
-        keys, values = self.keys[:, :, :end], self.values[:, :, :end]  # (B, H_kv, end, d)
-        if repeat > 1:
-            keys, values = keys.repeat_interleave(repeat, dim=1), values.repeat_interleave(repeat, dim=1)
-        return keys, values
-
-    def __len__(self):
-        return self.length
-
-
-def _next_chunk(name, got, want):
-    """How many times the heads of `want` are repeated in `got` (1: as they are), or a
-    ContractError when `got` is not the chunk expected next."""
-    expected = f"the next chunk of the sequence, shape {tuple(want.shape)} (B, H_kv, L_new, d)"
-    if (
-        not isinstance(got, torch.Tensor)
-        or got.dim() != 4
-        or got.shape[2] != want.shape[2]
-        or got.shape[1] % want.shape[1] != 0
-    ):
-        raise ContractError("wrong_type", name=f"{name} given to cache.update", expected=expected, got=describe(got))
-    repeat = got.shape[1] // want.shape[1]
-    want = want.repeat_interleave(repeat, dim=1) if repeat > 1 else want
-    close = 1e-4 if want.dtype == torch.float32 else 1e-6
-    if got.shape != want.shape or not torch.allclose(got.detach().to(want.dtype), want, rtol=close, atol=close):
-        raise ContractError(
-            "wrong_type", name=f"{name} given to cache.update", expected=expected, got=f"other values ({describe(got)})"
-        )
-    return repeat
 
 
 def mask_by_hand(q_len, k_len):
@@ -80,18 +30,6 @@ def sequence(rng, B=2, H=3, L=6, d_k=4, d_v=5, dtype=torch.float64):
     }
 
 
-def decode(decoder, q, k, v, lengths, cache=None):
-    """The chunks of `lengths` fed one after the other to `decoder(q, k, v, cache)`; returns
-    each chunk's output and the cache."""
-    cache = ScriptedCache(k, v) if cache is None else cache
-    outputs, start = [], 0
-    for n in lengths:
-        chunk = slice(start, start + n)
-        outputs.append(decoder(q[:, :, chunk], k[:, :, chunk], v[:, :, chunk], cache))
-        start += n
-    return outputs, cache
-
-
 def full_causal(q, k, v, lengths):
     """The rows of full causal attention, cut as the chunks are."""
     return list(F.scaled_dot_product_attention(q, k, v, is_causal=True).split(list(lengths), dim=2))
@@ -104,13 +42,10 @@ class Decoding(Check):
     lengths = (6,)
     dtype = torch.float64
     shape = {"B": 2, "H": 3, "L": 6, "d_k": 4, "d_v": 5}
+    observer = observers.chunks
 
     def inputs(self, rng):
         return {**sequence(rng, dtype=self.dtype, **self.shape), "lengths": list(self.lengths)}
-
-    def observe(self, kv, q, k, v, lengths):
-        outputs, _ = decode(kv.decode.cached_attention, q, k, v, lengths)
-        return {"out": outputs}
 
     def expected(self, q, k, v, lengths):
         return {"out": full_causal(q, k, v, lengths)}
@@ -123,9 +58,8 @@ class MaskValues(Check):
     id = "mask_values"
     weight = 2
     sizes = ((1, 4), (2, 5), (3, 3), (1, 1), (4, 6))
-
-    def observe(self, kv):
-        return {f"mask_{q}_{k}": kv.decode.offset_causal_mask(q, k) for q, k in self.sizes}
+    observer = observers.masks
+    arguments = {"sizes": sizes}
 
     def expected(self):
         return {f"mask_{q}_{k}": mask_by_hand(q, k) for q, k in self.sizes}
@@ -170,13 +104,10 @@ class AppendsToCache(Check):
     cache holds all keys and values of the sequence, in order."""
 
     id = "appends_to_cache"
+    observer = observers.cached_length
 
     def inputs(self, rng):
         return {**sequence(rng), "lengths": [3, 1, 2]}
-
-    def observe(self, kv, q, k, v, lengths):
-        _, cache = decode(kv.decode.cached_attention, q, k, v, lengths)
-        return {"cached": len(cache)}  # each chunk was checked as it came: the next one, in order
 
     def expected(self, q, k, v, lengths):
         return {"cached": k.shape[2]}
@@ -190,6 +121,7 @@ class RandomMasks(Check):
 
     id = "random_masks"
     visibility = "hidden"
+    observer = observers.masks
 
     def inputs(self, rng):
         sizes = []
@@ -199,9 +131,6 @@ class RandomMasks(Check):
             # the offset would pass on the seeds that draw only squares
             sizes.append((q_len, q_len + randindex(rng, 1 if first else 0, 5)))
         return {"sizes": sizes}
-
-    def observe(self, kv, sizes):
-        return {f"mask_{q}_{k}": kv.decode.offset_causal_mask(q, k) for q, k in sizes}
 
 
 class RandomChunks(Decoding):
@@ -233,16 +162,10 @@ class SeesTheFuture(Check):
     """Within one chunk, query 0 must not depend on the chunk's later keys and values."""
 
     diagnosis = "decode_sees_future"
+    observer = observers.future_change
 
     def inputs(self, rng):
         return sequence(rng, L=3)
-
-    def observe(self, kv, q, k, v):
-        first = kv.decode.cached_attention(q, k, v, ScriptedCache(k, v))[:, :, 0]  # (B, H, d_v)
-        k2, v2 = k.clone(), v.clone()
-        k2[:, :, 1:], v2[:, :, 1:] = 10 * k[:, :, 1:], -3 * v[:, :, 1:]  # only the future changes
-        second = kv.decode.cached_attention(q, k2, v2, ScriptedCache(k2, v2))[:, :, 0]
-        return {"change": (first - second).abs().max().item()}
 
     def judge(self, inputs, got, expected, tol):
         if isinstance(got.get("change"), float) and got["change"] > 1e-6:

@@ -5,7 +5,8 @@ Oracle: torch.cat of every chunk given so far along the sequence axis (dim 2), w
 
 import torch
 
-from autograder.engine.check import Check, ContractError, describe, randn, randsize
+from autograder.assignments.kv_cache.observers import kv_cache as observers
+from autograder.engine.check import Check, randn, randsize
 
 FILES = ["cache.py"]  # what the step grades (scanned for forbidden calls)
 
@@ -13,26 +14,6 @@ FILES = ["cache.py"]  # what the step grades (scanned for forbidden calls)
 def chunks(rng, lengths, B=2, H_kv=3, d_k=4, d_v=5, dtype=torch.float64):
     """[(k, v)] of the given lengths: k (B, H_kv, L_i, d_k), v (B, H_kv, L_i, d_v)."""
     return [(randn(rng, B, H_kv, n, d_k, dtype=dtype), randn(rng, B, H_kv, n, d_v, dtype=dtype)) for n in lengths]
-
-
-def update(cache, k, v):
-    """cache.update(k, v), which must give a pair (K, V)."""
-    result = cache.update(k, v)
-    if not isinstance(result, (tuple, list)) or len(result) != 2:
-        raise ContractError("wrong_type", name="KVCache.update(k, v)", expected="a pair (K, V)", got=describe(result))
-    return result
-
-
-def fill(kv, pieces):
-    """A fresh KVCache fed `pieces` one by one: what it returns and its length after each."""
-    cache = kv.cache.KVCache()
-    seen = {"len_empty": len(cache), "K": [], "V": [], "len": []}
-    for k, v in pieces:
-        K, V = update(cache, k, v)
-        seen["K"].append(K)
-        seen["V"].append(V)
-        seen["len"].append(len(cache))
-    return cache, seen
 
 
 def by_hand(pieces):
@@ -51,13 +32,14 @@ class Fill(Check):
     lengths = (2, 1, 3)
     dtype = torch.float64
     outputs = ("K", "V")
+    observer = observers.fill
+
+    @property
+    def arguments(self):
+        return {"names": self.outputs}
 
     def inputs(self, rng):
         return {"pieces": chunks(rng, self.lengths, dtype=self.dtype)}
-
-    def observe(self, kv, pieces):
-        _, seen = fill(kv, pieces)
-        return {name: seen[name] for name in self.outputs}
 
     def expected(self, pieces):
         seen = by_hand(pieces)
@@ -99,16 +81,10 @@ class Reset(Check):
 
     id = "reset"
     weight = 2
+    observer = observers.reset
 
     def inputs(self, rng):
         return {"pieces": chunks(rng, (2, 3)), "after": chunks(rng, (4,))}
-
-    def observe(self, kv, pieces, after):
-        cache, _ = fill(kv, pieces)
-        cache.reset()
-        empty = len(cache)
-        K, V = update(cache, *after[0])
-        return {"len_after_reset": empty, "K": K, "V": V, "len": len(cache)}
 
     def expected(self, pieces, after):
         k, v = after[0]
@@ -120,14 +96,10 @@ class Independent(Check):
     attribute written in the class body)."""
 
     id = "independent_caches"
+    observer = observers.two_caches
 
     def inputs(self, rng):
         return {"first": chunks(rng, (2, 1)), "second": chunks(rng, (3,))}
-
-    def observe(self, kv, first, second):
-        _, a = fill(kv, first)
-        _, b = fill(kv, second)
-        return {"first_K": a["K"][-1], "second_K": b["K"][-1], "second_len": b["len"][-1]}
 
     def expected(self, first, second):
         return {"first_K": torch.cat([k for k, _ in first], dim=2), "second_K": second[0][0], "second_len": 3}
@@ -142,6 +114,7 @@ class RandomChunks(Check):
     id = "random_chunks"
     visibility = "hidden"
     weight = 3
+    observer = observers.fill_then_reset
 
     def inputs(self, rng):
         sizes = {"B": randsize(rng, 2, 4), "H_kv": randsize(rng, 2, 5), "d_k": randsize(rng, 2, 9)}
@@ -149,9 +122,3 @@ class RandomChunks(Check):
         lengths = [randsize(rng, 2, 5) for _ in range(randsize(rng, 2, 5))]
         lengths.insert(randsize(rng, 2, 4) - 1, 1)  # one single token among them, not first
         return {"pieces": chunks(rng, lengths, **sizes), "after": chunks(rng, (randsize(rng, 2, 4),), **sizes)}
-
-    def observe(self, kv, pieces, after):
-        cache, seen = fill(kv, pieces)
-        cache.reset()
-        K, V = update(cache, *after[0])
-        return {**seen, "K_after_reset": K, "V_after_reset": V, "len_after_reset": len(cache)}

@@ -7,22 +7,11 @@ matrix as values its output IS the weight matrix, so both outputs are checked ag
 import torch
 import torch.nn.functional as F
 
+from autograder.assignments.mha.observers import attention as observers
 from autograder.engine import messages
-from autograder.engine.check import Check, ContractError, Fail, describe, randn, randsize
+from autograder.engine.check import Check, Fail, randn, randsize
 
 FILES = ["attention.py"]  # what the step grades (scanned for forbidden calls)
-
-
-def attend(mha, q, k, v, **kwargs):
-    result = mha.attention.scaled_dot_product_attention(q, k, v, **kwargs)
-    if not isinstance(result, (tuple, list)) or len(result) != 2:
-        raise ContractError(
-            "wrong_type",
-            name="scaled_dot_product_attention(...)",
-            expected="a pair (out, weights)",
-            got=describe(result),
-        )
-    return {"out": result[0], "weights": result[1]}
 
 
 def oracle(q, k, v):
@@ -46,6 +35,11 @@ class AgainstTorch(Check):
     shape = {"lead": (2, 3), "lq": 5, "lk": 7, "d_k": 4, "d_v": 6}
     dtype = torch.float64
     outputs = ("out", "weights")
+    observer = observers.outputs
+
+    @property
+    def arguments(self):
+        return {"names": self.outputs}
 
     def inputs(self, rng):
         return qkv(
@@ -57,10 +51,6 @@ class AgainstTorch(Check):
             self.shape["d_v"],
             dtype=self.dtype,
         )
-
-    def observe(self, mha, q, k, v):
-        got = attend(mha, q, k, v)
-        return {name: got[name] for name in self.outputs}
 
     def expected(self, q, k, v):
         want = oracle(q, k, v)
@@ -130,15 +120,13 @@ class RandomSizes(Check):
     id = "random_sizes"
     visibility = "hidden"
     weight = 3
+    observer = observers.attend
 
     def inputs(self, rng):
         lead = (randsize(rng, 2, 4), randsize(rng, 2, 5))  # (B, H)
         lq, lk, d_k, d_v = randsize(rng, 2, 9), randsize(rng, 2, 9), randsize(rng, 2, 17), randsize(rng, 2, 9)
         d_v += d_v == d_k  # d_v != d_k: else scaling by sqrt(d_v) would pass on some seeds only
         return qkv(rng, lead, lq=lq, lk=lk, d_k=d_k, d_v=d_v)
-
-    def observe(self, mha, q, k, v):
-        return attend(mha, q, k, v)
 
 
 # ### PROBES (unscored: run when the step fails, to explain why)
@@ -148,12 +136,10 @@ class RowsNotNormalised(Check):
     """The weights of each row sum to 1."""
 
     diagnosis = "rows_not_normalised"
+    observer = observers.row_sums
 
     def inputs(self, rng):
         return qkv(rng, (2, 3), lq=5, lk=7, d_k=4, d_v=6)
-
-    def observe(self, mha, q, k, v):
-        return {"sums": attend(mha, q, k, v)["weights"].detach().sum(-1)}
 
     def judge(self, inputs, got, expected, tol):
         sums = got["sums"]

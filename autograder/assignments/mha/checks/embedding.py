@@ -2,30 +2,17 @@
 
 import torch
 
-from autograder.engine.check import Check, ContractError, Fail, randindex, randint, randn, randsize
+from autograder.assignments.mha.observers import embedding as observers
+from autograder.engine.check import Check, Fail, randindex, randint, randn, randsize
 
 FILES = ["embedding.py"]  # what the step grades (scanned for forbidden calls)
-
-
-def embedding_layer(module):
-    layer = getattr(module, "embedding", None)
-    if not isinstance(layer, torch.nn.Embedding):
-        raise ContractError("missing_attribute", owner="TokenEmbedding", name="embedding", expected="an nn.Embedding")
-    return layer
 
 
 class Layer(Check):
     """Has `embedding`, an nn.Embedding(vocab_size, d_model, padding_idx=pad_id)."""
 
     id = "layer"
-
-    def observe(self, mha):
-        layer = embedding_layer(mha.embedding.TokenEmbedding(11, 6, pad_id=3))
-        return {
-            "num_embeddings": layer.num_embeddings,
-            "embedding_dim": layer.embedding_dim,
-            "padding_idx": layer.padding_idx,
-        }
+    observer = observers.layer
 
     def expected(self):
         return {"num_embeddings": 11, "embedding_dim": 6, "padding_idx": 3}
@@ -36,6 +23,7 @@ class Lookup(Check):
 
     id = "lookup"
     weight = 2
+    observer = observers.lookup
 
     def inputs(self, rng):
         table = randn(rng, 11, 6)
@@ -43,12 +31,6 @@ class Lookup(Check):
         ids = randint(rng, 0, 11, 2, 7)
         ids[0, -2:] = 3
         return {"table": table, "ids": ids}
-
-    def observe(self, mha, table, ids):
-        module = mha.embedding.TokenEmbedding(11, 6, pad_id=3).double()
-        with torch.no_grad():
-            embedding_layer(module).weight.copy_(table)
-        return {"vectors": module(ids)}
 
     def expected(self, table, ids):
         return {"vectors": table[ids]}
@@ -58,10 +40,7 @@ class PadVectorZero(Check):
     """A new TokenEmbedding maps pad_id to the zero vector."""
 
     id = "pad_vector_zero"
-
-    def observe(self, mha):
-        module = mha.embedding.TokenEmbedding(11, 6, pad_id=3)
-        return {"vectors": module(torch.tensor([[3, 1, 3]])).detach()}
+    observer = observers.pad_vector
 
     def judge(self, inputs, got, expected, tol):
         vectors = got["vectors"]
@@ -79,12 +58,7 @@ class PadVectorNoGrad(Check):
     """The pad vector receives no gradient, the others do."""
 
     id = "pad_vector_no_grad"
-
-    def observe(self, mha):
-        module = mha.embedding.TokenEmbedding(11, 6, pad_id=3)
-        module(torch.tensor([[3, 1, 3, 5]])).pow(2).sum().backward()
-        grad = embedding_layer(module).weight.grad
-        return {"grad": None if grad is None else grad.detach()}
+    observer = observers.pad_gradient
 
     def judge(self, inputs, got, expected, tol):
         grad = got["grad"]
@@ -104,6 +78,7 @@ class RandomLookup(Check):
     id = "random_lookup"
     visibility = "hidden"
     weight = 2
+    observer = observers.lookup
 
     def inputs(self, rng):
         vocab, d_model = randsize(rng, 5, 40), randsize(rng, 2, 17)
@@ -114,9 +89,3 @@ class RandomLookup(Check):
         ids[:, 0] = (pad_id + 1) % vocab  # every row has a real token ...
         ids[:, -1] = pad_id  # ... and a pad
         return {"vocab": vocab, "d_model": d_model, "pad_id": pad_id, "table": table, "ids": ids}
-
-    def observe(self, mha, vocab, d_model, pad_id, table, ids):
-        module = mha.embedding.TokenEmbedding(vocab, d_model, pad_id=pad_id).double()
-        with torch.no_grad():
-            embedding_layer(module).weight.copy_(table)
-        return {"vectors": module(ids), "padding_idx": embedding_layer(module).padding_idx}

@@ -19,7 +19,8 @@ from autograder.engine.check import (
     randindex,
     randsize,
 )
-from .attention import attend, qkv, weights_picture
+from autograder.assignments.mha.observers import masking as observers
+from .attention import qkv, weights_picture
 
 FILES = ["masking.py", "attention.py"]  # what the step grades (scanned for forbidden calls)
 MASKS_ONLY = ("masking.py",)  # `files` of the checks that call only the mask builders (see runner.HangGuard)
@@ -31,22 +32,6 @@ def padding_mask_by_hand(ids, pad_id):
 
 def causal_by_hand(lq, lk):
     return torch.tensor([[j > i for j in range(lk)] for i in range(lq)])
-
-
-def masked_and_per_row(mha, q, k, v, mask):
-    """Masked attention on (B, H, Lq, d), and for each (b, i) unmasked attention of query i over
-    only the keys it may see (None where it may see none)."""
-    masked = attend(mha, q, k, v, mask=mask)
-    blocked = mask.expand(q.shape[0], 1, q.shape[2], k.shape[2])[:, 0]  # (B, Lq, Lk)
-    rows = []
-    for b in range(q.shape[0]):
-        for i in range(q.shape[2]):
-            keep = ~blocked[b, i]
-            if keep.any():
-                rows.append(attend(mha, q[b : b + 1, :, i : i + 1], k[b : b + 1, :, keep], v[b : b + 1, :, keep]))
-            else:
-                rows.append(None)
-    return {**masked, "rows": rows}
 
 
 def judge_masked(got, q, k, v, mask, tol, what):
@@ -173,9 +158,7 @@ class MaskedAttention(Check):
     """Helper: attention with a mask, judged against the student's own unmasked attention."""
 
     what = "mask_label.mask"  # message ids: the masks named in the messages and pictures
-
-    def observe(self, mha, q, k, v, mask):
-        return masked_and_per_row(mha, q, k, v, mask)
+    observer = observers.masked_and_per_row
 
     def judge(self, inputs, got, expected, tol):
         return judge_masked(got, inputs["q"], inputs["k"], inputs["v"], inputs["mask"], tol, messages.render(self.what))
@@ -195,12 +178,10 @@ class PaddingMaskValues(Check):
     id = "padding_mask_values"
     files = MASKS_ONLY
     weight = 2
+    observer = observers.padding_mask
 
     def inputs(self, rng):
         return {"ids": torch.tensor([[5, 7, 9, 3, 0, 0], [4, 2, 0, 0, 0, 0], [8, 1, 6, 2, 4, 3]])}
-
-    def observe(self, mha, ids):
-        return {"mask": mha.masking.padding_mask(ids)}
 
     def expected(self, ids):
         return {"mask": padding_mask_by_hand(ids, 0)}
@@ -211,12 +192,11 @@ class PaddingMaskPadId(Check):
 
     id = "padding_mask_pad_id"
     files = MASKS_ONLY
+    observer = observers.padding_mask
+    arguments = {"pad_id": 1}
 
     def inputs(self, rng):
         return {"ids": torch.tensor([[5, 7, 1, 1], [0, 1, 1, 1]])}
-
-    def observe(self, mha, ids):
-        return {"mask": mha.masking.padding_mask(ids, pad_id=1)}
 
     def expected(self, ids):
         return {"mask": padding_mask_by_hand(ids, 1)}
@@ -228,9 +208,8 @@ class CausalMaskValues(Check):
     id = "causal_mask_values"
     files = MASKS_ONLY
     weight = 2
-
-    def observe(self, mha):
-        return {"mask_5": mha.masking.causal_mask(5), "mask_1": mha.masking.causal_mask(1)}
+    observer = observers.causal_masks
+    arguments = {"lengths": (5, 1)}
 
     def expected(self):
         return {"mask_5": causal_by_hand(5, 5), "mask_1": causal_by_hand(1, 1)}
@@ -296,14 +275,8 @@ class CausalMaskDevice(Check):
     id = "causal_mask_device"
     files = MASKS_ONLY
     visibility = "hidden"
-
-    def observe(self, mha):
-        mask = mha.masking.causal_mask(4, device=torch.device("meta"))
-        return {
-            "device": str(getattr(mask, "device", None)),
-            "shape": tuple(getattr(mask, "shape", ())),
-            "dtype": str(getattr(mask, "dtype", None)),
-        }
+    observer = observers.causal_mask_on
+    arguments = {"length": 4, "device": "meta"}
 
     def expected(self):
         return {"device": "meta", "shape": (4, 4), "dtype": "torch.bool"}
@@ -316,6 +289,7 @@ class RandomMasks(Check):
     files = MASKS_ONLY
     visibility = "hidden"
     weight = 2
+    observer = observers.both_masks
 
     def inputs(self, rng):
         pad_id = randindex(rng, 1, 3)  # not 0: comparing with 0 must not pass by chance
@@ -323,9 +297,6 @@ class RandomMasks(Check):
         ids = torch.randint(3, 30, (randsize(rng, 2, 5), length), generator=rng)
         ids[0, randindex(rng, 1, length) :] = pad_id  # the first row ends in padding
         return {"ids": ids, "pad_id": pad_id, "length": length}
-
-    def observe(self, mha, ids, pad_id, length):
-        return {"padding": mha.masking.padding_mask(ids, pad_id=pad_id), "causal": mha.masking.causal_mask(length)}
 
 
 class RandomMaskedAttention(MaskedAttention):

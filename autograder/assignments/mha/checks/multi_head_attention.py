@@ -6,24 +6,21 @@ whole module, so a mistake in an earlier step may show here too, by design.
 """
 
 import math
-import weakref
 
 import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
+from autograder.assignments.mha.observers import multi_head_attention as observers
+from autograder.assignments.mha.observers.multi_head_attention import LAYERS, WRITTEN_OUT
 from autograder.engine.check import (
-    PROJECTIONS,
     Check,
-    ContractError,
     Fail,
     check_form,
     compare,
     compare_tensor,
-    find_projections,
     first_index,
     linear_state,
-    load_projections,
     randn,
     randsize,
 )
@@ -32,53 +29,10 @@ from .masking import causal_by_hand
 FILES = ["mha.py"]  # what the step grades (scanned for forbidden calls)
 
 D, H = 12, 3  # d_k = 4; Lq = 5 and Lk = 7 below: all sizes different, d_model not a square
-LAYERS = PROJECTIONS  # the four projections, by role (found by what they do: check.find_projections)
-_roles = weakref.WeakKeyDictionary()  # module -> {role: Slot}, for the gradient checks
 
 
 def weights(rng, d_model=D, bias=True):
     return {name: linear_state(rng, d_model, d_model, bias) for name in LAYERS}
-
-
-def build(mha, states, num_heads=H, dropout=0.0, bias=True, causal=False):
-    """The student's MultiHeadAttention in float64 and eval(), with the reference weights loaded
-    into its projections, wherever and however it keeps them (check.find_projections)."""
-    d_model = states["w_q"]["weight"].shape[0]
-    module = mha.mha.MultiHeadAttention(d_model, num_heads, dropout=dropout, bias=bias, causal=causal)
-    module = module.double().eval()
-    roles = find_projections(module, d_model, key=(num_heads, dropout, bias, causal))
-    load_projections(module, roles, states)
-    _roles[module] = roles
-    return module
-
-
-def gradient_sizes(module, *inputs):
-    """{role: total |gradient| of its weight rows (None: no gradient)} after one backward, and
-    "shared": [(role, role that uses the same weights)]."""
-    module(*inputs).pow(2).sum().backward()
-    roles = _roles[module]
-    d_model = module_width(module, roles)
-    sizes = {}
-    for role in LAYERS:
-        grad = roles[role].layer(module).weight.grad
-        sizes[role] = None if grad is None else grad[roles[role].block * d_model :][:d_model].abs().sum().item()
-    sizes["shared"] = [
-        (role, other, describe_slot(roles[role]))
-        for i, role in enumerate(LAYERS)
-        for other in LAYERS[:i]
-        if roles[other] == roles[role]
-    ]
-    sizes["where"] = {role: describe_slot(roles[role]) for role in LAYERS}
-    return sizes
-
-
-def module_width(module, roles):
-    return roles["w_o"].layer(module).weight.shape[1]
-
-
-def describe_slot(slot):
-    """'w_q', or 'qkv.c_attn block 2' for the second d_model rows of a fused layer."""
-    return f"{slot.path} block {slot.block + 1}" if slot.block else slot.path
 
 
 def oracle(states, query, key, value, num_heads=H, bias=True, causal=False, pad_mask=None):
@@ -107,92 +61,8 @@ def oracle(states, query, key, value, num_heads=H, bias=True, causal=False, pad_
 # ---------------------------------------------------------------------------- earlier steps' functions
 #
 # The module runs functions graded in earlier steps. When one of them is wrong, the module's
-# output is wrong too, but the mistake is that step's. To tell, a check whose values are wrong
-# runs the module once more with those functions written out (by hand, below) in place of the
-# student's, in every file of the package that uses them: if that run is right, the module is
-# right and the check waits on the earlier step (runner.blocked: not checked, no points either
-# way); if it is still wrong, the module is wrong on its own and the check fails as usual.
-
-
-def split_by_hand(x, num_heads):
-    B, L, D = x.shape
-    return x.reshape(B, L, num_heads, D // num_heads).transpose(1, 2)
-
-
-def merge_by_hand(x):
-    B, H, L, d_k = x.shape
-    return x.transpose(1, 2).reshape(B, L, H * d_k)
-
-
-# (step, the file of the package, {function: (written out, a call that tells it apart: f(by_hand) -> args)})
-EARLIER = [
-    (
-        "split_heads",
-        "heads",
-        {
-            "split_heads": (split_by_hand, lambda x: (x, 2)),
-            "merge_heads": (merge_by_hand, lambda x: (split_by_hand(x, 2),)),
-        },
-    )
-]
-WRITTEN_OUT = "with_earlier_steps_written_out"  # the observation of the second run
-
-
-def wrong_functions(mha, file, functions):
-    """{name: the student's function} of `functions` in mha.<file> that give another result than
-    the written-out one on a small input (or raise). Empty when the file cannot be loaded."""
-    try:
-        module = getattr(mha, file)
-    except Exception:  # noqa: BLE001 - a broken or missing file: its own step says so
-        return {}
-    x = torch.arange(2 * 3 * 6, dtype=torch.float64).reshape(2, 3, 6)
-    wrong = {}
-    for name, (by_hand, arguments) in functions.items():
-        theirs = getattr(module, name, None)
-        if not callable(theirs):
-            continue
-        try:
-            same = torch.equal(theirs(*arguments(x)), by_hand(*arguments(x)))
-        except Exception:  # noqa: BLE001 - student code
-            same = False
-        if not same:
-            wrong[name] = theirs
-    return wrong
-
-
-def observe_with_earlier_steps(mha, run):
-    """run() (the module's observations), and where an earlier step's function is wrong, under
-    WRITTEN_OUT: {"step": ..., "functions": [...], "values": run() with them written out} (None
-    if that run raised)."""
-    import sys
-
-    got = run()
-    loaded = getattr(mha, "_module", None)  # a package loaded from files (not the mistakes' model)
-    for step, file, functions in EARLIER if loaded is not None else ():
-        wrong = wrong_functions(mha, file, functions)
-        if not wrong:
-            continue
-        package = loaded.__name__ + "."
-        patched = [
-            (module, name, value)
-            for key, module in list(sys.modules.items())
-            if key.startswith(package)
-            for name, value in vars(module).items()
-            if any(value is theirs for theirs in wrong.values())
-        ]
-        try:
-            for module, name, value in patched:
-                fixed = next(functions[n][0] for n, theirs in wrong.items() if theirs is value)
-                setattr(module, name, fixed)
-            values = run()
-        except Exception:  # noqa: BLE001 - student code
-            values = None
-        finally:
-            for module, name, value in patched:
-                setattr(module, name, value)
-        got[WRITTEN_OUT] = {"step": step, "functions": sorted(wrong), "values": values}
-        break
-    return got
+# output is wrong too, but the mistake is that step's. A check whose values are wrong therefore
+# also gets the module's run with those functions written out (observers.with_earlier_steps).
 
 
 def judge_with_earlier_steps(got, judge_own):
@@ -221,6 +91,11 @@ class AgainstTorch(Check):
     cross = False
     pad_lengths = None
     weight = 2
+    observer = observers.outputs
+
+    @property
+    def arguments(self):
+        return {"bias": self.bias, "causal": self.causal}
 
     def inputs(self, rng):
         query = randn(rng, 2, 5, D)
@@ -231,13 +106,6 @@ class AgainstTorch(Check):
             length = 7 if self.cross else 5
             inputs["pad_mask"] = torch.tensor([[j >= n for j in range(length)] for n in self.pad_lengths])
         return inputs
-
-    def observe(self, mha, states, query, key, value, pad_mask):
-        def run():
-            module = build(mha, states, bias=self.bias, causal=self.causal)
-            return {"out": module(query, key, value, pad_mask=pad_mask)}
-
-        return observe_with_earlier_steps(mha, run)
 
     def judge(self, inputs, got, expected, tol):
         return judge_with_earlier_steps(got, lambda own: compare(own, expected, tol))
@@ -306,6 +174,7 @@ class AllPaddingRowFinite(Check):
     """A sequence that is all padding gives finite outputs (no NaN), the others stay right."""
 
     id = "all_padding_finite"
+    observer = observers.padded_outputs
 
     def inputs(self, rng):
         return {
@@ -313,9 +182,6 @@ class AllPaddingRowFinite(Check):
             "query": randn(rng, 2, 5, D),
             "pad_mask": torch.tensor([[False, False, False, True, True], [True] * 5]),
         }
-
-    def observe(self, mha, states, query, pad_mask):
-        return observe_with_earlier_steps(mha, lambda: {"out": build(mha, states)(query, pad_mask=pad_mask)})
 
     def expected(self, states, query, pad_mask):
         return oracle(states, query, query, query, pad_mask=pad_mask)
@@ -342,6 +208,8 @@ class Dropout(Check):
 
     id = "dropout"
     D, H, LQ, LK = 16, 2, 4, 5  # d_k = 8 > Lk
+    observer = observers.dropout
+    arguments = {"num_heads": H, "p": 0.5}
 
     def inputs(self, rng):
         eye = {"weight": torch.eye(self.D, dtype=torch.float64), "bias": torch.zeros(self.D, dtype=torch.float64)}
@@ -357,23 +225,6 @@ class Dropout(Check):
             "key": randn(rng, 2, self.LK, self.D),
             "value": randn(rng, 2, self.LK, self.D),
         }
-
-    def observe(self, mha, states, query, key, value):
-        def run():
-            module = build(mha, states, num_heads=self.H, dropout=0.5)
-            layer = getattr(module, "dropout", None)
-            if not isinstance(layer, nn.Dropout):
-                raise ContractError(
-                    "missing_attribute", owner="MultiHeadAttention", name="dropout", expected="an nn.Dropout"
-                )
-            eval_out = [module(query, key, value).detach() for _ in range(2)]
-            module.train()
-            with torch.random.fork_rng(devices=[]):
-                torch.manual_seed(0)  # the same masks every run: a diagnosis sees what the grade saw
-                train_out = [module(query, key, value).detach() for _ in range(3)]
-            return {"p": layer.p, "eval": eval_out, "train": train_out}
-
-        return observe_with_earlier_steps(mha, run)
 
     def expected(self, states, query, key, value):
         return oracle(states, query, key, value, num_heads=self.H)
@@ -447,12 +298,10 @@ class Gradients(Check):
 
     id = "gradients"
     weight = 1
+    observer = observers.gradients
 
     def inputs(self, rng):
         return {"states": weights(rng), "query": randn(rng, 2, 5, D)}
-
-    def observe(self, mha, states, query):
-        return gradient_sizes(build(mha, states), query)
 
     def judge(self, inputs, got, expected, tol):
         for name in LAYERS:
@@ -477,6 +326,7 @@ class RandomConfigurations(Check):
     id = "random_configurations"
     visibility = "hidden"
     weight = 3
+    observer = observers.configurations
 
     def inputs(self, rng):
         num_heads, d_k, B = randsize(rng, 2, 5), randsize(rng, 2, 6), randsize(rng, 2, 4)
@@ -494,18 +344,6 @@ class RandomConfigurations(Check):
             "pad_mask": pad_mask,
         }
 
-    def observe(self, mha, states, num_heads, query, key, pad_mask):
-        def run():
-            full = build(mha, states, num_heads=num_heads)
-            causal = build(mha, states, num_heads=num_heads, causal=True)
-            return {
-                "self": full(query),
-                "cross": full(query, key, key, pad_mask=pad_mask),
-                "causal_cross": causal(query, key, key, pad_mask=pad_mask),
-            }
-
-        return observe_with_earlier_steps(mha, run)
-
     def judge(self, inputs, got, expected, tol):
         expected = {key: value for key, value in expected.items() if key != WRITTEN_OUT}  # the reference's run
         return judge_with_earlier_steps(got, lambda own: compare(own, expected, tol))
@@ -518,12 +356,10 @@ class ProjectionNoGradient(Check):
     """In cross-attention every projection receives a gradient."""
 
     diagnosis = "projection_no_gradient"
+    observer = observers.gradients
 
     def inputs(self, rng):
         return {"states": weights(rng), "query": randn(rng, 2, 5, D), "key": randn(rng, 2, 7, D)}
-
-    def observe(self, mha, states, query, key):
-        return gradient_sizes(build(mha, states), query, key, key)
 
     def judge(self, inputs, got, expected, tol):
         for name in LAYERS:
@@ -536,16 +372,13 @@ class QueryRowsMixed(Check):
     """In cross-attention, changing one query token changes only that token's output."""
 
     diagnosis = "query_rows_mixed"
+    observer = observers.one_query_changed
 
     def inputs(self, rng):
         query = randn(rng, 1, 5, D)
         changed = query.clone()
         changed[0, 2] = randn(rng, D)
         return {"states": weights(rng), "query": query, "changed": changed, "key": randn(rng, 1, 7, D)}
-
-    def observe(self, mha, states, query, changed, key):
-        module = build(mha, states)
-        return {"before": module(query, key, key).detach(), "after": module(changed, key, key).detach()}
 
     def judge(self, inputs, got, expected, tol):
         before, after = got["before"], got["after"]
@@ -566,13 +399,11 @@ class DropoutInEval(Check):
     matched against a planted mistake, so this behaviour is probed directly.)"""
 
     diagnosis = "dropout_in_eval"
+    observer = observers.repeated_in_eval
+    arguments = {"p": 0.5}
 
     def inputs(self, rng):
         return {"states": weights(rng), "query": randn(rng, 2, 5, D)}
-
-    def observe(self, mha, states, query):
-        module = build(mha, states, dropout=0.5)
-        return {"outputs": [module(query).detach() for _ in range(3)]}
 
     def judge(self, inputs, got, expected, tol):
         first, *others = got["outputs"]

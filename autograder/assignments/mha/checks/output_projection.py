@@ -1,19 +1,12 @@
 """Checks for step `output_projection`: mha/output.py, OutputProjection(d_model, bias=True)."""
 
-import torch
 import torch.nn.functional as F
 
-from autograder.engine.check import Check, linear_state, load_linear, randn, randsize
+from autograder.assignments.mha.observers import output_projection as observers
+from autograder.engine.check import Check, linear_state, randn, randsize
 from .split_heads import concat_heads
 
 FILES = ["output.py"]  # what the step grades (scanned for forbidden calls)
-
-
-def project(mha, state, heads, bias=True):
-    d_model = heads.shape[1] * heads.shape[3]
-    module = mha.output.OutputProjection(d_model, bias=bias).double()
-    load_linear(module, "w_o", state)
-    return {"out": module(heads)}
 
 
 def by_definition(state, heads):
@@ -24,12 +17,8 @@ class Layer(Check):
     """Has w_o: nn.Linear(d_model, d_model), with and without bias."""
 
     id = "layer"
-
-    def observe(self, mha):
-        for bias in (True, False):
-            module = mha.output.OutputProjection(12, bias=bias)
-            load_linear(module, "w_o", linear_state(torch.Generator(), 12, 12, bias))
-        return {}
+    observer = observers.layer
+    arguments = {"d_model": 12}
 
     def expected(self):
         return {}
@@ -40,12 +29,10 @@ class Values(Check):
 
     id = "values"
     weight = 3
+    observer = observers.project
 
     def inputs(self, rng):
         return {"state": linear_state(rng, 12, 12), "heads": randn(rng, 2, 3, 5, 4)}
-
-    def observe(self, mha, state, heads):
-        return project(mha, state, heads)
 
     def expected(self, state, heads):
         return by_definition(state, heads)
@@ -55,12 +42,11 @@ class NoBias(Check):
     """With bias=False: the same without a bias, other sizes (4 heads of 5)."""
 
     id = "no_bias"
+    observer = observers.project
+    arguments = {"bias": False}
 
     def inputs(self, rng):
         return {"state": linear_state(rng, 20, 20, bias=False), "heads": randn(rng, 3, 4, 2, 5)}
-
-    def observe(self, mha, state, heads):
-        return project(mha, state, heads, bias=False)
 
     def expected(self, state, heads):
         return by_definition(state, heads)
@@ -75,6 +61,7 @@ class RandomSizes(Check):
     id = "random_sizes"
     visibility = "hidden"
     weight = 3
+    observer = observers.project
 
     def inputs(self, rng):
         num_heads, d_k = randsize(rng, 2, 6), randsize(rng, 2, 7)
@@ -84,6 +71,3 @@ class RandomSizes(Check):
             "heads": randn(rng, randsize(rng, 2, 4), num_heads, randsize(rng, 2, 8), d_k),
             "bias": bias,
         }
-
-    def observe(self, mha, state, heads, bias):
-        return project(mha, state, heads, bias)

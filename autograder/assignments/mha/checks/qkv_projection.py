@@ -1,32 +1,13 @@
 """Checks for step `qkv_projection`: mha/projection.py, QKVProjection and FusedQKVProjection."""
 
-import torch
 import torch.nn.functional as F
 
-from autograder.engine.check import Check, ContractError, describe, linear_state, load_linear, randn, randsize
+from autograder.assignments.mha.observers import qkv_projection as observers
+from autograder.engine.check import Check, linear_state, randn, randsize
 
 FILES = ["projection.py"]  # what the step grades (scanned for forbidden calls)
 
 D = 10  # d_model: not a square, not a multiple of the batch or sequence sizes
-
-
-def three(result, name):
-    if not isinstance(result, (tuple, list)) or len(result) != 3:
-        raise ContractError("wrong_type", name=name, expected="three tensors (q, k, v)", got=describe(result))
-    return {"q": result[0], "k": result[1], "v": result[2]}
-
-
-def separate(mha, states, x, bias=True):
-    module = mha.projection.QKVProjection(x.shape[-1], bias=bias).double()
-    for name in ("w_q", "w_k", "w_v"):
-        load_linear(module, name, states[name])
-    return three(module(x), "QKVProjection.forward(x)")
-
-
-def fused(mha, state, x, bias=True):
-    module = mha.projection.FusedQKVProjection(x.shape[-1], bias=bias).double()
-    load_linear(module, "c_attn", state)
-    return three(module(x), "FusedQKVProjection.forward(x)")
 
 
 def separate_inputs(rng, d_model, bias, shape):
@@ -38,13 +19,8 @@ class SeparateLayers(Check):
     """QKVProjection has w_q, w_k, w_v: nn.Linear(d_model, d_model), with and without bias."""
 
     id = "separate_layers"
-
-    def observe(self, mha):
-        for bias in (True, False):
-            module = mha.projection.QKVProjection(D, bias=bias)
-            for name in ("w_q", "w_k", "w_v"):
-                load_linear(module, name, linear_state(torch.Generator(), D, D, bias))
-        return {}
+    observer = observers.separate_layers
+    arguments = {"d_model": D}
 
     def expected(self):
         return {}
@@ -55,12 +31,10 @@ class SeparateValues(Check):
 
     id = "separate_values"
     weight = 3
+    observer = observers.separate
 
     def inputs(self, rng):
         return separate_inputs(rng, D, True, (2, 5))
-
-    def observe(self, mha, states, x, bias):
-        return separate(mha, states, x, bias)
 
     def expected(self, states, x, bias):
         return {name[-1]: F.linear(x, state["weight"], state.get("bias")) for name, state in states.items()}
@@ -70,12 +44,10 @@ class SeparateNoBias(Check):
     """With bias=False the projections have no bias and still give the right q, k, v."""
 
     id = "separate_no_bias"
+    observer = observers.separate
 
     def inputs(self, rng):
         return separate_inputs(rng, D, False, (3, 4))
-
-    def observe(self, mha, states, x, bias):
-        return separate(mha, states, x, bias)
 
     def expected(self, states, x, bias):
         return {name[-1]: F.linear(x, state["weight"]) for name, state in states.items()}
@@ -85,12 +57,8 @@ class FusedLayer(Check):
     """FusedQKVProjection has c_attn: nn.Linear(d_model, 3 * d_model), with and without bias."""
 
     id = "fused_layer"
-
-    def observe(self, mha):
-        for bias in (True, False):
-            module = mha.projection.FusedQKVProjection(D, bias=bias)
-            load_linear(module, "c_attn", linear_state(torch.Generator(), D, 3 * D, bias))
-        return {}
+    observer = observers.fused_layer
+    arguments = {"d_model": D}
 
     def expected(self):
         return {}
@@ -101,12 +69,10 @@ class FusedValues(Check):
 
     id = "fused_values"
     weight = 3
+    observer = observers.fused
 
     def inputs(self, rng):
         return {"state": linear_state(rng, D, 3 * D), "x": randn(rng, 2, 5, D)}
-
-    def observe(self, mha, state, x):
-        return fused(mha, state, x)
 
     def expected(self, state, x):
         qkv = F.linear(x, state["weight"], state["bias"])  # (B, L, 3D)
@@ -122,14 +88,12 @@ class RandomSeparate(Check):
     id = "random_separate"
     visibility = "hidden"
     weight = 2
+    observer = observers.separate
 
     def inputs(self, rng):
         d_model = randsize(rng, 2, 20)
         bias = True  # bias=False is a fixed check; a random coin would hide a missing bias
         return separate_inputs(rng, d_model, bias, (randsize(rng, 2, 4), 6))
-
-    def observe(self, mha, states, x, bias):
-        return separate(mha, states, x, bias)
 
 
 class RandomFused(Check):
@@ -138,6 +102,7 @@ class RandomFused(Check):
     id = "random_fused"
     visibility = "hidden"
     weight = 2
+    observer = observers.fused
 
     def inputs(self, rng):
         d_model = randsize(rng, 2, 20)
@@ -147,6 +112,3 @@ class RandomFused(Check):
             "x": randn(rng, 2, randsize(rng, 2, 8), d_model),
             "bias": bias,
         }
-
-    def observe(self, mha, state, x, bias):
-        return fused(mha, state, x, bias)

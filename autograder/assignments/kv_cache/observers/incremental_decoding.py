@@ -1,0 +1,96 @@
+"""Observers of step `incremental_decoding`: the student's offset_causal_mask and cached_attention,
+fed a stand-in for a cache (ScriptedCache), so that a mistake in cache.py costs the step
+`kv_cache` only."""
+
+import torch
+
+from autograder.harness.contract import ContractError, describe
+
+
+class ScriptedCache:
+    """Stands in for the student's KVCache in the steps after it, so that a mistake in cache.py
+    costs the step `kv_cache` only. It is no cache to copy: it is given the whole sequence's
+    keys and values up front, and answers each update(k, v) with their prefix up to the end of
+    that chunk, after checking that the chunk is the next one (a ContractError otherwise). Keys
+    given with their heads already repeated for grouped-query attention are accepted too."""
+
+    def __init__(self, keys, values):
+        self.keys, self.values, self.length = keys, values, 0  # (B, H_kv, L, d_k), (B, H_kv, L, d_v)
+
+    def update(self, k, v):
+        end = self.length + (k.shape[-2] if isinstance(k, torch.Tensor) and k.dim() == 4 else 0)
+        repeat = _next_chunk("k", k, self.keys[:, :, self.length : end])
+        if _next_chunk("v", v, self.values[:, :, self.length : end]) != repeat:
+            raise ContractError(
+                "wrong_type",
+                name="cache.update(k, v)",
+                expected="keys and values with the same heads",
+                got=f"{describe(k)} and {describe(v)}",
+            )
+        self.length = end
+        keys, values = self.keys[:, :, :end], self.values[:, :, :end]  # (B, H_kv, end, d)
+        if repeat > 1:
+            keys, values = keys.repeat_interleave(repeat, dim=1), values.repeat_interleave(repeat, dim=1)
+        return keys, values
+
+    def __len__(self):
+        return self.length
+
+
+def _next_chunk(name, got, want):
+    """How many times the heads of `want` are repeated in `got` (1: as they are), or a
+    ContractError when `got` is not the chunk expected next."""
+    expected = f"the next chunk of the sequence, shape {tuple(want.shape)} (B, H_kv, L_new, d)"
+    if (
+        not isinstance(got, torch.Tensor)
+        or got.dim() != 4
+        or got.shape[2] != want.shape[2]
+        or got.shape[1] % want.shape[1] != 0
+    ):
+        raise ContractError("wrong_type", name=f"{name} given to cache.update", expected=expected, got=describe(got))
+    repeat = got.shape[1] // want.shape[1]
+    want = want.repeat_interleave(repeat, dim=1) if repeat > 1 else want
+    close = 1e-4 if want.dtype == torch.float32 else 1e-6
+    if got.shape != want.shape or not torch.allclose(got.detach().to(want.dtype), want, rtol=close, atol=close):
+        raise ContractError(
+            "wrong_type", name=f"{name} given to cache.update", expected=expected, got=f"other values ({describe(got)})"
+        )
+    return repeat
+
+
+def decode(decoder, q, k, v, lengths, cache=None):
+    """The chunks of `lengths` fed one after the other to `decoder(q, k, v, cache)`; returns
+    each chunk's output and the cache."""
+    cache = ScriptedCache(k, v) if cache is None else cache
+    outputs, start = [], 0
+    for n in lengths:
+        chunk = slice(start, start + n)
+        outputs.append(decoder(q[:, :, chunk], k[:, :, chunk], v[:, :, chunk], cache))
+        start += n
+    return outputs, cache
+
+
+def chunks(kv, q, k, v, lengths):
+    """{"out": each chunk's output}: the sequence fed to cached_attention in chunks of `lengths`."""
+    outputs, _ = decode(kv.decode.cached_attention, q, k, v, lengths)
+    return {"out": outputs}
+
+
+def masks(kv, sizes):
+    """{"mask_<q>_<k>": offset_causal_mask(q, k)} for each (q, k) of `sizes`."""
+    return {f"mask_{q}_{k}": kv.decode.offset_causal_mask(q, k) for q, k in sizes}
+
+
+def cached_length(kv, q, k, v, lengths):
+    """{"cached": len(cache)} after the chunks (each was checked as it came: the next one, in order)."""
+    _, cache = decode(kv.decode.cached_attention, q, k, v, lengths)
+    return {"cached": len(cache)}
+
+
+def future_change(kv, q, k, v):
+    """{"change"}: how much query 0's output moves when only the chunk's later keys and values change."""
+    first = kv.decode.cached_attention(q, k, v, ScriptedCache(k, v))[:, :, 0]  # (B, H, d_v)
+    k2, v2 = k.clone(), v.clone()
+    k2[:, :, 1:], v2[:, :, 1:] = 10 * k[:, :, 1:], -3 * v[:, :, 1:]  # only the future changes
+    second = kv.decode.cached_attention(q, k2, v2, ScriptedCache(k2, v2))[:, :, 0]
+    return {"change": (first - second).abs().max().item()}

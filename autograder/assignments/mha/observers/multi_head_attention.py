@@ -1,0 +1,209 @@
+"""Observers of step `multi_head_attention`: the student's whole MultiHeadAttention module, with
+the grader's weights loaded into its projections wherever and however it keeps them."""
+
+import sys
+import weakref
+
+import torch
+import torch.nn as nn
+
+from autograder.assignments.mha.observers._projections import PROJECTIONS, find_projections, load_projections
+from autograder.harness.contract import ContractError
+
+LAYERS = PROJECTIONS  # the four projections, by role
+_roles = weakref.WeakKeyDictionary()  # module -> {role: Slot}, for the gradient observers
+
+
+def build(mha, states, num_heads=3, dropout=0.0, bias=True, causal=False):
+    """The student's MultiHeadAttention in float64 and eval(), with the grader's weights loaded
+    into its projections (found by what they do: _projections.find_projections)."""
+    d_model = states["w_q"]["weight"].shape[0]
+    module = mha.mha.MultiHeadAttention(d_model, num_heads, dropout=dropout, bias=bias, causal=causal)
+    module = module.double().eval()
+    roles = find_projections(module, d_model, key=(num_heads, dropout, bias, causal))
+    load_projections(module, roles, states)
+    _roles[module] = roles
+    return module
+
+
+def gradient_sizes(module, *inputs):
+    """{role: total |gradient| of its weight rows (None: no gradient)} after one backward,
+    "shared": [(role, role that uses the same weights, where)] and "where": {role: its layer}."""
+    module(*inputs).pow(2).sum().backward()
+    roles = _roles[module]
+    d_model = roles["w_o"].layer(module).weight.shape[1]
+    sizes = {}
+    for role in LAYERS:
+        grad = roles[role].layer(module).weight.grad
+        sizes[role] = None if grad is None else grad[roles[role].block * d_model :][:d_model].abs().sum().item()
+    sizes["shared"] = [
+        (role, other, describe_slot(roles[role]))
+        for i, role in enumerate(LAYERS)
+        for other in LAYERS[:i]
+        if roles[other] == roles[role]
+    ]
+    sizes["where"] = {role: describe_slot(roles[role]) for role in LAYERS}
+    return sizes
+
+
+def describe_slot(slot):
+    """'w_q', or 'qkv.c_attn block 2' for the second d_model rows of a fused layer."""
+    return f"{slot.path} block {slot.block + 1}" if slot.block else slot.path
+
+
+# ---------------------------------------------------------------------------- earlier steps' functions
+#
+# The module runs functions graded in earlier steps. When one of them is wrong, the module's
+# output is wrong too, but the mistake is that step's. To tell, a run whose values may be wrong
+# is made once more with those functions written out (below) in place of the student's, in
+# every file of the package that uses them; the judge decides what the two runs mean.
+
+
+def split_by_hand(x, num_heads):
+    B, L, D = x.shape
+    return x.reshape(B, L, num_heads, D // num_heads).transpose(1, 2)
+
+
+def merge_by_hand(x):
+    B, H, L, d_k = x.shape
+    return x.transpose(1, 2).reshape(B, L, H * d_k)
+
+
+# (step, the file of the package, {function: (written out, a call that tells it apart: f(by_hand) -> args)})
+EARLIER = [
+    (
+        "split_heads",
+        "heads",
+        {
+            "split_heads": (split_by_hand, lambda x: (x, 2)),
+            "merge_heads": (merge_by_hand, lambda x: (split_by_hand(x, 2),)),
+        },
+    )
+]
+WRITTEN_OUT = "with_earlier_steps_written_out"  # the observation of the second run
+
+
+def wrong_functions(mha, file, functions):
+    """{name: the student's function} of `functions` in mha.<file> that give another result than
+    the written-out one on a small input (or raise). Empty when the file cannot be loaded."""
+    try:
+        module = getattr(mha, file)
+    except Exception:  # noqa: BLE001 - a broken or missing file: its own step says so
+        return {}
+    x = torch.arange(2 * 3 * 6, dtype=torch.float64).reshape(2, 3, 6)
+    wrong = {}
+    for name, (by_hand, arguments) in functions.items():
+        theirs = getattr(module, name, None)
+        if not callable(theirs):
+            continue
+        try:
+            same = torch.equal(theirs(*arguments(x)), by_hand(*arguments(x)))
+        except Exception:  # noqa: BLE001 - student code
+            same = False
+        if not same:
+            wrong[name] = theirs
+    return wrong
+
+
+def with_earlier_steps(mha, run):
+    """run() (the module's observations), and where an earlier step's function is wrong, under
+    WRITTEN_OUT: {"step": ..., "functions": [...], "values": run() with them written out} (None
+    if that run raised)."""
+    got = run()
+    loaded = getattr(mha, "_module", None)  # a package loaded from files (not the mistakes' model)
+    for step, file, functions in EARLIER if loaded is not None else ():
+        wrong = wrong_functions(mha, file, functions)
+        if not wrong:
+            continue
+        package = loaded.__name__ + "."
+        patched = [
+            (module, name, value)
+            for key, module in list(sys.modules.items())
+            if key.startswith(package)
+            for name, value in vars(module).items()
+            if any(value is theirs for theirs in wrong.values())
+        ]
+        try:
+            for module, name, value in patched:
+                fixed = next(functions[n][0] for n, theirs in wrong.items() if theirs is value)
+                setattr(module, name, fixed)
+            values = run()
+        except Exception:  # noqa: BLE001 - student code
+            values = None
+        finally:
+            for module, name, value in patched:
+                setattr(module, name, value)
+        got[WRITTEN_OUT] = {"step": step, "functions": sorted(wrong), "values": values}
+        break
+    return got
+
+
+# ---------------------------------------------------------------------------- observers
+
+
+def outputs(mha, states, query, key=None, value=None, pad_mask=None, bias=True, causal=False):
+    """{"out"}: the module on (query, key, value, pad_mask), with earlier steps written out too."""
+
+    def run():
+        module = build(mha, states, bias=bias, causal=causal)
+        return {"out": module(query, key, value, pad_mask=pad_mask)}
+
+    return with_earlier_steps(mha, run)
+
+
+def padded_outputs(mha, states, query, pad_mask):
+    """{"out"}: self-attention with a pad_mask, with earlier steps written out too."""
+    return with_earlier_steps(mha, lambda: {"out": build(mha, states)(query, pad_mask=pad_mask)})
+
+
+def dropout(mha, states, query, key, value, num_heads, p):
+    """{"p", "eval": two outputs after eval(), "train": three after train() (seeded)}, with earlier
+    steps written out too."""
+
+    def run():
+        module = build(mha, states, num_heads=num_heads, dropout=p)
+        layer = getattr(module, "dropout", None)
+        if not isinstance(layer, nn.Dropout):
+            raise ContractError(
+                "missing_attribute", owner="MultiHeadAttention", name="dropout", expected="an nn.Dropout"
+            )
+        eval_out = [module(query, key, value).detach() for _ in range(2)]
+        module.train()
+        with torch.random.fork_rng(devices=[]):
+            torch.manual_seed(0)  # the same masks every run: a diagnosis sees what the grade saw
+            train_out = [module(query, key, value).detach() for _ in range(3)]
+        return {"p": layer.p, "eval": eval_out, "train": train_out}
+
+    return with_earlier_steps(mha, run)
+
+
+def gradients(mha, states, query, key=None):
+    """gradient_sizes of the module after a backward (self- or cross-attention)."""
+    return gradient_sizes(build(mha, states), query, *(() if key is None else (key, key)))
+
+
+def configurations(mha, states, num_heads, query, key, pad_mask):
+    """{"self", "cross", "causal_cross"} at random sizes, with earlier steps written out too."""
+
+    def run():
+        full = build(mha, states, num_heads=num_heads)
+        causal = build(mha, states, num_heads=num_heads, causal=True)
+        return {
+            "self": full(query),
+            "cross": full(query, key, key, pad_mask=pad_mask),
+            "causal_cross": causal(query, key, key, pad_mask=pad_mask),
+        }
+
+    return with_earlier_steps(mha, run)
+
+
+def one_query_changed(mha, states, query, changed, key):
+    """{"before", "after"}: cross-attention before and after one query token changed."""
+    module = build(mha, states)
+    return {"before": module(query, key, key).detach(), "after": module(changed, key, key).detach()}
+
+
+def repeated_in_eval(mha, states, query, p):
+    """{"outputs"}: three calls of a module made with dropout p, after eval()."""
+    module = build(mha, states, dropout=p)
+    return {"outputs": [module(query).detach() for _ in range(3)]}

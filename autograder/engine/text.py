@@ -1,0 +1,49 @@
+"""Text that came from student code, made safe to show: bounded in length, with no character
+that a terminal, a CSV reader, a browser or a log viewer would act on.
+
+    printable("\x1b[2J100.00 / 100\r", 300)   # '\\x1b[2J100.00 / 100\\r'
+
+Control characters (C0 but newline and tab, DEL, C1), the Unicode bidirectional overrides and
+isolates (which reorder what a reader sees: "Trojan source") and line/paragraph separators are
+written out as escapes, so what the code printed is still legible but can no longer clear a
+screen, move the cursor, forge a table or hide text.
+"""
+
+import re
+
+_UNSAFE = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\u061c\u200e\u200f\u2028\u2029\u202a-\u202e\u2066-\u2069\ufeff]")
+ONE_LINE = re.compile(r"[\r\n\t]+")
+
+
+def _escape(match) -> str:
+    code = ord(match.group())
+    return f"\\x{code:02x}" if code < 0x100 else f"\\u{code:04x}"
+
+
+def printable(text, limit: int = None, one_line: bool = False) -> str:
+    """`text` (any object: its str) with unsafe characters escaped, cut to `limit` characters
+    (with a mark where it was cut); `one_line`: newlines and tabs become spaces too."""
+    text = text if isinstance(text, str) else str(text)
+    if limit is not None and len(text) > limit:
+        text = text[:limit] + " [...]"
+    text = _UNSAFE.sub(_escape, text)
+    if one_line:
+        text = ONE_LINE.sub(" ", text)
+    return text
+
+
+def printable_values(value, limit: int = 300, depth: int = 0):
+    """`value` with every string in it (in lists, tuples and dicts, keys too) made printable.
+    Nesting is bounded by what the wire lets through; past 32 levels a value is left as it is."""
+    if isinstance(value, str):
+        return printable(value, limit)
+    if depth > 32:
+        return value
+    if isinstance(value, dict):
+        return {
+            (printable(k, limit) if isinstance(k, str) else k): printable_values(v, limit, depth + 1)
+            for k, v in value.items()
+        }
+    if type(value) in (list, tuple):
+        return type(value)(printable_values(v, limit, depth + 1) for v in value)
+    return value
