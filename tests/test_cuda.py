@@ -92,21 +92,22 @@ def test_plain_attribute_is_diagnosed_as_not_a_buffer(submission):
     assert [d["id"] for d in result.step("cuda").diagnoses] == ["mask_not_buffer"]
 
 
+@pytest.mark.xfail(strict=True, reason="the simulated device has no tensor values yet: .item() stops it")
 def test_a_correct_item_call_is_not_a_device_error(submission):
     result = grade_with_hidden(make(submission, LEGAL_ITEM), with_mode("simulated"))
     assert full_marks(result) == []
 
 
-def test_a_scenario_the_simulation_cannot_finish_is_not_checked_rather_than_passed(submission):
-    """.item() stops fake tensors: the module's scenario has no verdict (no points either way),
-    and says why; the scenarios that did finish still count."""
+def test_a_scenario_a_simulation_without_values_cannot_finish_scores_nothing_and_says_why(submission, monkeypatch):
+    """On fake tensors without values (the meta fallback), .item() stops the scenario: the check
+    has no verdict, so it scores nothing against the full maximum (issue 22: never a moving
+    maximum), and says why; the scenarios that did finish still count."""
+    monkeypatch.setitem(fake_cuda._state, "device", "meta")
     result = grade_with_hidden(make(submission, LEGAL_ITEM), with_mode("simulated"))
-    if result.step("cuda").mode != "mode_simulated":
-        pytest.skip("a real GPU runs the scenario to the end")
     check = next(c for c in result.step("cuda").checks if c.id == "multi_head_attention")
-    assert check.passed is None and check.points == 0 and check.max_points == 0
-    assert "not checked" in check.message and ".item()" in check.message
-    assert result.step("cuda").score == result.step("cuda").max_score == 5
+    assert check.passed is False and check.points == 0 < check.max_points
+    assert check.message_id == "simulation_stopped" and ".item()" in check.message
+    assert 0 < result.step("cuda").score < result.step("cuda").max_score == 5
 
 
 def test_meta_fallback_without_a_compiler(submission, monkeypatch):

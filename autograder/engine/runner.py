@@ -168,17 +168,19 @@ BLOCKED_BY = "blocked_by"  # a Fail parameter: the id of the step whose mistake 
 
 
 def not_checked(fail):
-    """True for a judge's "no verdict": a check that could not run to the end here (as a check
-    that needs a missing GPU), or one that cannot be judged until another step's code is fixed
-    (blocked()). It carries no points either way."""
-    return fail is not None and (fail.message_id == "not_checked" or blocked(fail))
+    """True for the judge's "not checked on this machine": a check that needs what the grading
+    machine lacks (a GPU, or the simulated device a quick local run leaves out). It is the only
+    outcome without a verdict, and it is the same for every submission graded there."""
+    return fail is not None and fail.message_id == "not_checked"
+
+
+BLOCKED_BY = "blocked_by"  # a Fail parameter: the id of the step whose mistake keeps this check from a verdict
 
 
 def blocked(fail) -> bool:
-    """True for a verdict that says "this cannot be judged while step X's code is wrong" (a Fail
-    with the parameter BLOCKED_BY = X): the check waits on that step's fix. It counts as not
-    checked: its share of the step's points is neither earned nor lost, but left out of the
-    step's maximum (score_step), so the step and the total say how much is still to be judged."""
+    """True for a failure that says "this cannot be judged while step X's code is wrong" (a Fail
+    with the parameter BLOCKED_BY = X). It scores nothing and stays in the step's maximum: a
+    check never leaves the maximum because of what the student's code does."""
     return fail is not None and bool(fail.params.get(BLOCKED_BY))
 
 
@@ -480,13 +482,13 @@ def load_reference(directory, package):
 def score_step(step, outcomes):
     """Turn (check, passed, fail) triples into a StepResult using the step's points and weights.
 
-    passed is None for a check that could not run here (e.g. no GPU): it carries no points
-    either way, and a step whose checks all could not run is reported as not checked. A check
-    blocked by another step's mistake (blocked()) also carries no points, and its share is left
-    out of the step's maximum: the others keep the share they have when every check counts."""
+    The step's maximum is its points, for every submission: a failed check, one blocked by
+    another step's mistake, one that ran out of time or budget, all stay in it and score
+    nothing. Only a check the grading machine cannot run (passed is None: no GPU) carries no
+    points either way; a step whose checks all could not run is reported as not checked (its
+    maximum is 0 for every submission graded on that machine)."""
     counted = [(c, p, f) for c, p, f in outcomes if p is not None]
-    waiting = [(c, p, f) for c, p, f in outcomes if p is None and blocked(f)]
-    total_weight = sum(step.weights.get(c.id, c.weight) for c, _, _ in counted + waiting)
+    total_weight = sum(step.weights.get(c.id, c.weight) for c, _, _ in counted)
     all_passed = all(p for _, p, _ in counted)
     checks = []
     for check, passed, fail in outcomes:
@@ -511,12 +513,11 @@ def score_step(step, outcomes):
         status = "not_checked"
     elif counted and all(f is not None and f.message_id == "not_implemented" for _, _, f in counted):
         status = "not_implemented"
-    max_score = round(sum(c.max_points for c in checks), 9) if counted and waiting else step.points if counted else 0.0
     return StepResult(
         id=step.id,
         title=step.title,
         score=round(sum(c.points for c in checks), 9),
-        max_score=max_score,
+        max_score=step.points if counted else 0.0,
         checks=checks,
         status=status,
     )

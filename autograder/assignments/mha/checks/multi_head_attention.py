@@ -66,21 +66,15 @@ def oracle(states, query, key, value, num_heads=H, bias=True, causal=False, pad_
 
 
 def judge_with_earlier_steps(got, judge_own):
-    """judge_own(observations) on the module's own run; where it fails and the run with an
-    earlier step's functions written out passes, the Fail that blames that step (blocked_by)."""
+    """judge_own(observations) on the module's own run; where it fails and the run with the
+    earlier steps' functions written out passes, the module is right: the mistake is charged
+    in that earlier step alone (issue 22: one mistake, one charge)."""
     own = {key: value for key, value in got.items() if key != WRITTEN_OUT}
     fail = judge_own(own)
     written_out = got.get(WRITTEN_OUT)
-    if fail is None or not written_out or written_out["values"] is None or judge_own(written_out["values"]):
+    if fail is None or not isinstance(written_out, dict) or written_out.get("values") is None:
         return fail
-    return Fail(
-        "from_earlier_step",
-        {
-            "step": written_out["step"],
-            "functions": ", ".join(written_out["functions"]),
-            "blocked_by": written_out["step"],
-        },
-    )
+    return fail if judge_own(written_out["values"]) else None
 
 
 class AgainstTorch(Check):
