@@ -10,8 +10,11 @@ Workers come from the worker server (fork_server.py), which imports the `preload
 (for grading: torch with one thread, every checks module, the fake CUDA device warmed up), so
 each worker is a cheap fork of a process that has never seen the reference or the known
 mistakes. A worker holds a socket to the judge and an output file the judge made, nothing else;
-it sets up its private scratch and confines itself (confine.py) before the judge sends it the
-submission's files. One is forked ahead of need for each Worker open (a spare), so the next
+it takes its own uid and sets up its private scratch, then receives the submission's files,
+writes and seals them, and confines itself (confine.py) before any student code loads. Where a
+real GPU is planned (Worker(gpu=...); by default wherever the machine has one), the judge gives
+each worker one GPU, round-robin, and the worker initialises CUDA after the fork and before its
+confinement. One is forked ahead of need for each Worker open (a spare), so the next
 submission does not wait for a fork; no worker ever gets a second submission. A worker sends
 back nothing but plain data (wire.py). The judge enforces a time limit on every answer by
 killing the worker; a worker that dies costs only what it was doing: a fresh one takes the rest.
