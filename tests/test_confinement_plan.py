@@ -344,3 +344,31 @@ def test_the_worker_server_touches_no_cuda_before_it_forks_where_a_gpu_is_presen
     assert json.loads(stdout.strip().splitlines()[-1]) == [], "CUDA touched before fork"
     hygiene = json.loads(next(line for line in lines if line.startswith(b"S"))[1:])
     assert hygiene["real_gpu"] and hygiene["threads"] == 1 and not hygiene["cuda_initialised"]
+
+
+def test_seccomp_holds_the_threads_started_before_the_confinement():
+    """CUDA's driver starts threads at initialisation, before a GPU worker confines itself: the
+    filter is synchronised to them (without, a filter holds only the thread that installs it)."""
+    seen = run_confined(
+        """
+        import dataclasses, json, os, queue, tempfile, threading
+        from autograder.sandbox import confine
+        scratch = tempfile.mkdtemp()
+        asked, told = queue.Queue(), queue.Queue()
+        def driver_thread():  # started before the confinement, as the driver's are
+            asked.get()
+            try:
+                open(os.path.join(scratch, "new"), "w")
+                told.put("ok")
+            except OSError as error:
+                told.put(type(error).__name__)
+        threading.Thread(target=driver_thread, daemon=True).start()
+        facts = dataclasses.replace(confine.machine_facts(), device_nodes=("/dev/nvidia0",), cuda_build=True)
+        plan = confine.confinement_plan(facts, scratch=scratch, memory_bytes=1 << 30, output_bytes=1 << 20,
+                                        cuda_device="0")
+        layers = confine.apply(plan, only={"seccomp"})
+        asked.put(1)
+        print(json.dumps({"layers": layers, "older_thread": told.get(timeout=60)}))
+        """
+    )
+    assert seen == {"layers": ["seccomp"], "older_thread": "PermissionError"}

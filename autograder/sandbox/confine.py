@@ -694,6 +694,9 @@ def seccomp_filter(rules) -> bool:
     try:
         flt = seccomp.SyscallFilter(seccomp.ERRNO(errno.EPERM))
         flt.set_attr(seccomp.Attr.ACT_BADARCH, seccomp.KILL_PROCESS)  # i386 and x32 calls
+        # Every thread, those CUDA's driver started before the confinement included (else a
+        # filter holds only the calling thread and those it starts later).
+        flt.set_attr(seccomp.Attr.CTL_TSYNC, 1)
         for rule in rules:
             action = seccomp.ALLOW if rule.action == "allow" else seccomp.ERRNO(getattr(errno, rule.action))
             conditions = [seccomp.Arg(index, seccomp.MASKED_EQ, mask, value) for index, mask, value in rule.masked]

@@ -96,21 +96,21 @@ def worker_main(channel_fd, output_fd, server_layers, scratch, serve, facts=None
         with os.fdopen(fd, "wb") as f:
             f.write(data)
     seal(scratch)  # nothing is written in the worker from here on
-    plan = confinement_plan(
-        facts or machine_facts(),
+    options = dict(
         scratch=scratch,
         memory_bytes=setup["memory_bytes"],
         output_bytes=OUTPUT_LIMIT,
         cpu=setup.get("cpu"),
-        cuda_device=setup.get("gpu"),
         own_accounting=private or "own-uid" in layers,
     )
+    plan = confinement_plan(facts or machine_facts(), cuda_device=setup.get("gpu"), **options)
     if plan.gpu:
         try:
             initialise_cuda(plan)
             layers.append("cuda")
         except Exception as error:  # noqa: BLE001 - the judge learns it from the layers; the output has why
             print(f"CUDA did not initialise in the worker: {type(error).__name__}: {error}", file=sys.stderr)
+            plan = confinement_plan(facts or machine_facts(), cuda_device=None, **options)  # the CPU profile
     os.environ.clear()
     os.environ.update(plan.env)
     layers += apply(plan)
