@@ -45,7 +45,9 @@ GPU profile (a real GPU, planned by the judge for the worker): CUDA is initialis
 worker after the fork and before any layer (the worker server never touches CUDA, see
 fork_server.py), with one GPU visible (CUDA_VISIBLE_DEVICES) and a cap on its memory; the
 limits are then measured from what initialisation mapped. The allowances are listed, each with
-its reason, in confinement_plan().
+its reason, in confinement_plan(). The threads the driver starts during initialisation are held
+by seccomp (synchronised to every thread) and the limits (per process); Landlock and dropped
+capabilities hold the confining thread and those it starts, where student code runs.
 
 Data first: machine_facts() reads what the system offers without calling CUDA,
 confinement_plan() turns facts into a ConfinementPlan (plain data: seccomp and Landlock rules,
