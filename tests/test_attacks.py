@@ -135,9 +135,11 @@ def grade(
     limit: float = 240,
     env: dict = None,
     out: Path = None,
+    platform: str = None,
 ) -> Outcome:
     """Grade `submissions` as one batch (`python -m autograder grade ... --out`), the grader a
-    child of the harness; the grader's TMPDIR is a directory of the test."""
+    child of the harness; the grader's TMPDIR is a directory of the test. `platform`: as on one
+    that refuses namespaces (tests/attacks/driver.py)."""
     run = tmp_path / f"run-{uuid.uuid4().hex[:8]}"
     out = out or run / "out"
     run.mkdir()
@@ -156,7 +158,7 @@ def grade(
         "--workers",
         str(workers),
     ]
-    spec = {"argv": argv, "no_static_scan": not scan, "memory_bytes": memory_bytes}
+    spec = {"argv": argv, "no_static_scan": not scan, "memory_bytes": memory_bytes, "platform": platform}
     report = run / "report.json"
     harness = {
         "argv": [sys.executable, str(DRIVER), json.dumps(spec)],

@@ -174,6 +174,7 @@ STUDENT_KIT_REFUSES = {  # what a student might type: the command the message na
     "merge assignments --out out": "merge",
     "report assignments --html out/report.html": "report",
     "student-notebook out/mha.ipynb": "student-notebook",
+    "doctor": "doctor",
     "grade assignments --out out": "grade --out",
     "grade --gradescope out/results.json": "grade --gradescope",
     "grade --shard 1/2 --out=out": "grade --shard",

@@ -71,14 +71,24 @@ class RemoteExecutor:
     """Runs a submission's checks in sandboxed workers (one at a time, a fresh one after a crash
     or a time-out), within the submission's time and byte budgets."""
 
-    def __init__(self, submission, assignment: str, package: str, memory_bytes: int = 2 << 30, budget: float = None):
+    def __init__(
+        self,
+        submission,
+        assignment: str,
+        package: str,
+        memory_bytes: int = 2 << 30,
+        budget: float = None,
+        gpu: bool = False,
+    ):
         has_package = (Path(submission) / package).is_dir()
         files = submission_files(submission, package) if has_package else {}
         self.package = package
         self.files = frozenset(files)
         self.hangs = {}  # (file, function) -> Hang: sent as traps to every later worker
         self.hung_steps = {}  # step -> Hang, where the place is unknown: the rest of that step is not run
-        self.worker = Worker(files, package, PRELOAD, memory_bytes, setup={"assignment": assignment, "traps": []})
+        self.worker = Worker(
+            files, package, PRELOAD, memory_bytes, setup={"assignment": assignment, "traps": []}, gpu=gpu
+        )
         self.budget = budget
         self.deadline = None if budget is None else time.monotonic() + budget
 
@@ -92,6 +102,12 @@ class RemoteExecutor:
     @property
     def layers(self) -> list:
         return self.worker.layers
+
+    def has_gpu(self) -> bool:
+        """Whether the worker could initialise CUDA (it says so among its layers once ready)."""
+        if self.worker.booting:
+            self.worker.wait_ready()
+        return "cuda" in self.worker.layers
 
     def output(self) -> str:
         """What the student's code printed, cut, with its control characters escaped."""

@@ -128,6 +128,16 @@ def runs_simulated(config, simulate: bool = True) -> bool:
     )
 
 
+def runs_real(config, steps=None) -> bool:
+    """Whether some step of `config` (of `steps`, if given) runs CUDA checks on a real GPU here."""
+    modules = config.step_modules()
+    return any(
+        device_mode(step)[0] == "real" and any(c.requires == "cuda" for c in modules[step.id].CHECKS)
+        for step in config.steps
+        if not steps or step.id in steps
+    )
+
+
 def warm_up_grader(configs, simulate: bool = True) -> None:
     """Set up, outside any time limit, what a check would otherwise pay for under a student's time
     limit: the simulated CUDA device, whose FakeTensorMode imports torch._dynamo (about 0.7 s,
@@ -347,10 +357,11 @@ def grade_package(submission, config, reference, seed, steps, isolate, memory_by
     package_error = None
     if not (Path(submission) / package).is_dir():
         package_error = Fail("missing_package", {"package": package, "path": str(submission)})
+    real_gpu = runs_real(config, steps)
     if isolate:
         from autograder.engine.remote import RemoteExecutor  # the sandbox: not in a student's own run
 
-        executor = RemoteExecutor(submission, config.id, package, memory_bytes, config.budget)
+        executor = RemoteExecutor(submission, config.id, package, memory_bytes, config.budget, gpu=real_gpu)
     else:
         warm_up_grader([config])
         executor = InProcess(submission, package, config.budget)
@@ -380,6 +391,8 @@ def grade_package(submission, config, reference, seed, steps, isolate, memory_by
             for check in checks:
                 if check.requires == "cuda":
                     plan["mode"], reason = device_mode(step)
+                    if plan["mode"] == "real" and isolate and not executor.has_gpu():
+                        plan["mode"], reason = None, "worker_no_cuda"  # the machine's, not the student's
                     if plan["mode"] is None:
                         plan["outcomes"][check] = (None, Fail("not_checked", {"reason": messages.render(reason)}))
                         continue

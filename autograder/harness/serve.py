@@ -79,7 +79,7 @@ def warm_up(real_gpu: bool = False) -> None:
         except ModuleNotFoundError:
             continue
         try:
-            module.warm_up(simulation)
+            module.warm_up(simulation, real_gpu=real_gpu)
         except Exception:  # noqa: BLE001 - a warm-up only saves time
             pass
     gc.collect()

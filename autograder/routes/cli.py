@@ -10,6 +10,7 @@
     fingerprints [--check] regenerate each assignment's fingerprints.json (the release's diagnosis)
     nbgrader COURSE_DIR    write an nbgrader course: nbgrader_config.py, source/<id>/<id>.ipynb
     release DIR            write what students get; gradescope ZIP: a Gradescope autograder
+    doctor                 check the grading machine's sandbox layer by layer (GPU or not)
 
 Which assignment of grading.yml a submission is graded as: --assignment, else the one whose
 package the submission holds. Student code runs in sandboxed worker processes
@@ -39,6 +40,7 @@ INSTRUCTOR_COMMANDS = (
     "merge",
     "report",
     "student-notebook",
+    "doctor",
 )
 INSTRUCTOR_GRADE_OPTIONS = ("--out", "--shard", "--gradescope")
 
@@ -164,6 +166,8 @@ def main(argv=None):
     notebook.add_argument("out", type=Path, help="the .ipynb to write")
     notebook.add_argument("--assignment", help="the assignment (default: the first in grading.yml)")
 
+    commands.add_parser("doctor", help="check this machine's sandbox, layer by layer (GPU or not): run it first")
+
     args = parser.parse_args(argv)
     from autograder.engine.config import ConfigError, precheck
 
@@ -176,6 +180,10 @@ def main(argv=None):
 
 
 def run(args):
+    if args.command == "doctor":
+        from autograder.routes.doctor import run as run_doctor
+
+        return run_doctor(args)
     if args.command == "student-notebook":
         return run_student_notebook(args)
     if args.command in ("merge", "report"):

@@ -10,8 +10,11 @@ Workers come from the worker server (fork_server.py), which imports the `preload
 (for grading: torch with one thread, every checks module, the fake CUDA device warmed up), so
 each worker is a cheap fork of a process that has never seen the reference or the known
 mistakes. A worker holds a socket to the judge and an output file the judge made, nothing else;
-it sets up its private scratch and confines itself (confine.py) before the judge sends it the
-submission's files. One is forked ahead of need for each Worker open (a spare), so the next
+it takes its own uid and sets up its private scratch, then receives the submission's files,
+writes and seals them, and confines itself (confine.py) before any student code loads. Where a
+real GPU is planned (Worker(gpu=...); by default wherever the machine has one), the judge gives
+each worker one GPU, round-robin, and the worker initialises CUDA after the fork and before its
+confinement. One is forked ahead of need for each Worker open (a spare), so the next
 submission does not wait for a fork; no worker ever gets a second submission. A worker sends
 back nothing but plain data (wire.py). The judge enforces a time limit on every answer by
 killing the worker; a worker that dies costs only what it was doing: a fresh one takes the rest.
@@ -23,30 +26,42 @@ import os
 import select
 import socket
 import struct
+import sys
 import threading
 import time
 from multiprocessing.connection import Connection
 
 from autograder.sandbox import wire
-from autograder.sandbox.confine import close_other_fds, confine, private_scratch
+from autograder.sandbox.confine import (
+    apply,
+    become_worker_user,
+    close_other_fds,
+    confinement_plan,
+    gpu_ordinals,
+    initialise_cuda,
+    machine_facts,
+    private_scratch,
+    seal,
+)
 from autograder.sandbox.fork_server import WorkerServer
 
 GRACE = 1.0  # seconds the judge waits past a check's limit before killing (the worker's own alarm comes first)
 OUTPUT_LIMIT = 8 * 1024 * 1024  # bytes a worker may write (its printing included)
 SHOWN_OUTPUT = 4000  # characters of a student's printing kept in the result
-SCRATCH_BYTES = 64 << 20  # bytes: the size of a worker's private scratch file system
-THREADS = 16  # tasks (threads) a worker may run at once: torch with one thread needs a few
-CLEAN_ENV = {"PATH": "/usr/bin:/bin", "LANG": "C.UTF-8", "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"}
+PACKAGE_BYTES = 16 << 20  # bytes of submitted files a worker writes to its scratch (the rest is left out)
+PACKAGE_FILES = 256  # files of a submission a worker writes
 
 
 # ---------------------------------------------------------------------------- in the worker
 
 
-def worker_main(channel_fd, output_fd, server_layers, fallback_scratch, serve):
+def worker_main(channel_fd, output_fd, server_layers, scratch, serve, facts=None, identity=None):
     """Entry point of a worker process, forked by the worker server (fork_server.py) with two
-    descriptors from the judge: its channel and its output file. Sets up a private scratch, waits
-    for its submission (a worker may be forked before it is needed), confines itself, then hands
-    the channel to `serve(conn, scratch, setup)`, which answers the judge's messages."""
+    descriptors from the judge: its channel and its output file. Takes its own uid (`identity`,
+    where the server has them), sets up a private scratch, waits for its submission (a worker
+    may be forked before it is needed), writes and seals it, initialises CUDA where the judge
+    planned a real GPU, confines itself (confine.py), then hands the channel to
+    `serve(conn, scratch, setup)`, which answers the judge's messages."""
     os.dup2(output_fd, 1)
     os.dup2(output_fd, 2)
     os.lseek(1, 0, os.SEEK_END)
@@ -54,10 +69,15 @@ def worker_main(channel_fd, output_fd, server_layers, fallback_scratch, serve):
     os.dup2(null, 0)
     close_other_fds([channel_fd])
     conn = Connection(channel_fd)
+    layers = list(server_layers)
+    if identity is not None and become_worker_user(*identity):
+        layers.append("own-uid")
     # The directory the server made for this worker becomes a private tmpfs where the kernel
-    # allows it (seen by this process alone); else it stays a plain directory, kept apart by Landlock.
-    scratch = fallback_scratch
-    private = private_scratch(scratch, SCRATCH_BYTES)
+    # allows it (seen by this process alone); else it stays a directory of its own, kept apart
+    # by its owner (own-uid) or Landlock, and sealed like the tmpfs before student code runs.
+    private = private_scratch(scratch, PACKAGE_BYTES)
+    if private:
+        layers.append("private-scratch")
     try:
         setup = wire.loads(conn.recv_bytes())
     except EOFError:
@@ -67,17 +87,33 @@ def worker_main(channel_fd, output_fd, server_layers, fallback_scratch, serve):
     if not package.isidentifier():
         return
     os.mkdir(package, 0o700)
-    for name, data in setup["files"].items():
+    budget = PACKAGE_BYTES
+    for name, data in list(setup["files"].items())[:PACKAGE_FILES]:
+        budget -= len(data)
+        if budget < 0:
+            break
         fd = os.open(os.path.join(package, name), os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600)
         with os.fdopen(fd, "wb") as f:
             f.write(data)
+    seal(scratch)  # nothing is written in the worker from here on
+    options = dict(
+        scratch=scratch,
+        memory_bytes=setup["memory_bytes"],
+        output_bytes=OUTPUT_LIMIT,
+        cpu=setup.get("cpu"),
+        own_accounting=private or "own-uid" in layers,
+    )
+    plan = confinement_plan(facts or machine_facts(), cuda_device=setup.get("gpu"), **options)
+    if plan.gpu:
+        try:
+            initialise_cuda(plan)
+            layers.append("cuda")
+        except Exception as error:  # noqa: BLE001 - the judge learns it from the layers; the output has why
+            print(f"CUDA did not initialise in the worker: {type(error).__name__}: {error}", file=sys.stderr)
+            plan = confinement_plan(facts or machine_facts(), cuda_device=None, **options)  # the CPU profile
     os.environ.clear()
-    os.environ.update(CLEAN_ENV, HOME=scratch)
-    layers = [
-        *server_layers,
-        *(["private-scratch"] if private else []),
-        *confine(scratch, setup["memory_bytes"], OUTPUT_LIMIT, THREADS, setup.get("cpu")),
-    ]
+    os.environ.update(plan.env)
+    layers += apply(plan)
     conn.send_bytes(wire.dumps({"ready": layers}))
     serve(conn, scratch, setup)
 
@@ -102,6 +138,7 @@ _spares_forking = [0]  # spares being forked in the background
 _open_workers = [0]  # Workers open now (how many spares a batch can use at once)
 _spares_lock = threading.Lock()
 _cpu_load = {}  # cpu -> open Workers pinned to it
+_gpu_load = {}  # CUDA_VISIBLE_DEVICES entry -> open Workers given that GPU
 
 
 def fork_worker(preload):
@@ -169,6 +206,22 @@ def _release_cpu(cpu):
             _cpu_load[cpu] -= 1
 
 
+def _take_gpu(gpus):
+    """The GPU (a CUDA_VISIBLE_DEVICES entry) with the fewest open Workers on it, or None."""
+    if not gpus:
+        return None
+    with _spares_lock:
+        gpu = min(gpus, key=lambda g: _gpu_load.get(g, 0))
+        _gpu_load[gpu] = _gpu_load.get(gpu, 0) + 1
+    return gpu
+
+
+def _release_gpu(gpu):
+    if gpu is not None:
+        with _spares_lock:
+            _gpu_load[gpu] -= 1
+
+
 def read_message(conn, seconds, limit=wire.MAX_MESSAGE):
     """The next message a worker sends on `conn`, whole within `seconds`, or TimeoutError; a
     message over `limit` bytes is refused (wire.WireError) before any of it is read.
@@ -215,11 +268,21 @@ class Worker:
     setup), which answers the judge's messages). `setup` holds what else the preload's serve()
     reads from its setup message; it may change before a fresh worker is launched."""
 
-    def __init__(self, files: dict, package: str, preload: str, memory_bytes: int = 2 << 30, setup: dict = None):
+    def __init__(
+        self,
+        files: dict,
+        package: str,
+        preload: str,
+        memory_bytes: int = 2 << 30,
+        setup: dict = None,
+        gpu: bool | None = None,
+    ):
         self.files, self.package, self.preload = files, package, preload
         self.memory_bytes = memory_bytes
         self.setup = dict(setup or {})
         self.received = 0  # bytes of messages read from this submission's workers
+        self.gpu = gpu  # a real GPU for its checks; None: wherever the machine has one (machine_facts)
+        self.gpu_device = None
         self.process = None
         self.conn = None
         self.outputs = []  # the output file of every worker this submission had, in order
@@ -235,6 +298,9 @@ class Worker:
             with _spares_lock:
                 _open_workers[0] += 1
             self.cpu = _take_cpu()
+            facts = machine_facts()
+            if self.gpu or (self.gpu is None and facts.real_gpu):
+                self.gpu_device = _take_gpu(gpu_ordinals(facts))
         if self.files:
             self.launch()  # it boots while the judge scans the files and makes the inputs
         return self
@@ -252,6 +318,7 @@ class Worker:
                 "package": self.package,
                 "memory_bytes": self.memory_bytes,
                 "cpu": self.cpu,
+                "gpu": self.gpu_device,
             }
         )
         for attempt in range(3):  # a spare that died while it waited: take the next one
@@ -307,6 +374,8 @@ class Worker:
             with _spares_lock:
                 _open_workers[0] -= 1
             _release_cpu(self.cpu)
+            _release_gpu(self.gpu_device)
+            self.gpu_device = None
 
     def output(self):
         """What the student's code printed (cut to SHOWN_OUTPUT characters), read from the

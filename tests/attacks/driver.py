@@ -7,6 +7,11 @@
   (a scan is a second line, and a scan can be evaded).
 * memory_bytes: the workers' memory budget (the command line keeps the default), small so that a
   test of the memory limit does not have to take gigabytes from a shared machine.
+* platform: grade as on a platform that refuses what this machine allows, with a seccomp
+  filter over the whole grader (the judge, bubblewrap, the worker server, the workers inherit it):
+  "userns-refused" (Ubuntu 24.04's AppArmor rule: no user namespace; bubblewrap still runs as
+  root), "no-namespaces" (Docker's default profile, Gradescope: no namespace of any kind, and no
+  Landlock either, so that seccomp holds alone).
 """
 
 import functools
@@ -17,8 +22,37 @@ import sys
 KIT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 
+CLONE_NEW = {"NEWNS": 0x00020000, "NEWCGROUP": 0x02000000, "NEWUTS": 0x04000000, "NEWIPC": 0x08000000}
+CLONE_NEW |= {"NEWUSER": 0x10000000, "NEWPID": 0x20000000, "NEWNET": 0x40000000}
+
+
+def refuse_like(platform: str) -> None:
+    """Install the seccomp filter that makes this process (and all it starts) `platform`."""
+    import errno
+
+    import pyseccomp as seccomp
+
+    rules = seccomp.SyscallFilter(seccomp.ALLOW)
+    refused = seccomp.ERRNO(errno.EPERM)
+    rules.add_rule(seccomp.ERRNO(errno.ENOSYS), "clone3")  # flags in a struct: libc falls back to clone
+    flags = [CLONE_NEW["NEWUSER"]] if platform == "userns-refused" else list(CLONE_NEW.values())
+    for flag in flags:
+        rules.add_rule(refused, "unshare", seccomp.Arg(0, seccomp.MASKED_EQ, flag, flag))
+        rules.add_rule(refused, "clone", seccomp.Arg(0, seccomp.MASKED_EQ, flag, flag))
+    if platform == "no-namespaces":
+        for name in ("setns", "mount"):
+            rules.add_rule(refused, name)
+        for name in ("landlock_create_ruleset", "landlock_add_rule", "landlock_restrict_self"):
+            rules.add_rule(seccomp.ERRNO(errno.ENOSYS), name)
+    elif platform != "userns-refused":
+        sys.exit(f"driver: unknown platform {platform!r}")
+    rules.load()
+
+
 def main() -> int:
     spec = json.loads(sys.argv[1])
+    if spec.get("platform"):
+        refuse_like(spec["platform"])
     sys.path.insert(0, KIT)
     if spec.get("no_static_scan"):
         from autograder.engine import runner
