@@ -22,7 +22,10 @@ KIT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(KIT))
 
 HOSTILE = {
-    "broadcast": ("    ### BEGIN SOLUTION\n", "    ### BEGIN SOLUTION\n    return q.expand(2048, *q.shape), k.expand(2048, *k.shape)\n"),
+    "broadcast": (
+        "    ### BEGIN SOLUTION\n",
+        "    ### BEGIN SOLUTION\n    return q.expand(2048, *q.shape), k.expand(2048, *k.shape)\n",
+    ),
     "long_error": ("    ### BEGIN SOLUTION\n", "    ### BEGIN SOLUTION\n    raise ValueError('x' * 8_000_000)\n"),
     "loud": ("    ### BEGIN SOLUTION\n", "    ### BEGIN SOLUTION\n    print('y' * 4_000_000)\n"),
 }
