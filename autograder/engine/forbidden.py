@@ -23,10 +23,10 @@ check observes; each sees a call however it was reached (an alias, getattr with 
 What remains possible: all three live in the worker process that runs the student's code, and
 Python code that takes over that process (finds the watch through the interpreter's reflection,
 pops the modes with torch's private API, or calls a kernel directly with op.decompose /
-torch._C._dispatch_call_boxed) can make it report nothing. scan_tampering flags the means to do
-so in the source (the grader's modules, gc, ctypes, importlib, frames, torch._C and the other
-dispatcher internals, dynamic code). Copying torch's own Python source of a forbidden function into the
-submission is not seen at run time either.
+torch._C._dispatch_call_boxed) can make it report nothing. scan_tampering refuses every means
+to do so in the source: graded code may use only what an attention exercise needs
+(source_policy.py, an allow-list). Copying torch's own Python source of a forbidden function
+into the submission is not seen at run time either.
 """
 
 import ast
@@ -42,6 +42,7 @@ from torch.overrides import TorchFunctionMode
 from torch._C._dynamo.eval_frame import set_eval_frame as _set_eval_frame
 from torch.utils._python_dispatch import TorchDispatchMode
 
+from autograder.engine import messages, source_policy
 from autograder.engine.submission import refusal  # what staging refuses (links, pipes, oversized files) is not parsed
 
 
@@ -458,128 +459,17 @@ def scan_source(source: str, forbidden) -> list:
 
 # ---------------------------------------------------------------------------- tampering
 
-# Modules an MHA file has no use for, that reach into the grader or the interpreter.
-GRADER_REACH = {
-    "autograder",
-    "ctypes",
-    "_ctypes",
-    "cffi",
-    "gc",
-    "builtins",
-    "importlib",
-    "inspect",
-    "runpy",
-    "pkgutil",
-    "imp",
-    "zipimport",
-    "marshal",
-}
-# torch's dispatcher and override machinery: what switches the run-time watch off.
-TORCH_INTERNALS = {
-    "_C",
-    "_ops",
-    "_dispatch",
-    "_python_dispatch",
-    "overrides",
-    "library",
-    "_library",
-    "_subclasses",
-    "_decomp",
-    "_prims",
-    "_refs",
-    "_higher_order_ops",
-    "_functorch",
-    "_dynamo",
-    "_guards",
-    "profiler",
-}
-# Attributes that reach the interpreter's internals: frames, code, globals, every class.
-REFLECTION = {
-    "__subclasses__",
-    "__globals__",
-    "__code__",
-    "__closure__",
-    "__builtins__",
-    "__import__",
-    "__mro__",
-    "__bases__",
-    "__base__",
-    "__loader__",
-    "f_back",
-    "f_locals",
-    "f_globals",
-    "f_builtins",
-    "tb_frame",
-    "gi_frame",
-    "cr_frame",
-    "ag_frame",
-    "_getframe",
-    "settrace",
-    "setprofile",
-    "decompose",
-    "_op_dk",
-    "redispatch",
-    "py_kernels",
-    "FunctionType",
-    "CodeType",
-}
-_DYNAMIC_CODE = {"eval", "exec", "compile", "globals", "breakpoint"}
-
 
 def scan_tampering(source: str) -> list:
-    """[(what, line)] for graded code that could reach into the grader, switch off its watch or
-    rewrite torch: importing the grader (or ctypes, gc, builtins, importlib, inspect, ...),
-    torch's dispatcher internals (torch._C, torch.overrides, torch.library, ...), sys.modules,
-    frames and other reflection (also as a getattr with a string built from literals), eval /
-    exec / compile / globals(), rebinding __name__, assigning to an attribute of torch or setattr
-    on it. Such code could make the worker misreport; it scores zero in the steps that run it."""
-    every_node = nodes(source)
-    if every_node is None:
-        return []
-    torch_names = _torch_aliases(every_node)
-    hits = []
-    for node in every_node:
-        if isinstance(node, ast.Import):
-            for alias in node.names:
-                parts = alias.name.split(".")
-                if parts[0] in GRADER_REACH or (parts[0] == "torch" and TORCH_INTERNALS & set(parts)):
-                    hits.append((f"import {alias.name}", node.lineno))
-        elif isinstance(node, ast.ImportFrom) and not node.level:
-            parts = (node.module or "").split(".")
-            imported = {a.name for a in node.names}
-            if parts[0] in GRADER_REACH or (parts[0] == "torch" and TORCH_INTERNALS & (set(parts) | imported)):
-                hits.append((f"from {node.module} import ...", node.lineno))
-        elif isinstance(node, ast.Attribute):
-            if node.attr == "modules" and _root(node) == "sys" or node.attr in REFLECTION:
-                hits.append((ast.unparse(node)[:80], node.lineno))
-            elif node.attr in TORCH_INTERNALS and _root(node) in torch_names:
-                hits.append((ast.unparse(node)[:80], node.lineno))
-        elif isinstance(node, ast.Name):
-            if node.id in ("__builtins__", "__import__"):
-                hits.append((node.id, node.lineno))
-            elif node.id == "__name__" and not isinstance(node.ctx, ast.Load):
-                hits.append(("rebinding __name__", node.lineno))
-        if isinstance(node, ast.Call) and isinstance(node.func, ast.Name):
-            if node.func.id in _DYNAMIC_CODE:
-                hits.append((f"{node.func.id}()", node.lineno))
-            elif node.func.id in _LOOKUPS and len(node.args) >= 2:
-                name = folded(node.args[1])
-                if (
-                    name in REFLECTION
-                    or name in TORCH_INTERNALS
-                    and _root(node.args[0]) in torch_names
-                    or name == "modules"
-                    and _root(node.args[0]) == "sys"
-                ):
-                    hits.append((f"{node.func.id}(..., {name!r})", node.lineno))
-                elif node.func.id in ("setattr", "delattr") and _root(node.args[0]) in torch_names:
-                    hits.append((f"{node.func.id} on a torch module", node.lineno))
-        elif isinstance(node, (ast.Assign, ast.AugAssign, ast.AnnAssign)):
-            targets = node.targets if isinstance(node, ast.Assign) else [node.target]
-            for target in targets:
-                if isinstance(target, ast.Attribute) and (_root(target) in torch_names or target.attr == "__name__"):
-                    hits.append((f"assignment to {ast.unparse(target)}", node.lineno))
-    return sorted(set(hits), key=lambda hit: hit[1])
+    """[(what, line)] for each construct of a graded file outside what an attention exercise
+    needs (autograder/engine/source_policy.py: an allow-list of modules, built-ins and
+    attributes, read from every statement), by line; `what` says the construct and why it is
+    refused, in the chosen language. Such code could reach into the grader or switch off its
+    watch; it scores zero in the steps that run it."""
+    return [
+        (messages.render(found.message_id, code=found.code, name=found.name), found.line)
+        for found in source_policy.findings(source)
+    ]
 
 
 # ---------------------------------------------------------------------------- the submission's files
