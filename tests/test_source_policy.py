@@ -312,6 +312,7 @@ class TestAttend:
 """,
     "kv_cache_style": '''
 import math
+import sys
 import warnings
 from typing import Optional
 
@@ -359,7 +360,7 @@ def cached_attention(q, k, v, cache=None, layer_names=("w_q", "w_k")):
     weights = F.softmax(q @ k.transpose(-2, -1) * scale, dim=-1)
     device = "cuda" if torch.cuda.is_available() else "mps" if torch.backends.mps.is_available() else "cpu"
     torch.testing.assert_close(weights.sum(-1), torch.ones_like(weights.sum(-1)))
-    print(f"{device}: {torch.__version__}", weights.shape)
+    print(f"{device}: {torch.__version__}", weights.shape, file=sys.stderr)
     return weights @ v
 ''',
 }
@@ -389,9 +390,16 @@ def test_a_file_too_deep_to_parse_is_unreadable_not_a_crash():
     assert [f.message_id for f in findings(deep)] == ["policy.unreadable"]
     what, line = scan_tampering(deep)[0]
     assert line == 1 and "nested too deeply" in what
+    assert [f.message_id for f in findings("f = " + "lambda: " * 5000 + "1\n")] == ["policy.unreadable"]  # MemoryError
     # Parentheses and blocks nested beyond Python's limits are syntax errors: the import says so
     assert findings("x = " + "(" * 100_000 + "1" + ")" * 100_000 + "\n") == ()
-    assert findings("".join(" " * i + "if x:\n" for i in range(5000)) + " " * 5000 + "pass\n") == ()
+    assert findings("".join(" " * i + "if x:\n" for i in range(150)) + " " * 150 + "pass\n") == ()
+
+
+def test_a_file_too_large_is_refused_unread():
+    (found,) = findings("x = 1\n" * ((300 << 10) // 6))
+    assert (found.message_id, found.line) == ("policy.too_large", 1)
+    assert messages.render(found.message_id, "en", code=found.code, name=found.name).startswith("the file has ")
 
 
 def test_a_hostile_file_yields_a_bounded_number_of_findings():

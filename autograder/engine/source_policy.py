@@ -14,7 +14,8 @@ solutions; see the README's Security model):
 * Modules (ALLOWED_MODULES): torch and the public parts of it a model uses (nn, functional,
   init, linalg, fft, special, autograd, amp, cuda, backends, optim, testing ...), math, numpy
   (random, linalg, fft), typing, dataclasses, functools, copy, collections, itertools, abc,
-  enum, numbers, warnings, __future__, einops, and the submission's own files (relative imports,
+  enum, numbers, warnings, random, __future__, einops, sys for its stdout and stderr (a student's
+  debugging prints), and the submission's own files (relative imports,
   `<package>.x`, bare sibling names). Any other module of the Python installation is refused.
 * Attributes of those modules: public names only. A name starting with `_` is torch's (or
   numpy's ...) internals; a member that is itself a module must be allowed too (`torch.os`,
@@ -42,7 +43,8 @@ module-level `if __name__ == "__main__":` (unless the file binds `__name__`), an
 the decorators, defaults or annotations) of a test function nothing refers to: a module-level
 `def test_*`, or a `test_*` method of a module-level `class Test*` without a metaclass or
 decorators, neither decorated. A file nested too deeply for Python's parser is refused as
-unreadable; walks here are iterative, never recursive.
+unreadable, and one larger than MAX_SOURCE_CHARS is refused unread; walks here are iterative,
+never recursive.
 
 What remains possible: a file that imports another graded file's names cannot see what those
 names are (each file is read alone). A library module handed over that way keeps the global
@@ -117,6 +119,7 @@ ALLOWED_MODULES = frozenset(
         "enum",
         "warnings",
         "random",
+        "sys",  # for print(..., file=sys.stderr) only: SOME_MEMBERS
         "__future__",
         # not installed in the grader: importing it fails at run time with Python's own message;
         # allowed so that the message is that one ("No module named einops"), not "refused"
@@ -129,6 +132,13 @@ _ALLOWED_ROOTS = frozenset(name.split(".")[0] for name in ALLOWED_MODULES)
 # The grader's own packages (an editable install is not always listed as a distribution).
 GRADER_PACKAGES = frozenset({"autograder", "conftest", "tests"})
 
+# Allowed modules of which only these members may be used (the rest of sys is the interpreter's
+# machinery: modules, path, frames, tracing).
+SOME_MEMBERS = {
+    "sys": frozenset(
+        {"stdout", "stderr", "exit", "version", "version_info", "platform", "maxsize", "float_info", "byteorder"}
+    ),
+}
 # Public members of allowed modules that are machinery, refused on those modules only.
 MODULE_DENY = {
     "torch": frozenset({"ops", "classes", "cond", "while_loop", "library", "overrides"}),
@@ -501,6 +511,10 @@ GRADER_WORD = "autograder"
 GRADER_MODULE_NAMES = frozenset({"harness", "sandbox", "fork_server", "fake_cuda", "forbidden", "runner", "wire"})
 
 MAX_FINDINGS = 50  # per file: the first one is reported; a hostile file may hold millions
+# A graded file larger than this is refused unread: parsing costs the judge about 400 bytes of
+# memory and 10 µs per source byte, and no attention file comes near it (the largest public
+# one read for this list, a whole library of attention variants, has 157 KiB).
+MAX_SOURCE_CHARS = 256 << 10
 MAX_FOLDED = 4096  # characters of a string built from literals that are kept to be looked at
 _CODE_CHARS = 60  # of the construct quoted in a finding
 
@@ -604,12 +618,12 @@ def _is_main_test(test) -> bool:
     )
 
 
-def _docstring_ids(tree) -> set:
+def _docstring_ids(expressions) -> set:
     """Statement-level strings (docstrings and bare string statements): text, not values."""
     return {
         id(node.value)
-        for node in ast.walk(tree)
-        if isinstance(node, ast.Expr) and isinstance(node.value, ast.Constant) and isinstance(node.value.value, str)
+        for node in expressions
+        if isinstance(node.value, ast.Constant) and isinstance(node.value.value, str)
     }
 
 
@@ -628,7 +642,8 @@ def _int_literal(node):
 def _folded_strings(every) -> dict:
     """{id(node): str} for each expression built from string literals ('auto' + 'grader',
     f'{"auto"}grader', ''.join([...]), 'redargotua'[::-1], '%s' % 'x'), computed bottom-up
-    (`every` in breadth-first order: children after parents), without recursion."""
+    (`every`: the candidate nodes in breadth-first order, children after parents), without
+    recursion."""
     value = {}
     for node in reversed(every):
         text = None
@@ -668,6 +683,9 @@ def _folded_strings(every) -> dict:
     return value
 
 
+_STRING_BUILDERS = (ast.Constant, ast.BinOp, ast.JoinedStr, ast.FormattedValue, ast.Call, ast.Subscript)
+
+
 class _Reader:
     """One file's findings: bindings first (names, aliases), then every graded node."""
 
@@ -675,21 +693,38 @@ class _Reader:
         self.lines = source.splitlines()
         self.tree = tree
         self.found = []
-        self.every = list(ast.walk(tree))  # breadth-first: a node before its children
-        self.parent = {id(child): node for node in self.every for child in ast.iter_child_nodes(node)}
+        # One breadth-first pass (a node before its children): each node's parent, and the nodes
+        # by type, so that each rule looks only at the nodes it is about.
+        self.parent = {}
+        self.nodes = {}
+        order = [tree]
+        for node in order:
+            self.nodes.setdefault(type(node), []).append(node)
+            for child in ast.iter_child_nodes(node):
+                self.parent[id(child)] = node
+                order.append(child)
+        strings = [n for n in order if isinstance(n, _STRING_BUILDERS)]
+        del order
         self.bound = self._bound_names()
         self.kinds = {}  # Name id -> ('module', dotted) | ('object', owner) | ('own',) | ('own_module',)
         self._expression_kinds = {}
         self._bind_imports()
         self._bind_aliases()
-        self.folded = _folded_strings(self.every)
-        self.docstrings = _docstring_ids(tree)
+        self.folded = _folded_strings(strings)
+        self.docstrings = _docstring_ids(self.of(ast.Expr))
+
+    def of(self, *types_) -> list:
+        """The nodes of these AST types."""
+        if len(types_) == 1:
+            return self.nodes.get(types_[0], [])
+        return [node for t in types_ for node in self.nodes.get(t, [])]
 
     # -------------------------------------------------------------- reporting
 
     def report(self, message_id: str, node, name: str) -> None:
-        if len(self.found) >= MAX_FINDINGS:
-            return
+        if len(self.found) >= 4 * MAX_FINDINGS:  # keep the first ones by line, in bounded memory
+            self.found.sort(key=lambda f: f.line)
+            del self.found[MAX_FINDINGS:]
         line = getattr(node, "lineno", 1)
         text = self.lines[line - 1] if 0 < line <= len(self.lines) else ""
         start = getattr(node, "col_offset", 0) if getattr(node, "end_lineno", None) == line else 0
@@ -703,24 +738,13 @@ class _Reader:
 
     def _bound_names(self) -> set:
         """Every name the file binds somewhere (a scope-blind over-approximation)."""
-        bound = set()
-        for node in self.every:
-            if isinstance(node, ast.Name) and not isinstance(node.ctx, ast.Load):
-                bound.add(node.id)
-            elif isinstance(node, ast.arg):
-                bound.add(node.arg)
-            elif isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
-                bound.add(node.name)
-            elif isinstance(node, ast.alias):
-                bound.add(node.asname or node.name.split(".")[0])
-            elif isinstance(node, (ast.Global, ast.Nonlocal)):
-                bound.update(node.names)
-            elif isinstance(node, ast.ExceptHandler) and node.name:
-                bound.add(node.name)
-            elif isinstance(node, (ast.MatchAs, ast.MatchStar)) and node.name:
-                bound.add(node.name)
-            elif isinstance(node, ast.MatchMapping) and node.rest:
-                bound.add(node.rest)
+        bound = {node.id for node in self.of(ast.Name) if not isinstance(node.ctx, ast.Load)}
+        bound.update(node.arg for node in self.of(ast.arg))
+        bound.update(node.name for node in self.of(ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef))
+        bound.update(node.asname or node.name.split(".")[0] for node in self.of(ast.alias))
+        bound.update(name for node in self.of(ast.Global, ast.Nonlocal) for name in node.names)
+        bound.update(node.name for node in self.of(ast.ExceptHandler, ast.MatchAs, ast.MatchStar) if node.name)
+        bound.update(node.rest for node in self.of(ast.MatchMapping) if node.rest)
         return bound
 
     def _bind(self, name: str, kind) -> None:
@@ -742,7 +766,7 @@ class _Reader:
         return "refused" if top in _installed_roots() else "own"
 
     def _bind_imports(self) -> None:
-        for node in self.every:
+        for node in self.of(ast.Import, ast.ImportFrom):
             if isinstance(node, ast.Import):
                 for alias in node.names:
                     root = self._root_kind(alias.name.split(".")[0])
@@ -767,9 +791,7 @@ class _Reader:
     def _bind_aliases(self) -> None:
         """`X = <a library module or object>` (`F = nn.functional`, `T = torch.Tensor`): X has
         that kind too. Repeated until nothing changes (aliases of aliases)."""
-        assignments = [
-            node for node in self.every if isinstance(node, (ast.Assign, ast.AnnAssign)) and node.value is not None
-        ]
+        assignments = [node for node in self.of(ast.Assign, ast.AnnAssign) if node.value is not None]
         for _ in range(8):
             before = dict(self.kinds)
             self._expression_kinds = {}
@@ -817,16 +839,16 @@ class _Reader:
 
     # -------------------------------------------------------------- what is graded
 
-    def graded(self):
-        """The nodes of graded code, in breadth-first order: all but the body of a module-level
+    def skipped(self) -> set:
+        """Ids of the nodes that are not graded code: the body of a module-level
         `if __name__ == "__main__":` and the bodies of unreferenced test functions."""
-        skipped = set()
+        roots = []
         referenced = self._referenced()
         for node in self.tree.body:
             if isinstance(node, ast.If) and _is_main_test(node.test) and "__name__" not in self._rebound():
-                skipped.update(id(child) for child in node.body)
+                roots.extend(node.body)
             elif self._unreferenced_test(node, referenced):
-                skipped.update(id(child) for child in node.body)
+                roots.extend(node.body)
             elif (
                 isinstance(node, ast.ClassDef)
                 and node.name.startswith("Test")
@@ -835,12 +857,11 @@ class _Reader:
             ):
                 for method in node.body:
                     if self._unreferenced_test(method, referenced):
-                        skipped.update(id(child) for child in method.body)
-        stack = [self.tree]
-        while stack:
-            node = stack.pop()
-            yield node
-            stack.extend(child for child in ast.iter_child_nodes(node) if id(child) not in skipped)
+                        roots.extend(method.body)
+        skipped = set()
+        for root in roots:
+            skipped.update(id(node) for node in ast.walk(root))
+        return skipped
 
     def _rebound(self) -> set:
         return {n for n in REBIND_DENY if n in self.bound}
@@ -848,24 +869,18 @@ class _Reader:
     def _referenced(self):
         """Names the file may call a test function by: every name and attribute it mentions and
         every string; None where it looks an attribute up by a computed name (anything may be)."""
-        names = set()
-        for node in self.every:
-            if isinstance(node, ast.Name):
-                names.add(node.id)
-            elif isinstance(node, ast.Attribute):
-                names.add(node.attr)
-            elif isinstance(node, ast.Constant) and isinstance(node.value, str):
-                names.add(node.value)
-            elif isinstance(node, (ast.Global, ast.Nonlocal)):
-                names.update(node.names)
-            elif (
-                isinstance(node, ast.Call)
-                and isinstance(node.func, ast.Name)
+        for node in self.of(ast.Call):
+            if (
+                isinstance(node.func, ast.Name)
                 and node.func.id in LOOKUPS
                 and len(node.args) >= 2
                 and id(node.args[1]) not in self.folded
             ):
                 return None
+        names = {node.id for node in self.of(ast.Name)}
+        names.update(node.attr for node in self.of(ast.Attribute))
+        names.update(node.value for node in self.of(ast.Constant) if isinstance(node.value, str))
+        names.update(name for node in self.of(ast.Global, ast.Nonlocal) for name in node.names)
         return names
 
     @staticmethod
@@ -881,35 +896,39 @@ class _Reader:
     # -------------------------------------------------------------- the rules
 
     def read(self) -> list:
-        for node in self.graded():
-            if len(self.found) >= MAX_FINDINGS:
-                break
-            if isinstance(node, ast.Import):
-                self._import(node)
-            elif isinstance(node, ast.ImportFrom):
-                self._import_from(node)
-            elif isinstance(node, ast.Attribute):
-                self._attribute(node, node.value, node.attr, node.ctx)
-            elif isinstance(node, ast.Name):
-                self._name(node)
-            elif isinstance(node, ast.Call):
-                self._call(node)
-            elif isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+        skipped = self.skipped()
+
+        def graded(*types_):
+            return [node for node in self.of(*types_) if id(node) not in skipped]
+
+        for node in graded(ast.Import):
+            self._import(node)
+        for node in graded(ast.ImportFrom):
+            self._import_from(node)
+        for node in graded(ast.Attribute):
+            self._attribute(node, node.value, node.attr, node.ctx)
+        for node in graded(ast.Name):
+            self._name(node)
+        for node in graded(ast.Call):
+            self._call(node)
+        for node in graded(ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef, ast.ExceptHandler):
+            if node.name:
                 self._binding(node, node.name)
-            elif isinstance(node, ast.arg):
-                self._binding(node, node.arg)
-            elif isinstance(node, (ast.Global, ast.Nonlocal)):
-                for name in node.names:
-                    self._binding(node, name)
-            elif isinstance(node, ast.ExceptHandler) and node.name:
+        for node in graded(ast.MatchAs, ast.MatchStar):
+            if node.name:
                 self._binding(node, node.name)
-            elif isinstance(node, (ast.MatchAs, ast.MatchStar)) and node.name:
-                self._binding(node, node.name)
-            elif isinstance(node, ast.MatchMapping) and node.rest:
+        for node in graded(ast.MatchMapping):
+            if node.rest:
                 self._binding(node, node.rest)
+        for node in graded(ast.arg):
+            self._binding(node, node.arg)
+        for node in graded(ast.Global, ast.Nonlocal):
+            for name in node.names:
+                self._binding(node, name)
+        for node in graded(*_STRING_BUILDERS):
             if id(node) in self.folded and id(node) not in self.docstrings:
                 self._string(node)
-        return sorted(self.found, key=lambda f: f.line)
+        return sorted(self.found, key=lambda f: f.line)[:MAX_FINDINGS]
 
     def _binding(self, node, name: str) -> None:
         if name in REBIND_DENY:
@@ -957,6 +976,9 @@ class _Reader:
             return
         if attr in FRAME_ATTRIBUTES:
             self.report("policy.reflection", node, attr)
+            return
+        if base_kind is not None and base_kind[0] == "module" and attr not in SOME_MEMBERS.get(base_kind[1], (attr,)):
+            self.report("policy.reflection", node, shown)
             return
         member = _member(base_kind[1], attr) if base_kind is not None and base_kind[0] == "module" else None
         if member is not None and member[0] == "module":  # known precisely: allowed or not
@@ -1058,10 +1080,12 @@ class _Reader:
             self.report("policy.grader_name", node, text.strip())
 
 
-@functools.lru_cache(maxsize=256)
+@functools.lru_cache(maxsize=32)  # a submission's files; the keys (sources) are bounded in size
 def findings(source: str) -> tuple:
     """The Findings of a graded file's source, by line (empty for a file Python cannot parse:
     importing it fails with its own message). Parsed and read once per source."""
+    if len(source) > MAX_SOURCE_CHARS:
+        return (Finding("policy.too_large", f"{MAX_SOURCE_CHARS >> 10} KiB", f"{len(source) >> 10} KiB", 1),)
     try:
         tree = ast.parse(source)
     except (SyntaxError, ValueError):
