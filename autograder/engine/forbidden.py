@@ -310,16 +310,20 @@ def watching(forbidden):
 # ---------------------------------------------------------------------------- in the source
 
 
-@functools.lru_cache(maxsize=64)
+@functools.lru_cache(maxsize=16)  # a submission's files: each entry holds a whole tree
 def nodes(source: str):
-    """The nodes of the graded code of `source` (None on a syntax error), parsed and walked once
-    per source. Graded code is all of it but `if __name__ == "__main__":` blocks and test
-    functions (`def test_*`, at module level or in a `class Test*`), which the grader never runs:
-    such a block counts as graded where the file rebinds `__name__`, and such a function where
-    the file names it anywhere else (it could be called). Read-only to callers."""
+    """The nodes of the graded code of `source` (None on a syntax error, or for a file too large
+    to be graded: source_policy refuses it unread), parsed and walked once per source. Graded
+    code is all of it but `if __name__ == "__main__":` blocks and test functions (`def test_*`,
+    at module level or in a `class Test*`), which the grader never runs: such a block counts as
+    graded where the file rebinds `__name__`, and such a function where the file names it
+    anywhere else (it could be called). Read-only to callers. (Forbidden-call evidence only:
+    what is tampering is source_policy's, which also reads the bodies of `class Test*`.)"""
+    if len(source) > source_policy.MAX_SOURCE_CHARS:
+        return None
     try:
         tree = ast.parse(source)
-    except (SyntaxError, ValueError):
+    except (SyntaxError, ValueError, RecursionError, MemoryError):
         return None
     every = tuple(ast.walk(tree))
     loads = {n.id for n in every if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Load)}

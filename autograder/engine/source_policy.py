@@ -19,12 +19,12 @@ solutions; see the README's Security model):
   `<package>.x`, bare sibling names). Any other module of the Python installation is refused.
 * Attributes of those modules: public names only. A name starting with `_` is torch's (or
   numpy's ...) internals; a member that is itself a module must be allowed too (`torch.os`,
-  `typing.sys`, `F.importlib` are refused), and a few public members are machinery an exercise
+  `F.importlib` are refused; sys only for SOME_MEMBERS), and a few public members are machinery an exercise
   has no use for (MODULE_DENY, and everywhere GLOBAL_DENY: torch.load and np.load unpickle,
   torch.compile and torch.jit generate code, torch.ops.load_library loads native code, ...).
 * Any other object's attributes: anything but the names that reach the interpreter (frames,
   code objects, most dunders: DUNDERS lists the harmless ones), private names that are internals
-  of an allowed module (PRIVATE_DENY: `_C`, `_ops`, `_getframe` ...), and GLOBAL_DENY: the names
+  of an allowed module (private_deny(): `_C`, `_ops`, `_getframe` ...), and GLOBAL_DENY: the names
   through which a library module reached indirectly (through another graded file) would lead
   to the machinery (`x.sys`, `x.jit`, `x.overrides`, `x.load` ...).
 * Built-ins: those in ALLOWED_BUILTINS. eval/exec/compile/__import__/globals/locals/vars/open
@@ -48,7 +48,7 @@ never recursive.
 
 What remains possible: a file that imports another graded file's names cannot see what those
 names are (each file is read alone). A library module handed over that way keeps the global
-rules (GLOBAL_DENY, PRIVATE_DENY, dunders), but an assignment into it through a further alias
+rules (GLOBAL_DENY, private_deny(), dunders), but an assignment into it through a further alias
 (`t = other.torch_alias; t.softmax = f`) is not seen. Code that builds data the grader then
 runs (a pickle, a native library) needs a refused name to run it.
 """
@@ -60,6 +60,7 @@ import importlib
 import importlib.metadata
 import importlib.util
 import pkgutil
+import re
 import sys
 import types
 from dataclasses import dataclass
@@ -192,6 +193,8 @@ GLOBAL_DENY_MODULES = frozenset(
         "cpp_extension",
         "copyreg",  # pickling's registry
         "io",
+        "onnx",  # exports through tracing, writes files
+        "nativert",  # runs exported programs
     }
 )
 # ... and members that run code, load native code or unpickle.
@@ -252,6 +255,33 @@ GLOBAL_DENY = GLOBAL_DENY_MODULES | GLOBAL_DENY_MEMBERS | FRAME_ATTRIBUTES
 # torch.classes are machinery, but what in them loads code is refused by name (load_library).
 HARMLESS_MODULE_MEMBERS = frozenset(
     {
+        "conftest",
+        "tests",
+        "matlib",
+        "lapack_lite",
+        "mypy_plugin",
+        "contrib",
+        "numa",
+        "gradcheck",
+        "variable",
+        "comm",
+        "prune",
+        "spectral_norm",
+        "weight_norm",
+        "adadelta",
+        "adagrad",
+        "adam",
+        "adamax",
+        "adamw",
+        "asgd",
+        "lbfgs",
+        "nadam",
+        "optimizer",
+        "radam",
+        "rmsprop",
+        "rprop",
+        "sgd",
+        "sparse_adam",
         "ops",
         "classes",
         "distributions",
@@ -516,6 +546,7 @@ MAX_FINDINGS = 50  # per file: the first one is reported; a hostile file may hol
 # one read for this list, a whole library of attention variants, has 157 KiB).
 MAX_SOURCE_CHARS = 256 << 10
 MAX_FOLDED = 4096  # characters of a string built from literals that are kept to be looked at
+MAX_FOLDED_TOTAL = 1 << 20  # ... and of all those a file builds (its literals are the source's own)
 _CODE_CHARS = 60  # of the construct quoted in a finding
 
 
@@ -568,7 +599,7 @@ def _member(module_name: str, attr: str):
     """What `attr` of the allowed module `module_name` is: ('module', real dotted name),
     ('object',) or None where this process cannot tell (a missing name fails at run time)."""
     module = _loaded(module_name)
-    if module is None:
+    if module is None or not attr.isidentifier():  # `getattr(torch, "a.b")`: nothing, and nothing to import
         return None
     value = vars(module).get(attr, _member)
     if isinstance(value, types.ModuleType):
@@ -627,6 +658,9 @@ def _docstring_ids(expressions) -> set:
     }
 
 
+_ONLY_PERCENT_S = re.compile(r"(?:[^%]|%[s%])*", re.DOTALL)
+
+
 def _int_literal(node):
     """None for no bound, the int of `3` or `-1`, else False (not a literal bound)."""
     if node is None:
@@ -644,7 +678,7 @@ def _folded_strings(every) -> dict:
     f'{"auto"}grader', ''.join([...]), 'redargotua'[::-1], '%s' % 'x'), computed bottom-up
     (`every`: the candidate nodes in breadth-first order, children after parents), without
     recursion."""
-    value = {}
+    value, budget = {}, MAX_FOLDED_TOTAL
     for node in reversed(every):
         text = None
         if isinstance(node, ast.Constant) and isinstance(node.value, (str, bytes)):
@@ -653,9 +687,13 @@ def _folded_strings(every) -> dict:
             left, right = value.get(id(node.left)), value.get(id(node.right))
             if isinstance(node.op, ast.Add) and left is not None and right is not None:
                 text = left + right
-            elif isinstance(node.op, ast.Mod) and left is not None:
+            elif isinstance(node.op, ast.Mod) and left is not None and _ONLY_PERCENT_S.fullmatch(left):
+                # only %s: a width or precision ('%0999999999d') would make the judge build it
                 parts = node.right.elts if isinstance(node.right, ast.Tuple) else [node.right]
-                if all(id(p) in value for p in parts):
+                if (
+                    all(id(p) in value for p in parts)
+                    and len(left) + sum(len(value[id(p)]) for p in parts) <= MAX_FOLDED
+                ):
                     try:
                         text = left % tuple(value[id(p)] for p in parts)
                     except (TypeError, ValueError):
@@ -671,14 +709,18 @@ def _folded_strings(every) -> dict:
             glue, arg = value.get(id(node.func.value)), node.args[0]
             if glue is not None and node.func.attr == "join" and isinstance(arg, (ast.List, ast.Tuple)):
                 if all(id(e) in value for e in arg.elts):
-                    text = glue.join(value[id(e)] for e in arg.elts)
+                    size = sum(len(value[id(e)]) for e in arg.elts) + len(glue) * len(arg.elts)
+                    text = glue.join(value[id(e)] for e in arg.elts) if size <= MAX_FOLDED else None
             elif glue is not None and node.func.attr == "decode":
                 text = glue
         elif isinstance(node, ast.Subscript) and isinstance(node.slice, ast.Slice) and id(node.value) in value:
             bounds = [_int_literal(b) for b in (node.slice.lower, node.slice.upper, node.slice.step)]
             if all(b is None or isinstance(b, int) for b in bounds) and bounds[2] != 0:
                 text = value[id(node.value)][slice(*bounds)]
-        if text is not None and len(text) <= MAX_FOLDED:
+        if isinstance(node, ast.Constant) and text is not None:
+            value[id(node)] = text  # the source's own: no new memory
+        elif text is not None and len(text) <= min(MAX_FOLDED, budget):
+            budget -= len(text)
             value[id(node)] = text
     return value
 
