@@ -421,6 +421,11 @@ def test_strings_built_from_literals_cost_the_judge_little():
     assert [f.name for f in findings("x = '%s%s' % ('auto', 'grader')\n")] == ["autograder"]
 
 
+def test_a_sentence_about_the_grader_is_not_a_grader_name():
+    assert findings("def f():\n    raise ValueError('the autograder expects (B, L, D)')\n") == ()
+    assert findings("name = 'Autograder/engine'\n")
+
+
 def test_a_hostile_file_yields_a_bounded_number_of_findings():
     assert len(findings("import os\n" * 10_000)) == source_policy.MAX_FINDINGS
 

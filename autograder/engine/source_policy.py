@@ -452,9 +452,10 @@ TORCH_HOOKS = frozenset({"__torch_function__", "__torch_dispatch__"})
 
 # Built-ins that run code, reach the interpreter or files: refused wherever they are named
 # (also where the file binds the name: scopes are not followed).
-DYNAMIC_CODE = frozenset({"eval", "exec", "compile", "__import__", "breakpoint"})
+DYNAMIC_CODE = frozenset({"eval", "exec", "compile", "__import__"})
 DANGEROUS_NAMES = DYNAMIC_CODE | frozenset(
     {
+        "breakpoint",  # a debugger: sys.breakpointhook decides what runs
         "globals",
         "locals",
         "vars",
@@ -536,8 +537,10 @@ ALLOWED_BUILTINS = frozenset(
 REBIND_DENY = frozenset(
     {"__name__", "__builtins__", "__import__", "__spec__", "__loader__", "__path__", "__file__", "__package__"}
 )
-# Strings that name the grader: containing the first, or equal to one of the others.
-GRADER_WORD = "autograder"
+# Strings that name the grader's modules: the package or a path into it ("autograder",
+# "autograder.engine", "autograder/sandbox"), or the name of one of its parts alone. A sentence
+# that mentions the autograder ("the autograder expects ...") is not one.
+GRADER_PATH = re.compile(r"(?i)\bautograder(?=$|[./\\:])")
 GRADER_MODULE_NAMES = frozenset({"harness", "sandbox", "fork_server", "fake_cuda", "forbidden", "runner", "wire"})
 
 MAX_FINDINGS = 50  # per file: the first one is reported; a hostile file may hold millions
@@ -1118,7 +1121,7 @@ class _Reader:
         parent = self.parent.get(id(node))
         if id(parent) in self.folded:
             return  # the larger expression is read instead
-        if GRADER_WORD in text.lower() or text.strip().lower() in GRADER_MODULE_NAMES:
+        if GRADER_PATH.search(text.strip()) or text.strip().lower() in GRADER_MODULE_NAMES:
             self.report("policy.grader_name", node, text.strip())
 
 
