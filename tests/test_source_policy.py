@@ -87,6 +87,11 @@ ESCAPES = {
         "import multiprocessing\n",
         "import asyncio\n",
     ],
+    "encoding": [
+        # Python decodes the file as declared, the judge as UTF-8: `+AAo-` is a newline in UTF-7
+        "# -*- coding: utf-7 -*-\nx = 1  # +AAo-import os+AAo-os.system('true')\n",
+        "#!/usr/bin/env python\n# vim: set fileencoding=unicode_escape :\nx = 1\n",
+    ],
     "reflection": [
         "import torch\nself_of = torch.softmax.__self__\n",
         "class A:\n    def f(self, name):\n        return self.__getattribute__(name)\n",
@@ -120,6 +125,16 @@ def test_an_escape_is_refused(code):
     assert found, f"not refused:\n{code}"
     what, line = found[0]
     assert isinstance(line, int) and line >= 1 and what
+
+
+def test_a_declared_encoding_would_hide_code_from_a_utf8_reading():
+    """What the encoding case above guards against: Python compiles the hidden line."""
+    source = ESCAPES["encoding"][0]
+    assert "os" in compile(source.encode("ascii"), "m.py", "exec").co_names  # Python sees `import os`
+    assert "os" not in compile(source, "m.py", "exec").co_names  # a UTF-8 reading does not
+    (found,) = findings(source)
+    assert (found.message_id, found.name, found.line) == ("policy.encoding", "utf-7", 1)
+    assert findings("# -*- coding: utf-8 -*-\nimport torch\n") == ()
 
 
 def test_a_finding_names_the_construct_and_why_in_both_languages():

@@ -43,7 +43,8 @@ module-level `if __name__ == "__main__":` (unless the file binds `__name__`), an
 the decorators, defaults or annotations) of a test function nothing refers to: a module-level
 `def test_*`, or a `test_*` method of a module-level `class Test*` without a metaclass or
 decorators, neither decorated. A file nested too deeply for Python's parser is refused as
-unreadable, and one larger than MAX_SOURCE_CHARS is refused unread; walks here are iterative,
+unreadable, one larger than MAX_SOURCE_CHARS or declaring an encoding other than UTF-8 (which
+Python would decode differently from the judge) is refused unread; walks here are iterative,
 never recursive.
 
 What remains possible: a file that imports another graded file's names cannot see what those
@@ -55,6 +56,7 @@ runs (a pickle, a native library) needs a refused name to run it.
 
 import ast
 import builtins
+import codecs
 import functools
 import importlib
 import importlib.metadata
@@ -1125,12 +1127,38 @@ class _Reader:
             self.report("policy.grader_name", node, text.strip())
 
 
+# PEP 263: a comment on line 1 or 2 that names the file's encoding.
+_CODING = re.compile(r"^[ \t\f]*#.*?coding[:=][ \t]*([-\w.]+)")
+_UTF8 = frozenset({"utf-8", "ascii"})
+
+
+def _declared_encoding(source: str):
+    """(line, name, number) of an encoding declaration other than UTF-8 (or ASCII), else None. The
+    judge reads a file as UTF-8, but Python decodes it as declared: under `# coding: utf-7` a
+    comment `# +AAo-import os` holds a line of code the judge never sees."""
+    for number, line in enumerate(source.split("\n", 2)[:2], 1):
+        match = _CODING.match(line)
+        if match:
+            try:
+                name = codecs.lookup(match.group(1)).name
+            except LookupError:
+                return None  # Python refuses to import it: "unknown encoding"
+            return None if name in _UTF8 else (line, match.group(1), number)
+        if not line.strip().startswith("#") and line.strip():
+            return None  # line 2 counts only after a comment or blank line 1
+    return None
+
+
 @functools.lru_cache(maxsize=32)  # a submission's files; the keys (sources) are bounded in size
 def findings(source: str) -> tuple:
     """The Findings of a graded file's source, by line (empty for a file Python cannot parse:
     importing it fails with its own message). Parsed and read once per source."""
     if len(source) > MAX_SOURCE_CHARS:
         return (Finding("policy.too_large", f"{MAX_SOURCE_CHARS >> 10} KiB", f"{len(source) >> 10} KiB", 1),)
+    declared = _declared_encoding(source)
+    if declared is not None:
+        line, name, number = declared
+        return (Finding("policy.encoding", line.strip()[:_CODE_CHARS], name[:_CODE_CHARS], number),)
     try:
         tree = ast.parse(source)
     except (SyntaxError, ValueError):
