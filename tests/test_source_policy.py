@@ -92,6 +92,10 @@ ESCAPES = {
         "# -*- coding: utf-7 -*-\nx = 1  # +AAo-import os+AAo-os.system('true')\n",
         "#!/usr/bin/env python\n# vim: set fileencoding=unicode_escape :\nx = 1\n",
     ],
+    "byte_order_mark": [
+        # a str parse refuses U+FEFF (a syntax error: "the import will say so"), an import skips it
+        "\ufeffimport os\nos.system('true')\n",
+    ],
     "reflection": [
         "import torch\nself_of = torch.softmax.__self__\n",
         "class A:\n    def f(self, name):\n        return self.__getattribute__(name)\n",

@@ -322,7 +322,7 @@ def nodes(source: str):
     if len(source) > source_policy.MAX_SOURCE_CHARS:
         return None
     try:
-        tree = ast.parse(source)
+        tree = ast.parse(source.encode("utf-8", "surrogatepass"))  # as an import reads it (a byte-order mark)
     except (SyntaxError, ValueError, RecursionError, MemoryError):
         return None
     every = tuple(ast.walk(tree))
@@ -489,7 +489,10 @@ def package_files(directory) -> dict:
     for path in sorted(root.rglob("*.py")) if root.is_dir() else []:
         if refusal(path.lstat()) is not None:
             continue
-        files[f"{root.name}/" + path.relative_to(root).as_posix()] = path.read_text(encoding="utf-8", errors="replace")
+        # utf-8-sig: a byte-order mark is not part of the source (Python's import skips it)
+        files[f"{root.name}/" + path.relative_to(root).as_posix()] = path.read_text(
+            encoding="utf-8-sig", errors="replace"
+        )
     return files
 
 

@@ -737,7 +737,7 @@ class _Reader:
     """One file's findings: bindings first (names, aliases), then every graded node."""
 
     def __init__(self, source: str, tree):
-        self.lines = source.splitlines()
+        self.lines = re.split(r"\r\n|\r|\n", source.removeprefix("\ufeff"))  # Python's lines, not splitlines()
         self.tree = tree
         self.found = []
         # One breadth-first pass (a node before its children): each node's parent, and the nodes
@@ -1160,7 +1160,9 @@ def findings(source: str) -> tuple:
         line, name, number = declared
         return (Finding("policy.encoding", line.strip()[:_CODE_CHARS], name[:_CODE_CHARS], number),)
     try:
-        tree = ast.parse(source)
+        # As bytes, as an import reads the file: a UTF-8 byte-order mark (which a str parse
+        # refuses, and an import skips) must not leave the file unread.
+        tree = ast.parse(source.encode("utf-8", "surrogatepass"))
     except (SyntaxError, ValueError):
         return ()
     except (RecursionError, MemoryError):
