@@ -66,6 +66,17 @@ ESCAPES = {
         "class Model:\n    scope = vars()\n",
         "class TestIt(metaclass=type):\n    def test_a(self):\n        import gc\n",
     ],
+    "test_code_run_from_elsewhere": [
+        # the other file's test_* body is not read there: it may not be reached from here
+        "from .attention import test_helper\ntest_helper()\n",
+        "from . import attention\nattention.test_helper()\n",
+        "from .attention import *\n",
+        "from .attention import TestHelpers\n\n\nclass Runs(TestHelpers):\n    pass\n",
+        # a metaclass inherited from a base gets the Test class's functions
+        "class Meta(type):\n    def __new__(mcs, name, bases, ns):\n        return super().__new__(mcs, name, bases, ns)\n"
+        "class Base(metaclass=Meta):\n    pass\n"
+        "class TestX(Base):\n    def test_a(self):\n        import gc\n",
+    ],
     "decorators_defaults_annotations": [
         "def test_x(w=__import__('gc')):\n    pass\n",
         "def test_y(x: exec('print(1)') = 1):\n    pass\n",

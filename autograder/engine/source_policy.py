@@ -40,9 +40,10 @@ solutions; see the README's Security model):
 Every statement is read: class bodies, decorators, default values, annotations, lambdas,
 comprehensions, match statements. Not read (the grader never runs them): the body of a
 module-level `if __name__ == "__main__":` (unless the file binds `__name__`), and the body (not
-the decorators, defaults or annotations) of a test function nothing refers to: a module-level
-`def test_*`, or a `test_*` method of a module-level `class Test*` without a metaclass or
-decorators, neither decorated. A file nested too deeply for Python's parser is refused as
+the decorators, defaults or annotations) of a test function nothing in its file refers to: a
+module-level `def test_*`, or a `test_*` method of a module-level `class Test*` without bases,
+metaclass or decorators, neither decorated. Another file may not reach them: importing or using
+another graded file's `test_*` or `Test*` names, and `from <own file> import *`, are refused. A file nested too deeply for Python's parser is refused as
 unreadable, one larger than MAX_SOURCE_CHARS or declaring an encoding other than UTF-8 (which
 Python would decode differently from the judge) is refused unread; walks here are iterative,
 never recursive.
@@ -901,7 +902,8 @@ class _Reader:
                 isinstance(node, ast.ClassDef)
                 and node.name.startswith("Test")
                 and not node.decorator_list
-                and not node.keywords  # a metaclass gets the class body's functions
+                and not node.keywords  # a metaclass gets the class body's functions ...
+                and not node.bases  # ... also one inherited from a base
             ):
                 for method in node.body:
                     if self._unreferenced_test(method, referenced):
@@ -999,6 +1001,11 @@ class _Reader:
             if alias.asname or alias.name != "*":
                 self._binding(node, alias.asname or alias.name)
         if root == "own":
+            for alias in node.names:
+                if alias.name == "*":  # it would bring the other file's test functions unseen
+                    self.report("policy.star_import", node, module or ".")
+                else:
+                    self._member_rules(node, ("own",), alias.name)
             return
         if root == "refused" or module not in ALLOWED_MODULES:
             self.report("policy.module", node, module)
@@ -1015,6 +1022,10 @@ class _Reader:
         library = base_kind is not None and base_kind[0] in ("module", "object")
         shown = f"{base_kind[1]}.{attr}" if library else attr
         changes = isinstance(ctx, (ast.Store, ast.Del))
+        if base_kind is not None and base_kind[0] in ("own", "own_module") and attr.startswith(("test_", "Test")):
+            # another file's test functions are not read there (see skipped()): not callable here
+            self.report("policy.test_function", node, attr)
+            return
         if _is_dunder(attr):
             if attr not in DUNDERS or changes:
                 self.report("policy.reflection", node, attr)
