@@ -70,7 +70,7 @@ ESCAPES = {
         # the other file's test_* body is not read there: it may not be reached from here
         "from .attention import test_helper\ntest_helper()\n",
         "from . import attention\nattention.test_helper()\n",
-        "from .attention import *\n",
+        "from .attention import *\n\ntest_helper()\n",
         "from .attention import TestHelpers\n\n\nclass Runs(TestHelpers):\n    pass\n",
         # a metaclass inherited from a base gets the Test class's functions
         "class Meta(type):\n    def __new__(mcs, name, bases, ns):\n        return super().__new__(mcs, name, bases, ns)\n"

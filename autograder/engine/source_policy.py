@@ -43,7 +43,8 @@ module-level `if __name__ == "__main__":` (unless the file binds `__name__`), an
 the decorators, defaults or annotations) of a test function nothing in its file refers to: a
 module-level `def test_*`, or a `test_*` method of a module-level `class Test*` without bases,
 metaclass or decorators, neither decorated. Another file may not reach them: importing or using
-another graded file's `test_*` or `Test*` names, and `from <own file> import *`, are refused. A file nested too deeply for Python's parser is refused as
+another graded file's `test_*` or `Test*` names is refused (also a name that only a
+`from <own file> import *` can have brought). A file nested too deeply for Python's parser is refused as
 unreadable, one larger than MAX_SOURCE_CHARS or declaring an encoding other than UTF-8 (which
 Python would decode differently from the judge) is refused unread; walks here are iterative,
 never recursive.
@@ -1002,9 +1003,7 @@ class _Reader:
                 self._binding(node, alias.asname or alias.name)
         if root == "own":
             for alias in node.names:
-                if alias.name == "*":  # it would bring the other file's test functions unseen
-                    self.report("policy.star_import", node, module or ".")
-                else:
+                if alias.name != "*":  # a star import: see _name, for the test functions it brings
                     self._member_rules(node, ("own",), alias.name)
             return
         if root == "refused" or module not in ALLOWED_MODULES:
@@ -1093,8 +1092,19 @@ class _Reader:
                 self.report("policy.lookup", node, name)
         elif name in _BUILTIN_NAMES and name not in self.bound and name not in _ALLOWED_BUILTINS:
             self.report("policy.builtin", node, name)
+        elif name.startswith(("test_", "Test")) and name not in self.bound and self.star_imports_own_file:
+            self.report("policy.test_function", node, name)  # from another file's `import *`
         else:
             self._module_value(node)
+
+    @functools.cached_property
+    def star_imports_own_file(self) -> bool:
+        """Whether the file has `from <a file of the submission> import *` (names it cannot see)."""
+        return any(
+            alias.name == "*" and (node.level or self._root_kind((node.module or "").split(".")[0]) == "own")
+            for node in self.of(ast.ImportFrom)
+            for alias in node.names
+        )
 
     def _call(self, node) -> None:
         """getattr/hasattr/setattr/delattr: the name must be written in the code."""
