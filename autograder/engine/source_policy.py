@@ -1001,10 +1001,10 @@ class _Reader:
         for alias in node.names:
             if alias.asname or alias.name != "*":
                 self._binding(node, alias.asname or alias.name)
-        if root == "own":
+        if root == "own":  # names the other file made with code read there; a star import: see _name
             for alias in node.names:
-                if alias.name != "*":  # a star import: see _name, for the test functions it brings
-                    self._member_rules(node, ("own",), alias.name)
+                if alias.name.startswith(("test_", "Test")):
+                    self.report("policy.test_function", node, alias.name)
             return
         if root == "refused" or module not in ALLOWED_MODULES:
             self.report("policy.module", node, module)
