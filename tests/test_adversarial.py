@@ -1,6 +1,8 @@
 """Hostile submissions, graded through the sandbox. For each: the grader finishes, the honest
 steps keep their scores, the hostile step gets zero with a clear reason, and nothing outside the
-worker's scratch directory changes."""
+worker's scratch directory changes. Attacks on the sandbox run with the judge's source scan
+turned off (the allow-list would refuse them before they ran: the sandbox must hold on its own);
+attacks on the scan (SCAN_ATTACKS) run with it on."""
 
 import hashlib
 import os
@@ -8,6 +10,7 @@ import os
 import pytest
 
 from autograder.engine import config as grading_config
+from autograder.engine import runner
 from autograder.engine.assignment import step_modules
 from autograder.engine.runner import grade
 from conftest import INTEGRATION_STEPS, KIT, SOLUTIONS, full_marks, replace_once
@@ -51,11 +54,14 @@ HOSTILE = {
     "os_exit_in_step": (in_pad_batch("import os\nos._exit(3)"), "ended the Python process (exit code 3)"),
     "sys_exit_in_step": (in_pad_batch("raise SystemExit(0)"), "raised SystemExit"),
     "keyboard_interrupt": (in_pad_batch("raise KeyboardInterrupt"), "raised KeyboardInterrupt"),
-    "patch_allclose": (at_import("torch.allclose = lambda *a, **k: True"), "rewrites torch"),
-    "patch_assert_close": (at_import("torch.testing.assert_close = lambda *a, **k: None"), "rewrites torch"),
+    "patch_allclose": (at_import("torch.allclose = lambda *a, **k: True"), "which belongs to a library"),
+    "patch_assert_close": (
+        at_import("torch.testing.assert_close = lambda *a, **k: None"),
+        "which belongs to a library",
+    ),
     "patch_grader_modules": (
         at_import("import sys\nsys.modules['autograder.engine.check'].compare = lambda *a, **k: None"),
-        "reaches into the grader",
+        "reaches sys.modules",
     ),
     "read_the_reference": (
         at_import(f"REFERENCE = open({str(SOLUTIONS / 'mha' / 'padding.py')!r}).read()"),
@@ -110,6 +116,8 @@ HOSTILE = {
         "torch.nn.functional.scaled_dot_product_attention",
     ),
 }
+# Attacks the judge's source scan must refuse (the others test the sandbox, with the scan off).
+SCAN_ATTACKS = {"patch_allclose", "patch_assert_close", "patch_grader_modules", "sdpa_for_attention"}
 STEP_OF_FILE = {"padding.py": {"padding"}, "attention.py": {"attention", "masking"}}
 # A forbidden call costs the checks that made it: masking's checks of padding_mask and
 # causal_mask alone do not run attention.py.
@@ -148,8 +156,10 @@ def test_every_hostile_submission_is_planted_where_it_says():
 
 @pytest.mark.slow  # a minute for all of them; CI runs them (pytest -m "")
 @pytest.mark.parametrize("name", list(HOSTILE))
-def test_hostile_submission(name, submission, quick_config):
+def test_hostile_submission(name, submission, quick_config, monkeypatch):
     changes, reason = HOSTILE[name]
+    if name not in SCAN_ATTACKS:
+        monkeypatch.setattr(runner, "forbidden_in_source", lambda *args, **kwargs: None)
     files = {}
     for file, (old, new) in changes.items():
         source = (SOLUTIONS / "mha" / file).read_text()
@@ -209,9 +219,11 @@ def test_sandbox_layers_in_force_are_reported(quick_config):
     assert result.to_json()["sandbox"] == result.sandbox
 
 
-def test_every_submission_gets_a_worker_of_its_own(submission, tmp_path, quick_config):
+def test_every_submission_gets_a_worker_of_its_own(submission, tmp_path, quick_config, monkeypatch):
     """Workers are forked ahead of need (spares), but none ever grades two submissions: what one
-    submission leaves behind in its process never reaches the next."""
+    submission leaves behind in its process never reaches the next (os.environ: the scan, which
+    refuses `import os`, is off)."""
+    monkeypatch.setattr(runner, "forbidden_in_source", lambda *args, **kwargs: None)
     source = (SOLUTIONS / "mha" / "padding.py").read_text()
     leave = (
         "import os\nprint('pid', os.getpid(), 'saw', os.environ.get('MHA_LAB_LEFTOVER'))\n"

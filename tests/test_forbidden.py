@@ -146,7 +146,7 @@ def test_tampering_in_a_helper_module_costs_the_steps_that_import_it(config, sub
     assert set(full_marks(result)) == {"attention", "masking"}
     for step in ("attention", "masking"):
         assert result.step(step).score == 0
-        assert all("mha/util.py, line 3: torch._C" in c.message for c in result.step(step).checks)
+        assert all("mha/util.py, line 3: `torch._C`" in c.message for c in result.step(step).checks)
     assert result.step("padding").score == result.step("padding").max_score
 
 
@@ -183,6 +183,10 @@ def test_source_scan_sees_names_built_from_strings():
         "import torch\nop = torch.ops.aten.softmax.int.decompose\n",
         "import mha.attention as me\nme.__name__ = '__main__'\n",
         "__name__ = '__main__'\nif __name__ == '__main__':\n    pass\n",
+        # machinery an attention exercise has no use for (the allow-list: tests/test_source_policy.py)
+        "import torch\nx = torch.ops.aten.bmm\n",
+        "import torch\ncompiled = torch.compile\n",
+        "import re\n",
     ],
 )
 def test_tampering_scan_flags_ways_to_silence_the_watch(code):
@@ -195,12 +199,12 @@ def test_tampering_scan_flags_ways_to_silence_the_watch(code):
         "import math\nimport torch\nimport torch.nn as nn\nimport torch.nn.functional as F\n",
         "class M:\n    def w(self, name):\n        return getattr(self, f'w_{name}')\n",
         "def f(self):\n    return self.__class__.__name__, type(self).__name__\n",
-        "import torch\nx = torch.ops.aten.bmm\nwith torch.no_grad():\n    pass\n",
+        "import torch\nx = torch.bmm\nwith torch.no_grad():\n    pass\n",
         '"""Never import gc or call torch._C."""\n# exec(...) would be bad\n',
         "if __name__ == '__main__':\n    import inspect\n    exec('print(1)')\n",
         "def test_me():\n    import gc\n",
         "class TestThing:\n    def test_a(self):\n        import inspect\n",
-        "import torch\ncompiled = torch.compile\nimport re\nre.compile('x')\n",
+        "import torch\ndevice = 'cuda' if torch.cuda.is_available() else 'cpu'\nx = torch.ones(2).to(device).cpu()\n",
     ],
 )
 def test_tampering_scan_leaves_ordinary_code_alone(code):

@@ -224,7 +224,7 @@ def test_an_exception_text_of_megabytes_is_cut(submission, config):
 
 
 @pytest.mark.slow
-def test_a_submission_has_a_time_budget(submission):
+def test_a_submission_has_a_time_budget(submission, no_source_policy):
     """Correct code that sleeps just under each check's limit held a worker for minutes; now the
     budget runs out, the worker is stopped and the checks not run fail, saying so."""
     text = grading_config.default_path().read_text().replace("timeout: 10", "timeout: 1\n  budget: 3")
@@ -307,3 +307,21 @@ def test_a_notebook_nested_thousands_of_levels_is_read_as_broken(tmp_path, confi
     notebook.write_text('{"cells": ' + "[" * 5000 + "]" * 5000 + "}")
     result = grade(tmp_path, config, steps=["padding"])
     assert {c.message_id for c in result.step("padding").checks} == {"missing_file"}
+
+
+@pytest.mark.slow
+def test_a_helper_in_a_sub_package_reaches_the_worker(submission, config):
+    """The judge scans sub-folders of the package; the worker gets them too (it had the top-level
+    files only, so a correct helper in mha/tools/ failed at import in the sandbox alone)."""
+    helper = "import math\n\n\ndef scale(d_k):\n    return 1 / math.sqrt(d_k)\n"
+    attention = (SOLUTIONS / "mha" / "attention.py").read_text()
+    old = "scores = q @ k.transpose(-2, -1) / math.sqrt(d_k)"
+    assert old in attention
+    attention = "from .tools.numbers import scale\n" + attention.replace(
+        old, "scores = q @ k.transpose(-2, -1) * scale(d_k)"
+    )
+    root = submission(files={"attention.py": attention})
+    (root / "mha" / "tools").mkdir()
+    (root / "mha" / "tools" / "numbers.py").write_text(helper)
+    result = grade(root, config, steps=["attention"], isolate=True)
+    assert result.step("attention").score == 15, [c.message for c in result.step("attention").checks]

@@ -504,6 +504,93 @@ class MultiHeadAttention(nn.Module):
             ("return self.w_o(merged)", "return self.proj(merged)"),
         ],
     ),
+    # The edges of the source allow-list (issue 21): a dataclass, typing, functools.partial,
+    # copy.deepcopy, numpy, a nested class, getattr with an f-string, properties, static and
+    # class methods, a torch.no_grad() decorator, register_buffer, ModuleDict, sys.stderr, asserts.
+    Rewrite(
+        "mha_allow_list_edges",
+        "mha.py",
+        '''"""A MultiHeadAttention written with what the source allow-list accepts (tests/variants.py)."""
+from __future__ import annotations
+
+import copy
+import functools
+import math
+import sys
+from dataclasses import dataclass
+from typing import Optional
+
+import numpy as np
+import torch
+from torch import nn
+
+from .heads import merge_heads, split_heads
+
+
+@dataclass(frozen=True)
+class Sizes:
+    d_model: int
+    num_heads: int
+
+    @property
+    def d_k(self) -> int:
+        return self.d_model // self.num_heads
+
+
+class MultiHeadAttention(nn.Module):
+    class Projections(nn.Module):
+        def __init__(self, layer: nn.Linear) -> None:
+            super().__init__()
+            self.layers = nn.ModuleDict({name: copy.deepcopy(layer) for name in "qkvo"})
+            for name in "qkvo":
+                setattr(self, f"w_{name}", self.layers[name])
+
+    def __init__(self, d_model, num_heads, dropout=0.0, bias=True, causal=False):
+        super().__init__()
+        if d_model % num_heads != 0:
+            raise ValueError(f"d_model={d_model} is not divisible by num_heads={num_heads}")
+        self.sizes = Sizes(d_model, num_heads)
+        self.num_heads, self.causal = num_heads, causal
+        linear = functools.partial(nn.Linear, bias=bias)
+        self.proj = self.Projections(linear(d_model, d_model))
+        for name in "qkvo":  # independent initial weights, as four nn.Linear would have
+            self.proj.layers[name].reset_parameters()
+        self.dropout = nn.Dropout(dropout)
+        self.register_buffer("scale", torch.tensor(1 / math.sqrt(self.sizes.d_k)), persistent=False)
+
+    @staticmethod
+    def fill(dtype: torch.dtype) -> float:
+        return float(np.finfo(np.float32).min) if dtype == torch.float32 else torch.finfo(dtype).min
+
+    @classmethod
+    def small(cls) -> "MultiHeadAttention":
+        return cls(8, 2)
+
+    @torch.no_grad()
+    def weights_only(self, x):
+        print("weights of", type(self).__name__, file=sys.stderr)
+        return self.forward(x)
+
+    def forward(self, query, key=None, value=None, pad_mask: Optional[torch.Tensor] = None):
+        key = query if key is None else key
+        value = key if value is None else value
+        q, k, v = (
+            split_heads(getattr(self.proj, f"w_{name}")(x), self.num_heads)
+            for name, x in zip("qkv", (query, key, value))
+        )
+        assert q.shape[-1] == self.sizes.d_k, "heads of the wrong width"
+        scores = torch.einsum("bhqd,bhkd->bhqk", q, k) * self.scale.to(q.dtype)
+        Lq, Lk = scores.shape[-2:]
+        blocked = torch.zeros(Lq, Lk, dtype=torch.bool, device=scores.device)
+        if self.causal:
+            blocked = torch.ones_like(blocked).triu(diagonal=1)
+        if pad_mask is not None:
+            blocked = blocked | pad_mask[:, None, None, :]
+        scores = scores.masked_fill(blocked, self.fill(scores.dtype))
+        weights = self.dropout(torch.softmax(scores, dim=-1))
+        return self.proj.w_o(merge_heads(weights @ v))
+''',
+    ),
     Rewrite(
         "fused_lazy",
         "projection.py",

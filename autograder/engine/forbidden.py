@@ -4,31 +4,36 @@ evidence, and the submission's file graph (which files a step's code runs).
 Whether a forbidden call was made is decided at run time, where the call is made: the watch of
 autograder/harness/watch.py, beside the student's code. This module runs in the judge and never
 runs student code: it names the line of a call the watch saw (`scan_source`), refuses code that
-reaches outside what an attention exercise needs (`scan_tampering`), and follows the
-submission's imports (`reached_files`).
+reaches outside what an attention exercise needs (`scan_tampering`: source_policy.py, an
+allow-list), and follows the submission's imports (`reached_files`).
 """
 
 import ast
 import functools
 from pathlib import Path
 
-from autograder.harness.watch import short_name
+from autograder.engine import messages, source_policy
 from autograder.engine.submission import refusal, walk_files  # what staging refuses is not parsed
+from autograder.harness.watch import short_name
 
 
 # ---------------------------------------------------------------------------- in the source
 
 
-@functools.lru_cache(maxsize=64)
+@functools.lru_cache(maxsize=16)  # a submission's files: each entry holds a whole tree
 def nodes(source: str):
-    """The nodes of the graded code of `source` (None on a syntax error), parsed and walked once
-    per source. Graded code is all of it but `if __name__ == "__main__":` blocks and test
-    functions (`def test_*`, at module level or in a `class Test*`), which the grader never runs:
-    such a block counts as graded where the file rebinds `__name__`, and such a function where
-    the file names it anywhere else (it could be called). Read-only to callers."""
+    """The nodes of the graded code of `source` (None on a syntax error, or for a file too large
+    to be graded: source_policy refuses it unread), parsed and walked once per source. Graded
+    code is all of it but `if __name__ == "__main__":` blocks and test functions (`def test_*`,
+    at module level or in a `class Test*`), which the grader never runs: such a block counts as
+    graded where the file rebinds `__name__`, and such a function where the file names it
+    anywhere else (it could be called). Read-only to callers. (Forbidden-call evidence only:
+    what is tampering is source_policy's, which also reads the bodies of `class Test*`.)"""
+    if len(source) > source_policy.MAX_SOURCE_CHARS:
+        return None
     try:
-        tree = ast.parse(source)
-    except (SyntaxError, ValueError):
+        tree = ast.parse(source.encode("utf-8", "surrogatepass"))  # as an import reads it (a byte-order mark)
+    except (SyntaxError, ValueError, RecursionError, MemoryError):
         return None
     every = tuple(ast.walk(tree))
     loads = {n.id for n in every if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Load)}
@@ -168,128 +173,17 @@ def scan_source(source: str, forbidden) -> list:
 
 # ---------------------------------------------------------------------------- tampering
 
-# Modules an MHA file has no use for, that reach into the grader or the interpreter.
-GRADER_REACH = {
-    "autograder",
-    "ctypes",
-    "_ctypes",
-    "cffi",
-    "gc",
-    "builtins",
-    "importlib",
-    "inspect",
-    "runpy",
-    "pkgutil",
-    "imp",
-    "zipimport",
-    "marshal",
-}
-# torch's dispatcher and override machinery: what switches the run-time watch off.
-TORCH_INTERNALS = {
-    "_C",
-    "_ops",
-    "_dispatch",
-    "_python_dispatch",
-    "overrides",
-    "library",
-    "_library",
-    "_subclasses",
-    "_decomp",
-    "_prims",
-    "_refs",
-    "_higher_order_ops",
-    "_functorch",
-    "_dynamo",
-    "_guards",
-    "profiler",
-}
-# Attributes that reach the interpreter's internals: frames, code, globals, every class.
-REFLECTION = {
-    "__subclasses__",
-    "__globals__",
-    "__code__",
-    "__closure__",
-    "__builtins__",
-    "__import__",
-    "__mro__",
-    "__bases__",
-    "__base__",
-    "__loader__",
-    "f_back",
-    "f_locals",
-    "f_globals",
-    "f_builtins",
-    "tb_frame",
-    "gi_frame",
-    "cr_frame",
-    "ag_frame",
-    "_getframe",
-    "settrace",
-    "setprofile",
-    "decompose",
-    "_op_dk",
-    "redispatch",
-    "py_kernels",
-    "FunctionType",
-    "CodeType",
-}
-_DYNAMIC_CODE = {"eval", "exec", "compile", "globals", "breakpoint"}
-
 
 def scan_tampering(source: str) -> list:
-    """[(what, line)] for graded code that could reach into the grader, switch off its watch or
-    rewrite torch: importing the grader (or ctypes, gc, builtins, importlib, inspect, ...),
-    torch's dispatcher internals (torch._C, torch.overrides, torch.library, ...), sys.modules,
-    frames and other reflection (also as a getattr with a string built from literals), eval /
-    exec / compile / globals(), rebinding __name__, assigning to an attribute of torch or setattr
-    on it. Such code could make the worker misreport; it scores zero in the steps that run it."""
-    every_node = nodes(source)
-    if every_node is None:
-        return []
-    torch_names = _torch_aliases(every_node)
-    hits = []
-    for node in every_node:
-        if isinstance(node, ast.Import):
-            for alias in node.names:
-                parts = alias.name.split(".")
-                if parts[0] in GRADER_REACH or (parts[0] == "torch" and TORCH_INTERNALS & set(parts)):
-                    hits.append((f"import {alias.name}", node.lineno))
-        elif isinstance(node, ast.ImportFrom) and not node.level:
-            parts = (node.module or "").split(".")
-            imported = {a.name for a in node.names}
-            if parts[0] in GRADER_REACH or (parts[0] == "torch" and TORCH_INTERNALS & (set(parts) | imported)):
-                hits.append((f"from {node.module} import ...", node.lineno))
-        elif isinstance(node, ast.Attribute):
-            if node.attr == "modules" and _root(node) == "sys" or node.attr in REFLECTION:
-                hits.append((ast.unparse(node)[:80], node.lineno))
-            elif node.attr in TORCH_INTERNALS and _root(node) in torch_names:
-                hits.append((ast.unparse(node)[:80], node.lineno))
-        elif isinstance(node, ast.Name):
-            if node.id in ("__builtins__", "__import__"):
-                hits.append((node.id, node.lineno))
-            elif node.id == "__name__" and not isinstance(node.ctx, ast.Load):
-                hits.append(("rebinding __name__", node.lineno))
-        if isinstance(node, ast.Call) and isinstance(node.func, ast.Name):
-            if node.func.id in _DYNAMIC_CODE:
-                hits.append((f"{node.func.id}()", node.lineno))
-            elif node.func.id in _LOOKUPS and len(node.args) >= 2:
-                name = folded(node.args[1])
-                if (
-                    name in REFLECTION
-                    or name in TORCH_INTERNALS
-                    and _root(node.args[0]) in torch_names
-                    or name == "modules"
-                    and _root(node.args[0]) == "sys"
-                ):
-                    hits.append((f"{node.func.id}(..., {name!r})", node.lineno))
-                elif node.func.id in ("setattr", "delattr") and _root(node.args[0]) in torch_names:
-                    hits.append((f"{node.func.id} on a torch module", node.lineno))
-        elif isinstance(node, (ast.Assign, ast.AugAssign, ast.AnnAssign)):
-            targets = node.targets if isinstance(node, ast.Assign) else [node.target]
-            for target in targets:
-                if isinstance(target, ast.Attribute) and (_root(target) in torch_names or target.attr == "__name__"):
-                    hits.append((f"assignment to {ast.unparse(target)}", node.lineno))
-    return sorted(set(hits), key=lambda hit: hit[1])
+    """[(what, line)] for each construct of a graded file outside what an attention exercise
+    needs (autograder/engine/source_policy.py: an allow-list of modules, built-ins and
+    attributes, read from every statement), by line; `what` says the construct and why it is
+    refused, in the chosen language. Such code could reach into the grader or switch off its
+    watch; it scores zero in the steps that run it."""
+    return [
+        (messages.render(found.message_id, code=found.code, name=found.name), found.line)
+        for found in source_policy.findings(source)
+    ]
 
 
 # ---------------------------------------------------------------------------- the submission's files
@@ -304,7 +198,10 @@ def package_files(directory) -> dict:
     for path in walk_files(root):
         if refusal(path.lstat()) is not None:
             continue
-        files[f"{root.name}/" + path.relative_to(root).as_posix()] = path.read_text(encoding="utf-8", errors="replace")
+        # utf-8-sig: a byte-order mark is not part of the source (Python's import skips it)
+        files[f"{root.name}/" + path.relative_to(root).as_posix()] = path.read_text(
+            encoding="utf-8-sig", errors="replace"
+        )
     return files
 
 

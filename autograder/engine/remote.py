@@ -19,7 +19,7 @@ from pathlib import Path
 
 from autograder.engine.check import Fail
 from autograder.engine.observation import Facts, Hang, Observation, malformed, read_report
-from autograder.engine.submission import SOURCE_LIMIT, refusal
+from autograder.engine.submission import SOURCE_LIMIT, refusal, walk_files
 from autograder.engine.text import printable
 from autograder.sandbox import wire
 from autograder.sandbox.worker import GRACE, Worker, WorkerGone, encoded
@@ -32,28 +32,22 @@ MAX_FILES = 200  # .py files of a package sent to a worker
 
 
 def submission_files(submission, package):
-    """{file name: bytes} of the regular .py files in submission/<package> (no links, nothing
-    huge, at most MAX_FILES), read through descriptors that refuse to follow a link."""
+    """{path relative to the package folder: bytes} of the regular .py files in
+    submission/<package> and its sub-packages (no links, nothing huge, within staging's limits:
+    submission.walk_files), each read through a descriptor that refuses to follow a link."""
+    root = Path(submission) / package
     files = {}
-    try:
-        directory = os.open(Path(submission) / package, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW)
-    except OSError:
-        return files
-    try:
-        for name in sorted(os.listdir(directory)):
-            if not name.endswith(".py") or "/" in name or not name[:-3].isidentifier():
-                continue
-            if len(files) >= MAX_FILES:
-                break
-            try:
-                fd = os.open(name, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK, dir_fd=directory)
-            except OSError:
-                continue
-            with os.fdopen(fd, "rb") as f:
-                if refusal(os.fstat(f.fileno())) is None:  # what refused_files reports, staging skips
-                    files[name] = f.read(SOURCE_LIMIT + 1)[:SOURCE_LIMIT]
-    finally:
-        os.close(directory)
+    for path in walk_files(root)[:MAX_FILES]:
+        relative = path.relative_to(root)
+        if not all(part.isidentifier() for part in [*relative.parts[:-1], relative.stem]):
+            continue  # not importable as a module of the package
+        try:
+            fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
+        except OSError:
+            continue
+        with os.fdopen(fd, "rb") as f:
+            if refusal(os.fstat(f.fileno())) is None:  # what refused_files reports, staging skips
+                files[relative.as_posix()] = f.read(SOURCE_LIMIT + 1)[:SOURCE_LIMIT]
     return files
 
 

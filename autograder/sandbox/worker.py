@@ -92,7 +92,12 @@ def worker_main(channel_fd, output_fd, server_layers, scratch, serve, facts=None
         budget -= len(data)
         if budget < 0:
             break
-        fd = os.open(os.path.join(package, name), os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600)
+        parts = name.split("/")
+        if not all(part.isidentifier() for part in [*parts[:-1], parts[-1].removesuffix(".py")]):
+            continue  # a file of a sub-package: each folder a Python name, never '..'
+        for depth in range(1, len(parts)):
+            os.makedirs(os.path.join(package, *parts[:depth]), 0o700, exist_ok=True)
+        fd = os.open(os.path.join(package, *parts), os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600)
         with os.fdopen(fd, "wb") as f:
             f.write(data)
     seal(scratch)  # nothing is written in the worker from here on

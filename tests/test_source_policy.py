@@ -1,0 +1,509 @@
+"""The source allow-list (autograder/engine/source_policy.py): every escape class is refused in
+every construct, with the file and line named; every correct implementation style passes.
+
+Each case of ESCAPES passed the deny-list scanner this allow-list replaced (shown by running
+these cases against that scanner: see the commit that added this file)."""
+
+import pkgutil
+import tracemalloc
+import types
+
+import pytest
+
+from autograder.engine import messages, source_policy
+from autograder.engine.forbidden import scan_tampering
+from autograder.engine.source_policy import findings
+from conftest import SOLUTIONS, full_marks, grade_with_hidden, replace_once
+from variants import VARIANTS
+
+# (escape class, code): each must be refused.
+ESCAPES = {
+    "modules": [
+        "import os\nos.system('true')\n",
+        "import torch\ntorch.os.system('true')\n",  # a module reached through an allowed one
+        "import typing\nmodules = typing.sys.modules\n",
+        "import dataclasses\ndataclasses.inspect.currentframe()\n",
+        "from torch.nn import functional as F\nF.importlib.import_module('gc')\n",
+        "import numpy as np\nnp.lib.stride_tricks.as_strided\n",
+        "from pathlib import Path\n",
+        "import torch.utils.data\n",
+    ],
+    "frames": [
+        "def f():\n    yield\ncode = f().gi_code\n",
+        "try:\n    1 / 0\nexcept ZeroDivisionError as error:\n    frame = error.__traceback__.tb_next\n",
+        "def f():\n    return (yield)\ng = f()\nnext(g)\ncaller = g.gi_yieldfrom\n",
+    ],
+    "import_machinery": [
+        "spec = __spec__\nloader = spec.loader\n",
+        "module = __loader__.load_module('gc')\n",
+        "from .helpers import shared\nshared._import_dotted_name('autograder')\n",
+    ],
+    "dynamic_code": [
+        "import typing\n\n\ndef f(x: \"print('ran')\"):\n    pass\n\n\ntyping.get_type_hints(f)\n",
+        "import torch\ntorch.utils.benchmark.Timer(stmt='print(1)').timeit(1)\n",
+        "namespace = vars()\n",
+        "here = locals()\n",
+        "import functools\n\n\n@functools.singledispatch\ndef f(x):\n    pass\n",
+        "import torch\nlocals_of = torch.compile\n",
+        "import torch\nstate = torch.load('weights.pt', weights_only=False)\n",
+    ],
+    "built_getattr": [
+        "import torch\nname = 'o' + 'ps'\nops = getattr(torch, name)\n",
+        "import torch\ninternals = getattr(torch, chr(95) + 'C')\n",
+        "import functools\nimport torch\nlookup = functools.partial(getattr, torch)\n",
+        "class M:\n    def get(self, name):\n        return getattr(self, name)\n",
+        "def f(x, name):\n    setattr(x, name, None)\n",
+        "import torch\nx = getattr(torch, f'o{\"ps\"}')\n",
+    ],
+    "string_smuggling": [
+        "name = 'redargotua'[::-1]\n",
+        "name = ''.join(['auto', 'grader'])\n",
+        "name = f'{\"auto\"}grader.engine'\n",
+        "parts = ('harness',)\n",
+    ],
+    "class_body": [
+        "class TestHelpers:\n    import gc\n    gc.collect()\n",
+        "class Model:\n    scope = vars()\n",
+        "class TestIt(metaclass=type):\n    def test_a(self):\n        import gc\n",
+    ],
+    "test_code_run_from_elsewhere": [
+        # the other file's test_* body is not read there: it may not be reached from here
+        "from .attention import test_helper\ntest_helper()\n",
+        "from . import attention\nattention.test_helper()\n",
+        "from .attention import *\n\ntest_helper()\n",
+        "from .attention import TestHelpers\n\n\nclass Runs(TestHelpers):\n    pass\n",
+        # a metaclass inherited from a base gets the Test class's functions
+        "class Meta(type):\n    def __new__(mcs, name, bases, ns):\n        return super().__new__(mcs, name, bases, ns)\n"
+        "class Base(metaclass=Meta):\n    pass\n"
+        "class TestX(Base):\n    def test_a(self):\n        import gc\n",
+    ],
+    "decorators_defaults_annotations": [
+        "def test_x(w=__import__('gc')):\n    pass\n",
+        "def test_y(x: exec('print(1)') = 1):\n    pass\n",
+        "import torch\n\n\n@torch.jit.script\ndef f(x):\n    return x\n",
+        "def f(x=(lambda: vars())()):\n    return x\n",
+        "class M:\n    def f(self, w=[breakpoint]):\n        pass\n",
+    ],
+    "assignment_into_torch": [
+        "import torch\nT = torch.Tensor\nT.softmax = lambda self, dim: self\n",
+        "import torch\nF = torch.nn.functional\nF.softmax = lambda x, dim: x\n",
+        "import torch.nn.functional as F\ndel F.softmax\n",
+        "from .helpers import torch_alias\ntorch_alias.softmax = print\n",
+        "import math\nmath.sqrt = abs\n",
+    ],
+    "threading": [
+        "import threading\n",
+        "from concurrent.futures import ThreadPoolExecutor\n",
+        "import torch\nfuture = torch.jit.fork(print)\n",
+        "import multiprocessing\n",
+        "import asyncio\n",
+    ],
+    "encoding": [
+        # Python decodes the file as declared, the judge as UTF-8: `+AAo-` is a newline in UTF-7
+        "# -*- coding: utf-7 -*-\nx = 1  # +AAo-import os+AAo-os.system('true')\n",
+        "#!/usr/bin/env python\n# vim: set fileencoding=unicode_escape :\nx = 1\n",
+    ],
+    "byte_order_mark": [
+        # a str parse refuses U+FEFF (a syntax error: "the import will say so"), an import skips it
+        "\ufeffimport os\nos.system('true')\n",
+    ],
+    "reflection": [
+        "import torch\nself_of = torch.softmax.__self__\n",
+        "class A:\n    def f(self, name):\n        return self.__getattribute__(name)\n",
+        "import torch\nmodules = {'t': torch}\n",
+        "import numpy as np\nnamespaces = [np]\n",
+        "import torch\n\n\nclass Sneaky(torch.Tensor):\n    def __torch_function__(self, func, types, args=(), kwargs=None):\n        return func\n",
+    ],
+}
+
+
+# Refused by the deny-list too: kept so that the allow-list is seen to cover them.
+ALSO_REFUSED = [
+    "from torch import nn\nnn.Module.__call__ = lambda self, *a: None\n",
+    "import torch\nsetattr(torch.nn.functional, 'softmax', print)\n",
+    "x = ().__class__.__base__.__subclasses__()\n",
+    "def f():\n    pass\ng = f.__globals__\n",
+    "__name__ = '__main__'\n",
+    "import torch\nwith torch._C.DisableTorchFunction():\n    pass\n",
+    "import sys\nframe = sys._getframe(1)\n",
+    "exec('import ' + 'gc')\n",
+]
+
+
+@pytest.mark.parametrize(
+    "code",
+    [pytest.param(code, id=f"{kind}-{i}") for kind, codes in ESCAPES.items() for i, code in enumerate(codes)]
+    + [pytest.param(code, id=f"also-{i}") for i, code in enumerate(ALSO_REFUSED)],
+)
+def test_an_escape_is_refused(code):
+    found = scan_tampering(code)
+    assert found, f"not refused:\n{code}"
+    what, line = found[0]
+    assert isinstance(line, int) and line >= 1 and what
+
+
+def test_a_declared_encoding_would_hide_code_from_a_utf8_reading():
+    """What the encoding case above guards against: Python compiles the hidden line."""
+    source = ESCAPES["encoding"][0]
+    assert "os" in compile(source.encode("ascii"), "m.py", "exec").co_names  # Python sees `import os`
+    assert "os" not in compile(source, "m.py", "exec").co_names  # a UTF-8 reading does not
+    (found,) = findings(source)
+    assert (found.message_id, found.name, found.line) == ("policy.encoding", "utf-7", 1)
+    assert findings("# -*- coding: utf-8 -*-\nimport torch\n") == ()
+
+
+def test_a_finding_names_the_construct_and_why_in_both_languages():
+    source = "import torch\n\n\nclass Model:\n    hidden = torch._C\n"
+    (found,) = findings(source)
+    assert (found.message_id, found.code, found.name, found.line) == ("policy.private", "torch._C", "torch._C", 5)
+    english = messages.render(found.message_id, "en", code=found.code, name=found.name)
+    korean = messages.render(found.message_id, "ko", code=found.code, name=found.name)
+    assert "`torch._C`" in english and "private" in english
+    assert "`torch._C`" in korean and "비공개" in korean
+
+
+# ---------------------------------------------------------------------------- correct code passes
+
+
+def test_every_solution_and_variant_scans_clean():
+    sources = {path: path.read_text() for path in sorted(SOLUTIONS.rglob("*.py"))}
+    for variant in VARIANTS:
+        path = SOLUTIONS / "mha" / variant.file
+        sources[f"{variant.id} ({variant.file})"] = variant.apply(path.read_text())
+    assert len(sources) > 40
+    refused = {name: findings(source) for name, source in sources.items() if findings(source)}
+    assert refused == {}
+
+
+# Whole files in styles a student may write, each exercising an edge of the allow-list (written
+# for these tests; they are read, not graded: tests/variants.py grades full implementations).
+STYLES = {
+    "dataclass_config_typing": """
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from typing import Optional, Tuple
+
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+
+
+@dataclass(frozen=True)
+class AttentionConfig:
+    d_model: int = 64
+    num_heads: int = 4
+    dropout: float = 0.0
+    sizes: Tuple[int, ...] = field(default_factory=tuple)
+
+    @property
+    def head_dim(self) -> int:
+        return self.d_model // self.num_heads
+
+
+class Attention(nn.Module):
+    def __init__(self, config: AttentionConfig) -> None:
+        super().__init__()
+        if config.d_model % config.num_heads:
+            raise ValueError(f"d_model={config.d_model} is not a multiple of num_heads={config.num_heads}")
+        self.config = config
+        self.qkv = nn.Linear(config.d_model, 3 * config.d_model)
+        self.proj = nn.Linear(config.d_model, config.d_model)
+        self.register_buffer("scale", torch.tensor(1 / math.sqrt(config.head_dim)), persistent=False)
+
+    def forward(self, x: torch.Tensor, mask: Optional[torch.Tensor] = None) -> torch.Tensor:
+        B, L, D = x.shape
+        assert D == self.config.d_model, "wrong width"
+        q, k, v = self.qkv(x).view(B, L, 3, self.config.num_heads, -1).permute(2, 0, 3, 1, 4)
+        scores = torch.einsum("bhqd,bhkd->bhqk", q, k) * self.scale
+        if mask is not None:
+            scores = scores.masked_fill(mask, torch.finfo(scores.dtype).min)
+        weights = F.softmax(scores, dim=-1)
+        return self.proj((weights @ v).transpose(1, 2).reshape(B, L, D))
+""",
+    "helpers_partial_deepcopy_numpy": """
+import copy
+import functools
+import math
+from collections import OrderedDict
+
+import numpy as np
+import torch
+from torch import nn
+
+from .heads import merge_heads, split_heads
+from . import masking
+
+
+def clones(module, n):
+    return nn.ModuleList([copy.deepcopy(module) for _ in range(n)])
+
+
+NEG = -np.inf
+SQRT2 = np.sqrt(2.0)
+linear = functools.partial(nn.Linear, bias=False)
+
+
+class Block(nn.Module):
+    class Inner(nn.Module):
+        def __init__(self, width):
+            super(Block.Inner, self).__init__()
+            self.layers = nn.Sequential(OrderedDict([("fc", linear(width, width)), ("act", nn.GELU())]))
+
+        def forward(self, x):
+            return self.layers(x)
+
+    def __init__(self, width, heads):
+        super().__init__()
+        self.heads = heads
+        self.inner = clones(self.Inner(width), 2)
+        self.proj = nn.ModuleDict({name: linear(width, width) for name in ("q", "k", "v")})
+        self._cache = None
+        self.reset_parameters()
+
+    def reset_parameters(self):
+        for layer in self.proj.values():
+            nn.init.xavier_uniform_(layer.weight, gain=1 / math.sqrt(2))
+
+    @staticmethod
+    def scale(d):
+        return d ** -0.5
+
+    @classmethod
+    def small(cls):
+        return cls(8, 2)
+
+    @torch.no_grad()
+    def attention_map(self, x):
+        return self.forward(x, return_weights=True)[1]
+
+    def forward(self, x, pad_mask=None, return_weights=False):
+        q, k, v = (split_heads(self.proj[n](x), self.heads) for n in ("q", "k", "v"))
+        scores = q @ k.transpose(-2, -1) * self.scale(q.size(-1))
+        blocked = masking.causal_mask(x.size(1))
+        scores = scores.masked_fill(blocked, NEG)
+        weights = scores.softmax(dim=-1)
+        if torch.isnan(weights).any():
+            raise RuntimeError(f"NaN in {type(self).__name__}: {self.__class__.__name__}")
+        self._cache = weights.detach()
+        out = merge_heads(weights @ v)
+        return (out, weights) if return_weights else out
+
+
+if __name__ == "__main__":
+    import time
+    print(Block.small()(torch.randn(1, 3, 8)).shape, time.time())
+""",
+    "einops_lambda_match_walrus": """
+import itertools
+from enum import Enum
+from typing import NamedTuple
+
+import torch
+from einops import rearrange
+from torch import Tensor
+
+
+class Layout(Enum):
+    BHLD = "bhld"
+    BLHD = "blhd"
+
+
+class Shapes(NamedTuple):
+    batch: int
+    length: int
+
+
+def attend(q: Tensor, k: Tensor, v: Tensor, layout: Layout = Layout.BHLD) -> Tensor:
+    match layout:
+        case Layout.BLHD:
+            q, k, v = (rearrange(t, "b l h d -> b h l d") for t in (q, k, v))
+        case _:
+            pass
+    if (d := q.shape[-1]) <= 0:
+        raise ValueError(f"empty head dimension {d!r}")
+    scores = (q @ k.mT) / d ** 0.5
+    weights = torch.softmax(scores.float(), dim=-1).to(q.dtype)
+    pairs = list(itertools.product(range(2), repeat=2))
+    assert all(isinstance(p, tuple) for p in pairs)
+    weight = getattr(weights, "contiguous")()
+    key = sorted(pairs, key=lambda p: (p[1], p[0]))
+    return weight @ v if key else v
+
+
+def test_attend_matches():
+    import pytest  # an unreferenced test function: its body is not graded
+    assert pytest
+
+
+class TestAttend:
+    def test_shapes(self):
+        import inspect
+        assert inspect
+""",
+    "kv_cache_style": '''
+import math
+import sys
+import warnings
+from typing import Optional
+
+import torch
+import torch.nn.functional as F
+
+
+class KVCache:
+    """A growing cache."""
+
+    __slots__ = ("k", "v", "_length")
+
+    def __init__(self):
+        self.k: Optional[torch.Tensor] = None
+        self.v: Optional[torch.Tensor] = None
+        self._length = 0
+
+    def __len__(self):
+        return self._length
+
+    def update(self, k, v):
+        if self.k is None:
+            self.k, self.v = k, v
+        else:
+            self.k = torch.cat([self.k, k], dim=2)
+            self.v = torch.cat([self.v, v], dim=2)
+        self._length = self.k.shape[2]
+        return self.k, self.v
+
+
+def repeat_kv(x, n_rep):
+    if n_rep < 1:
+        warnings.warn("n_rep < 1: nothing repeated", stacklevel=2)
+        return x
+    b, h, length, d = x.shape
+    return x[:, :, None].expand(b, h, n_rep, length, d).reshape(b, h * n_rep, length, d)
+
+
+def cached_attention(q, k, v, cache=None, layer_names=("w_q", "w_k")):
+    for i, name in enumerate(layer_names):
+        assert getattr(cache, f"w_{i}", None) is None or hasattr(cache, name)
+    if cache is not None:
+        k, v = cache.update(k, v)
+    scale = 1.0 / math.sqrt(q.size(-1))
+    weights = F.softmax(q @ k.transpose(-2, -1) * scale, dim=-1)
+    device = "cuda" if torch.cuda.is_available() else "mps" if torch.backends.mps.is_available() else "cpu"
+    torch.testing.assert_close(weights.sum(-1), torch.ones_like(weights.sum(-1)))
+    print(f"{device}: {torch.__version__}", weights.shape, file=sys.stderr)
+    return weights @ v
+''',
+}
+
+
+@pytest.mark.parametrize("name", list(STYLES))
+def test_a_correct_style_scans_clean(name):
+    assert findings(STYLES[name]) == ()
+
+
+def test_code_that_is_never_run_is_not_read():
+    """The body of a `__main__` block and of unreferenced test functions: a self-test may use
+    anything. Their decorators, defaults and annotations run at import: they are read."""
+    body = "    import gc\n    exec('print(1)')\n"
+    assert findings("if __name__ == '__main__':\n" + body) == ()
+    assert findings("def test_me():\n" + body) == ()
+    assert findings("class TestMe:\n    def test_a(self):\n" + body.replace("    ", "        ")) == ()
+    assert findings("if __name__ == '__main__':\n    pass\nelse:\n    import gc\n")  # the else runs
+    assert findings("def test_me():\n" + body + "test_me()\n")  # called: graded
+    assert findings("def test_me():\n" + body + "run = 'test_me'\n")  # named: graded
+    assert findings("__name__ = 'x'\nif __name__ == '__main__':\n" + body)
+    assert findings("@print\ndef test_me():\n" + body)
+
+
+def test_a_file_too_deep_to_parse_is_unreadable_not_a_crash():
+    deep = "x = y" + ".a" * 50_000 + "\n"  # Python's parser gives up (RecursionError)
+    assert [f.message_id for f in findings(deep)] == ["policy.unreadable"]
+    what, line = scan_tampering(deep)[0]
+    assert line == 1 and "nested too deeply" in what
+    assert [f.message_id for f in findings("f = " + "lambda: " * 5000 + "1\n")] == ["policy.unreadable"]  # MemoryError
+    # Parentheses and blocks nested beyond Python's limits are syntax errors: the import says so
+    assert findings("x = " + "(" * 100_000 + "1" + ")" * 100_000 + "\n") == ()
+    assert findings("".join(" " * i + "if x:\n" for i in range(150)) + " " * 150 + "pass\n") == ()
+
+
+def test_a_file_too_large_is_refused_unread():
+    (found,) = findings("x = 1\n" * ((300 << 10) // 6))
+    assert (found.message_id, found.line) == ("policy.too_large", 1)
+    assert messages.render(found.message_id, "en", code=found.code, name=found.name).startswith("the file has ")
+
+
+def test_strings_built_from_literals_cost_the_judge_little():
+    """Folding '%0999999999d' % 1 or a join of long repeats would build them in the judge: such
+    strings are left unbuilt (they name nothing the check could see)."""
+    source = (
+        "a = '%0999999999d' % 1\n"
+        "b = ''.join([" + ", ".join(["'x' * 4096"] * 5000) + "])\n"  # 20 MiB if built
+        "c = ''.join(['x' * 4000, 'y' * 4000, 'z' * 4000])\n"
+        "d = 'auto' * 1099511627776\n"
+    )
+    tracemalloc.start()
+    assert findings(source) == ()
+    peak = tracemalloc.get_traced_memory()[1]
+    tracemalloc.stop()
+    assert peak < 16 << 20, f"{peak >> 20} MiB"
+    assert [f.name for f in findings("x = '%s%s' % ('auto', 'grader')\n")] == ["autograder"]
+
+
+def test_a_sentence_about_the_grader_is_not_a_grader_name():
+    assert findings("def f():\n    raise ValueError('the autograder expects (B, L, D)')\n") == ()
+    assert findings("name = 'Autograder/engine'\n")
+
+
+def test_a_hostile_file_yields_a_bounded_number_of_findings():
+    assert len(findings("import os\n" * 10_000)) == source_policy.MAX_FINDINGS
+
+
+def test_every_module_reachable_from_an_allowed_module_is_decided():
+    """Each module-valued member of an allowed module is allowed, refused by name on every
+    object (GLOBAL_DENY_MODULES) or listed as harmless: a new one (a torch upgrade) must be
+    decided here, not pass unseen."""
+    undecided = []
+    for module_name in sorted(source_policy.ALLOWED_MODULES):
+        module = source_policy._loaded(module_name)
+        if module is None:
+            continue
+        members = {attr: value.__name__ for attr, value in vars(module).items() if isinstance(value, types.ModuleType)}
+        # submodules not imported yet become members once something imports them
+        members.update(
+            (f.name, f"{module_name}.{f.name}") for f in pkgutil.iter_modules(getattr(module, "__path__", []))
+        )
+        for attr, real_name in members.items():
+            if attr.startswith("_") or real_name in source_policy.ALLOWED_MODULES:
+                continue
+            if not (
+                attr in source_policy.GLOBAL_DENY_MODULES
+                or attr in source_policy.HARMLESS_MODULE_MEMBERS
+                or real_name.startswith(source_policy.HARMLESS_PACKAGES)
+            ):
+                undecided.append(f"{module_name}.{attr} ({real_name})")
+    assert undecided == []
+
+
+# ---------------------------------------------------------------------------- end to end
+
+
+def test_an_escape_in_a_class_body_costs_the_step_with_file_and_line(config, submission):
+    """A class body runs at import: code there is graded like any other (the deny-list skipped
+    `class Test*` bodies, and such a body switched the watch off)."""
+    attention = replace_once(
+        (SOLUTIONS / "mha" / "attention.py").read_text(),
+        "\nimport torch\n",
+        "\nimport torch\n\n\nclass TestSetup:\n    import gc  # runs at import\n\n",
+    )
+    line = attention.splitlines().index("    import gc  # runs at import") + 1
+    result = grade_with_hidden(submission(files={"attention.py": attention}), config)
+    assert set(full_marks(result)) == {"attention", "masking"}
+    for step in ("attention", "masking"):
+        assert result.step(step).score == 0
+        assert all(
+            f"mha/attention.py, line {line}: `import gc` uses the module gc" in c.message
+            for c in result.step(step).checks
+        )
+    assert result.step("padding").score == result.step("padding").max_score
