@@ -121,7 +121,11 @@ def write_release(out, graded, classroom, kit_repository=None):
     workflows.mkdir(parents=True)
     for config in graded:
         name = "classroom.yml" if len(graded) == 1 else f"classroom-{config.id}.yml"
-        text = private_workflow(config, kit_repository) if classroom == "private" else workflow(config, classroom)
+        text = (
+            private_workflow(config, kit_repository, name)
+            if classroom == "private"
+            else workflow(config, classroom, name)
+        )
         (workflows / name).write_text(text)
     ignore = shutil.ignore_patterns("__pycache__", "*.pyc")
     ignore_instructor = shutil.ignore_patterns("__pycache__", "*.pyc", *INSTRUCTOR_ENGINE)
