@@ -28,11 +28,13 @@ import math
 import sys
 from pathlib import Path
 
+from autograder.engine.torch_pin import CPU_INDEX, GRADING_TORCH
+
 # A grading step or the report still runs after an earlier step failed (a grader error, a
 # timeout): the other steps' results and the report are not lost. Not after a cancel.
 NOT_CANCELLED = "!cancelled()"
 INSTALL = (
-    "python -m pip install -q torch==2.13.0 --index-url https://download.pytorch.org/whl/cpu && "
+    f"python -m pip install -q torch=={GRADING_TORCH} --index-url {CPU_INDEX} && "
     "python -m pip install -q -r requirements.txt"
 )
 

@@ -229,7 +229,7 @@ def run(args):
             if args.command == "release"
             else gradescope_zip(args.out, args.assignment)
         )
-        print(f"wrote {written}")
+        print(f"wrote {written} ({which_assignment(args.assignment, every=args.command == 'release')})")
         return 0
     with messages.speaking(args.lang):  # this process and the batch's processes (MHA_LAB_LANG)
         return run_grade(args)
@@ -246,8 +246,23 @@ def run_student_notebook(args):
         print(f"error: {error}", file=sys.stderr)
         return 2
     args.out.write_text(notebook_text(student_notebook(config)), encoding="utf-8")
-    print(f"wrote {args.out}")
+    print(f"wrote {args.out} ({which_assignment(args.assignment)})")
     return 0
+
+
+def which_assignment(chosen, every=False) -> str:
+    """Which assignment of grading.yml a command took, in words: the one `chosen`, else the first
+    (or, where `every`, all of them), with how to choose another."""
+    from autograder.engine import config as grading_config
+
+    ids = [config.id for config in grading_config.load_all()]
+    if chosen:
+        return f"assignment {chosen}"
+    if every:
+        return f"assignments {', '.join(ids)}" + ("; --assignment ID for one" if len(ids) > 1 else "")
+    if len(ids) == 1:
+        return f"assignment {ids[0]}"
+    return f"assignment {ids[0]}, the first of {len(ids)} in grading.yml; --assignment ID for another ({', '.join(ids[1:])})"
 
 
 def run_grade(args):

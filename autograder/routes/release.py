@@ -12,6 +12,7 @@
 """
 
 import shutil
+import sys
 import tempfile
 import zipfile
 from pathlib import Path
@@ -19,6 +20,7 @@ from pathlib import Path
 from autograder import KIT
 from autograder.engine.assignment import folder as assignment_folder
 from autograder.engine.diagnosis import public_message_ids  # the one place that decides; here for callers
+from autograder.engine.torch_pin import CPU_INDEX, GRADING_TORCH
 
 HIDDEN_MARKER = "# ### BEGIN HIDDEN CHECKS"
 PROBES_MARKER = "# ### PROBES"
@@ -44,9 +46,8 @@ STUDENT_PARTS = [
 # skeletons, compiling catalogs with Babel): left out of the engine that ships.
 INSTRUCTOR_ENGINE = ["batch.py", "shard.py", "skeleton.py", "catalogs.py"]
 ASSIGNMENT_PARTS = ["__init__.py", "fingerprints.json", "warmup.py"]  # and its compiled catalogs
-CPU_INDEX = "https://download.pytorch.org/whl/cpu"  # PyTorch's CPU-only wheels: no CUDA packages
 REQUIREMENTS = [
-    "torch>=2.3,<3",
+    f"torch=={GRADING_TORCH}",  # the grading's own: the same numerics, errors and warnings
     "numpy",
     "pytest>=8",
     "pytest-timeout>=2.2",
@@ -57,12 +58,14 @@ REQUIREMENTS = [
 
 
 def requirements_text():
-    """The student's requirements.txt: torch from PyTorch's CPU index (PyPI's Linux torch bundles
-    CUDA, several GB). The CPU index is an extra one, so that the rest still comes from PyPI; its
-    `+cpu` builds outrank PyPI's of the same version. A CUDA build installed before is kept."""
+    """The student's requirements.txt: the grading's torch (GRADING_TORCH) from PyTorch's CPU
+    index (PyPI's Linux torch bundles CUDA, several GB). The CPU index is an extra one, so that
+    the rest still comes from PyPI; its `+cpu` builds outrank PyPI's of the same version. A CUDA
+    build of the same version installed before is kept (2.13.0+cu128 is 2.13.0)."""
     return (
-        "# CPU build of torch (no GPU needed). For a CUDA build, install torch first from the\n"
-        "# index pytorch.org/get-started names for your CUDA (e.g. --index-url https://download.pytorch.org/whl/cu128).\n"
+        f"# torch {GRADING_TORCH}, as the grading uses, in its CPU build (no GPU needed). For a CUDA build, install\n"
+        f"# torch=={GRADING_TORCH} first from the index pytorch.org/get-started names for your CUDA\n"
+        "# (e.g. --index-url https://download.pytorch.org/whl/cu128).\n"
         f"--extra-index-url {CPU_INDEX}\n" + "\n".join(REQUIREMENTS) + "\n"
     )
 
@@ -86,7 +89,7 @@ def strip_hidden(source, hidden_classes=()):
     return "".join(line for number, line in enumerate(lines) if number not in cut)
 
 
-def release(out, classroom="command", assignment=None, kit_repository=None):
+def release(out, classroom="command", assignment=None, kit_repository=None, notebooks=True):
     """Write the student release into directory `out` (which must not exist yet): every
     assignment of grading.yml (or only `assignment`), with a GitHub Classroom workflow per
     assignment in `classroom` mode ("command", "fractional", or "private": hidden checks too,
@@ -104,7 +107,7 @@ def release(out, classroom="command", assignment=None, kit_repository=None):
     partial = Path(tempfile.mkdtemp(prefix=f".{out.name}.partial-", dir=out.parent))
     partial.chmod(0o755)  # mkdtemp's 0700 would carry over to the release
     try:
-        write_release(partial, graded, classroom, kit_repository)
+        write_release(partial, graded, classroom, kit_repository, notebooks)
         partial.rename(out)
     except BaseException:
         shutil.rmtree(partial, ignore_errors=True)
@@ -112,8 +115,10 @@ def release(out, classroom="command", assignment=None, kit_repository=None):
     return out
 
 
-def write_release(out, graded, classroom, kit_repository=None):
-    """release() into the existing empty directory `out`, for the Assignments `graded`."""
+def write_release(out, graded, classroom, kit_repository=None, notebooks=True):
+    """release() into the existing empty directory `out`, for the Assignments `graded`; with
+    `notebooks`, also notebooks/<package>.ipynb: the self-contained student notebook of each
+    (Jupyter, Colab, a hub), carrying this release's grader."""
     from autograder.engine.catalogs import write_student_catalogs
     from autograder.routes.classroom import private_workflow, workflow
 
@@ -166,6 +171,20 @@ def write_release(out, graded, classroom, kit_repository=None):
     (out / "pyproject.toml").write_text('[tool.pytest.ini_options]\npythonpath = ["."]\n')
     (out / ".gitignore").write_text(".pytest_cache/\n__pycache__/\n")
     (out / "README.md").write_text(student_readme(graded))
+    try:
+        import nbformat  # noqa: F401 - the instructor extra
+    except ImportError:
+        print("notebooks/ left out of the release: pip install -e .[instructor] to write them", file=sys.stderr)
+        notebooks = False
+    if notebooks:
+        from autograder.routes.course import notebook_text
+        from autograder.routes.student_notebook import release_archive, student_notebook
+
+        grader = release_archive(out)
+        (out / "notebooks").mkdir()
+        for config in graded:
+            notebook = student_notebook(config, grader=grader)
+            (out / "notebooks" / f"{config.package}.ipynb").write_text(notebook_text(notebook), encoding="utf-8")
     return out
 
 
@@ -282,7 +301,7 @@ SETUP_SH = """#!/usr/bin/env bash
 set -euo pipefail
 apt-get update -qq && apt-get install -y -qq python3 python3-pip python3-venv g++ bubblewrap libseccomp2 > /dev/null
 python3 -m venv /autograder/venv
-/autograder/venv/bin/pip install -q torch==2.13.0 --index-url {cpu_index}
+/autograder/venv/bin/pip install -q torch=={torch} --index-url {cpu_index}
 /autograder/venv/bin/pip install -q numpy pytest pytest-timeout PyYAML jsonschema tqdm pyseccomp
 """
 
@@ -320,7 +339,7 @@ def gradescope_zip(out, assignment=None):
 def _write_gradescope_zip(out, config):
     with zipfile.ZipFile(out, "w", zipfile.ZIP_DEFLATED) as archive:
         for name, text in (
-            ("setup.sh", SETUP_SH.replace("{cpu_index}", CPU_INDEX)),
+            ("setup.sh", SETUP_SH.replace("{cpu_index}", CPU_INDEX).replace("{torch}", GRADING_TORCH)),
             ("run_autograder", RUN_AUTOGRADER.replace("{assignment}", config.id)),
         ):
             info = zipfile.ZipInfo(name)
@@ -334,7 +353,8 @@ def _write_gradescope_zip(out, config):
 
 
 def gradescope_results(result, execution_time, hidden_visibility="after_published", public_ids=None):
-    """Gradescope's results.json for a GradeResult: one test per check. A failing visible test
+    """Gradescope's results.json for a GradeResult: one test per check, and no top-level score
+    (the tests' scores add up to the result's; see the comment at the end). A failing visible test
     carries only the step's diagnoses a student release could give (classroom.public_diagnoses of
     `public_ids`, default: public_message_ids of every assignment in grading.yml): the others tell
     what the hidden checks look for. A hidden check's test, shown at its visibility, carries all."""
@@ -370,14 +390,31 @@ def gradescope_results(result, execution_time, hidden_visibility="after_publishe
                     "visibility": "visible" if check.visibility == "public" else hidden_visibility,
                 }
             )
+    # Gradescope adds the tests' scores up: rounded one by one, 7 checks of 15/7 would make 14.9999;
+    # each is rounded as its share of the exact total instead (largest remainder, units of 0.0001).
+    counted = [check for step in result.steps for check in step.checks if check.passed is not None]
+    for key, values in (("score", [c.points for c in counted]), ("max_score", [c.max_points for c in counted])):
+        for test, share in zip(tests, exact_shares(values)):
+            test[key] = share
     # What the student's code printed while hidden checks ran can show their inputs: where hidden
     # checks ran it is shown as the hidden checks are (a test of its own, at their visibility).
     hidden_ran = any(check.visibility != "public" for step in result.steps for check in step.checks)
     printed = f"\n\n{messages.render('your_output')}\n{result.output}" if result.output and not hidden_ran else ""
-    if result.output and hidden_ran:
-        tests.append({"name": messages.render("your_output"), "output": result.output, "visibility": hidden_visibility})
+    if result.output and hidden_ran:  # worth nothing: every test needs a score where the top level has none
+        tests.append(
+            {
+                "name": messages.render("your_output"),
+                "score": 0,
+                "max_score": 0,
+                "output": result.output,
+                "visibility": hidden_visibility,
+            }
+        )
+    # No top-level "score": Gradescope then adds up the tests' scores, and while any test is not
+    # yet visible (the hidden ones: after_published) it shows students no total ("If test cases
+    # are hidden, students will not be able to see their total score", its results.json
+    # specification); a top-level score would override that sum and be the total they see.
     return {
-        "score": round(result.score, 4),
         "execution_time": round(execution_time, 2),
         "output": gradescope_summary(result)
         + (f"\n{messages.render('graded_files', files=', '.join(result.graded_files))}" if result.graded_files else "")
@@ -386,6 +423,14 @@ def gradescope_results(result, execution_time, hidden_visibility="after_publishe
         "tests": tests,
         **graded_files_data(result),
     }
+
+
+def exact_shares(values: list) -> list:
+    """`values` rounded to 4 decimals so that they add up to their sum rounded to 4 decimals."""
+    from autograder.routes.classroom import whole_points
+
+    units = whole_points([value * 10_000 for value in values], sum(values) * 10_000)
+    return [round(unit / 10_000, 4) for unit in units]
 
 
 def graded_files_data(result) -> dict:
