@@ -339,3 +339,16 @@ def test_students_get_the_gradings_torch_and_are_told_when_theirs_differs(studen
     assert StudentPlugin.pytest_report_header(None, None) == []
     notebook = (student_release / "notebooks" / "mha.ipynb").read_text()
     assert "torch_note()" in notebook  # and the notebook's setup cell
+
+
+def test_what_the_readmes_examples_write_inside_the_kit_is_ignored():
+    """`python -m autograder nbgrader course/` and `release out/mha-lab` write inside the kit."""
+    if not (KIT / ".git").exists():
+        pytest.skip("not a git checkout")
+    completed = subprocess.run(
+        ["git", "check-ignore", "course/source/mha/mha.ipynb", "out/mha-lab/README.md", "out/autograder.zip"],
+        cwd=KIT,
+        capture_output=True,
+        text=True,
+    )
+    assert completed.stdout.split() == ["course/source/mha/mha.ipynb", "out/mha-lab/README.md", "out/autograder.zip"]
