@@ -208,9 +208,15 @@ def test_strip_hidden_keeps_the_probes():
 def gradescope_zip():
     """The autograder zip, built once by the real command for every test that uploads to it."""
     zip_path = Path(tempfile.mkdtemp(prefix="mha-lab-gradescope-")) / "autograder.zip"
-    subprocess.run(
-        [sys.executable, "-m", "autograder", "gradescope", str(zip_path)], cwd=KIT, check=True, capture_output=True
+    completed = subprocess.run(
+        [sys.executable, "-m", "autograder", "gradescope", str(zip_path)],
+        cwd=KIT,
+        check=True,
+        capture_output=True,
+        text=True,
     )
+    # two assignments in grading.yml and none chosen: it says which it took, and how to choose
+    assert "(assignment mha, the first of 2 in grading.yml; --assignment ID for another (kv_cache))" in completed.stdout
     return zip_path
 
 

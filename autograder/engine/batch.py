@@ -4,7 +4,9 @@
 
 Each submission gets its own worker process (autograder/sandbox/worker.py); `workers` of them run at
 once. Every result is written to out/<id>.json as soon as it is ready (the id: submission_ids,
-unique per path), grades.csv at the end, one row per submission given.
+unique per path), grades.csv at the end, one row per submission given, each file atomically
+(results.write_atomically); out/batch/manifest.json says what the run is and whether it completed
+(shard.Manifest), and out/batch/lock keeps a second run out of the same directory.
 A submission whose JSON is already in `out` is skipped (unless force=True), so an interrupted
 batch picks up where it stopped. On a terminal a progress bar shows, otherwise one quiet line
 per submission.

@@ -91,6 +91,8 @@ def run_report(args) -> int:
             f"error: no results in {', '.join(map(str, args.dirs))} (expected grade --out directories)", file=sys.stderr
         )
         return 2
+    if not getattr(args, "assignment", None):
+        print(f"assignment: {data['assignment']['id']} (from the results; --assignment ID to choose)")
     if args.json:
         args.json.write_text(json.dumps(data, indent=1, ensure_ascii=False) + "\n", encoding="utf-8")
         print(f"wrote {args.json}")
