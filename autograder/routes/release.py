@@ -243,10 +243,14 @@ pytest assignments/ --cuda           # cuda 단계도: 실제 GPU가 없으면 �
 export MHA_LAB_LANG=ko               # --lang ko 대신: 이 셸에서 실행하는 모든 명령이 한국어로
 ```
 
-`requirements.txt`는 PyTorch의 CPU 휠 인덱스(`{CPU_INDEX}`)에서 torch를 받습니다. NVIDIA GPU를
-쓰려면 먼저 CUDA 빌드의 torch를 설치하세요. https://pytorch.org/get-started 에서 여러분의 CUDA
-버전에 맞는 `--index-url`을 알려 줍니다 (예: `pip install torch --index-url https://download.pytorch.org/whl/cu128`).
-그 뒤에 `pip install -r requirements.txt`를 실행해도 그 torch는 그대로 남습니다.
+`requirements.txt`는 채점과 같은 torch {GRADING_TORCH}를 PyTorch의 CPU 휠 인덱스(`{CPU_INDEX}`)에서
+받습니다. NVIDIA GPU를 쓰려면 먼저 같은 버전의 CUDA 빌드를 설치하세요. https://pytorch.org/get-started 에서
+여러분의 CUDA 버전에 맞는 `--index-url`을 알려 줍니다 (예: `pip install torch=={GRADING_TORCH} --index-url https://download.pytorch.org/whl/cu128`).
+그 뒤에 `pip install -r requirements.txt`를 실행해도 그 torch는 그대로 남습니다. 다른 버전의 torch를 쓰면
+`pytest`와 노트북이 처음에 그렇게 알려 줍니다 (점수가 공식 채점과 다를 수 있습니다).
+
+Jupyter, Colab 또는 JupyterHub에서 하려면 `notebooks/<package>.ipynb`를 여세요. 같은 단계와 검사가
+들어 있고, 첫 셀이 필요한 것을 설치하고 채점기를 풉니다 (이 저장소의 다른 파일은 필요 없습니다).
 
 각 파일은 그 단계의 설명으로 시작합니다 (한국어, 그다음 영어). 텐서는 배치가 먼저이고, 마스크는
 **True = 막힘**인 bool 텐서입니다 (`nn.MultiheadAttention`과 같고, `F.scaled_dot_product_attention`은
@@ -274,10 +278,16 @@ pytest assignments/ --cuda           # also the cuda step, on a simulated GPU if
 pytest assignments/ --lang ko        # 메시지와 점수표를 한국어로 (or: export MHA_LAB_LANG=ko)
 ```
 
-`requirements.txt` takes torch from PyTorch's CPU wheel index (`{CPU_INDEX}`). To use an NVIDIA GPU,
-install a CUDA build of torch first, with the `--index-url` that https://pytorch.org/get-started
-gives for your CUDA version (e.g. `pip install torch --index-url https://download.pytorch.org/whl/cu128`);
-`pip install -r requirements.txt` keeps it.
+`requirements.txt` installs the torch the grading uses, {GRADING_TORCH}, from PyTorch's CPU wheel index
+(`{CPU_INDEX}`). To use an NVIDIA GPU, install a CUDA build of the same version first, with the
+`--index-url` that https://pytorch.org/get-started gives for your CUDA version (e.g.
+`pip install torch=={GRADING_TORCH} --index-url https://download.pytorch.org/whl/cu128`);
+`pip install -r requirements.txt` keeps it. With another torch, `pytest` and the notebooks say so
+first (your scores may differ from the official grading's).
+
+For Jupyter, Colab or a JupyterHub, open `notebooks/<package>.ipynb`: the same steps and checks;
+its first cell installs what they need and unpacks the grader (it needs nothing else of this
+repository).
 
 Each file starts with an explanation of its step (in Korean, then in English). Tensors are
 batch-first, and a mask is a bool tensor with **True = blocked** (as in `nn.MultiheadAttention`;
