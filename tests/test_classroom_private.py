@@ -131,7 +131,11 @@ def test_a_failing_grading_step_still_gets_a_report(document):
     steps and the report still run. Not after a cancel, not when grading was skipped (the
     Classroom bot's push)."""
     document, config = document
-    assert document["on"] == {"push": None, "workflow_dispatch": None, "repository_dispatch": None}
+    assert document["on"] == {
+        "push": {"paths": ["assignments/mha/**", ".github/workflows/classroom.yml"]},  # what the repository is for
+        "workflow_dispatch": None,
+        "repository_dispatch": None,
+    }
     grading = [s for s in document["jobs"]["grade"]["steps"] if s.get("id")]
     assert len(grading) == len(graded_steps(config)) and all(s["if"] == "!cancelled()" for s in grading)
     report = document["jobs"]["report"]

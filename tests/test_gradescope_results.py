@@ -17,7 +17,10 @@ def test_the_top_level_output_leaves_the_hidden_checks_out():
     assert "7.00" not in data["output"] and "/ 10" not in data["output"]  # the total with the hidden checks
     assert data["stdout_visibility"] == "hidden"  # the log prints the whole table
     assert [t["visibility"] for t in data["tests"]] == ["visible", "visible", "after_published", "after_published"]
-    assert data["score"] == 7.0
+    # no top-level score: Gradescope adds up the tests' (7.0) and shows no total while the hidden
+    # ones wait for publication; a top-level score would be a total students see at once
+    assert "score" not in data
+    assert sum(test["score"] for test in data["tests"]) == 7.0
 
 
 def test_what_the_code_printed_is_shown_as_the_hidden_checks_are():
@@ -32,6 +35,7 @@ def test_what_the_code_printed_is_shown_as_the_hidden_checks_are():
     assert printed not in with_hidden["output"]
     held = [test for test in with_hidden["tests"] if test.get("output") == printed]
     assert [test["visibility"] for test in held] == ["after_published"]
+    assert [(test["score"], test["max_score"]) for test in held] == [(0, 0)]  # every test has a score
     public_only = gradescope_results(
         GradeResult("MHA", "upload", [StepResult("attention", "A", 4.0, 4.0, public)], output=printed), 1.0
     )
@@ -52,3 +56,13 @@ def test_a_failing_test_points_to_the_paragraph_that_teaches_it():
     failing, passing = data["tests"]
     assert messages.render("table.see_concept", where=where) in failing["output"]
     assert "→" not in passing["output"]
+
+
+def test_the_tests_add_up_to_the_total_exactly():
+    """Without a top-level score Gradescope adds up the tests: seven checks of 15/7 points each
+    must make 15, not 14.9999."""
+    checks = [CheckResult(f"c{i}", True, 15 / 7, 15 / 7, "public") for i in range(7)]
+    data = gradescope_results(GradeResult("MHA", "upload", [StepResult("attention", "A", 15.0, 15.0, checks)]), 1.0)
+    assert round(sum(test["score"] for test in data["tests"]), 6) == 15.0
+    assert round(sum(test["max_score"] for test in data["tests"]), 6) == 15.0
+    assert all(abs(test["score"] - 15 / 7) < 2e-4 for test in data["tests"])

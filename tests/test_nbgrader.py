@@ -77,7 +77,8 @@ def course(tmp_path_factory):
         target = root / "submitted" / student / "mha"
         target.mkdir(parents=True)
         nbformat.write(fill_notebook(released, files, "mha"), str(target / "mha.ipynb"))
-    run_nbgrader(root, "autograde", "mha", "--create")
+    autograde = run_nbgrader(root, "autograde", "mha", "--create")
+    (root / "autograde.log").write_text(autograde.stdout + autograde.stderr)
     run_nbgrader(root, "export", "--to", str(root / "grades.csv"))
     run_nbgrader(root, "generate_feedback", "mha")
     return root
@@ -165,6 +166,15 @@ def test_the_released_notebook_has_no_solution_and_no_hidden_switch(course):
     # The released solution cells hold exactly the skeletons students get in assignments/mha.
     for name, source in notebook_files(released, "mha").items():
         assert source.strip() in skeletons[name], name
+
+
+def test_autograde_finds_no_locked_cell_changed(course):
+    """nbgrader compares each locked cell with the checksum its gradebook kept at
+    generate_assignment, before it cut hidden-test regions: a check cell with such a region was
+    reported changed for every student. The check cells switch on the hidden checks otherwise."""
+    log = (course / "autograde.log").read_text()
+    assert "Attribute 'checksum'" not in log and "has changed" not in log, log[-2000:]
+    assert "autograding" in log.lower() or "Autograding" in log
 
 
 def test_nbgrader_scores_each_step_as_the_cli_does(course, tmp_path):

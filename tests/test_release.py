@@ -27,11 +27,17 @@ def student_release(tmp_path_factory):
 
 
 def release_text(root):
-    """path -> its text without comment lines (TODO comments state the contract on purpose)."""
+    """path -> its text without comment lines (TODO comments state the contract on purpose); a
+    notebook's, its cells' sources (the grader it carries is the release's own, zipped)."""
+
+    def text(path):
+        if path.suffix != ".ipynb":
+            return path.read_text(errors="replace")
+        cells = json.loads(path.read_text())["cells"]
+        return "\n".join("".join(cell["source"]) for cell in cells)
+
     return {
-        path: "\n".join(
-            line for line in path.read_text(errors="replace").splitlines() if not line.strip().startswith("#")
-        )
+        path: "\n".join(line for line in text(path).splitlines() if not line.strip().startswith("#"))
         for path in root.rglob("*")
         if path.is_file()
     }
@@ -70,6 +76,24 @@ def test_release_has_no_reference_no_hidden_check_and_no_mistake(student_release
             assert f'"{mistake_id}"' not in text and f'"diagnosis.{mistake_id}"' not in text, (
                 f"{path}: hidden-only mistake {mistake_id}"
             )
+    # observers that only hidden checks use describe what they look at: not shipped
+    hidden_observers = {
+        (a, type(c).observer.__module__.rsplit(".", 1)[-1], type(c).observer.__name__)
+        for a in packages
+        for module in step_modules(a).values()
+        for c in module.CHECKS
+        if c.visibility == "hidden"
+    } - {
+        (a, type(c).observer.__module__.rsplit(".", 1)[-1], type(c).observer.__name__)
+        for a in packages
+        for module in step_modules(a).values()
+        for c in [*module.CHECKS, *module.PROBES]
+        if c.visibility == "public"
+    }
+    assert hidden_observers  # there are some to leave out
+    for a, module_name, name in hidden_observers:
+        shipped = student_release / "autograder" / "assignments" / a / "observers" / f"{module_name}.py"
+        assert f"def {name}(" not in shipped.read_text(), f"{shipped}: hidden-only observer {name}"
     assert not (student_release / "solutions").exists()
     assert (student_release / "autograder" / "assignments" / "mha" / "checks").is_dir()
     assert not (student_release / "autograder" / "assignments" / "mha" / "mistakes").exists()
@@ -203,9 +227,15 @@ def test_strip_hidden_keeps_the_probes():
 def gradescope_zip():
     """The autograder zip, built once by the real command for every test that uploads to it."""
     zip_path = Path(tempfile.mkdtemp(prefix="mha-lab-gradescope-")) / "autograder.zip"
-    subprocess.run(
-        [sys.executable, "-m", "autograder", "gradescope", str(zip_path)], cwd=KIT, check=True, capture_output=True
+    completed = subprocess.run(
+        [sys.executable, "-m", "autograder", "gradescope", str(zip_path)],
+        cwd=KIT,
+        check=True,
+        capture_output=True,
+        text=True,
     )
+    # two assignments in grading.yml and none chosen: it says which it took, and how to choose
+    assert "(assignment mha, the first of 2 in grading.yml; --assignment ID for another (kv_cache))" in completed.stdout
     return zip_path
 
 
@@ -232,12 +262,13 @@ def run_gradescope(tmp_path, files, upload=None):
 
 
 def assert_gradescope_shape(data):
-    assert set(data) >= {"score", "execution_time", "output", "tests"}
+    assert set(data) >= {"execution_time", "output", "tests"}
+    assert "score" not in data  # Gradescope adds up the tests, and shows no total before publication
     for test in data["tests"]:
         assert set(test) >= {"name", "score", "max_score", "status", "output", "visibility"}
         assert test["status"] in ("passed", "failed")
         assert test["visibility"] in ("visible", "after_published")
-    assert data["score"] == pytest.approx(sum(t["score"] for t in data["tests"]), abs=1e-2)
+    data["score"] = sum(t["score"] for t in data["tests"])  # the total Gradescope computes
 
 
 def test_gradescope_grades_the_reference_full(tmp_path):
@@ -315,3 +346,36 @@ def test_release_diagnoses_a_planted_mistake(student_release, tmp_path, name):
     completed = pytest_in_release(copy, "--step", planted.step, *(["--cuda"] if planted.step == "cuda" else []))
     assert completed.returncode == 1
     assert "? " + messages.render(f"diagnosis.{planted.diagnosis}") in completed.stdout, completed.stdout[-3000:]
+
+
+def test_students_get_the_gradings_torch_and_are_told_when_theirs_differs(student_release, monkeypatch):
+    from autograder.engine import torch_pin
+    from autograder.routes.pytest_plugin import StudentPlugin
+
+    requirements = (student_release / "requirements.txt").read_text()
+    assert f"torch=={torch_pin.GRADING_TORCH}\n" in requirements and torch_pin.CPU_INDEX in requirements
+    assert torch_pin.torch_note(f"{torch_pin.GRADING_TORCH}+cu128") is None  # a CUDA build of it is it
+    note = torch_pin.torch_note("2.14.0")
+    assert f"torch {torch_pin.GRADING_TORCH}" in note and "2.14.0" in note
+    assert f"pip install torch=={torch_pin.GRADING_TORCH}" in note
+    monkeypatch.setattr(torch_pin, "installed_torch", lambda: "2.14.0")
+    assert StudentPlugin.pytest_report_header(None, None) == [note]  # `pytest assignments/` says it first
+    monkeypatch.setattr(torch_pin, "installed_torch", lambda: torch_pin.GRADING_TORCH)
+    assert StudentPlugin.pytest_report_header(None, None) == []
+    notebook = (student_release / "notebooks" / "mha.ipynb").read_text()
+    assert "torch_note()" in notebook  # and the notebook's setup cell
+    readme = (student_release / "README.md").read_text()  # both languages say which torch, and the notebooks
+    assert readme.count(f"torch=={torch_pin.GRADING_TORCH}") == 2 and readme.count("notebooks/<package>.ipynb") == 2
+
+
+def test_what_the_readmes_examples_write_inside_the_kit_is_ignored():
+    """`python -m autograder nbgrader course/` and `release out/mha-lab` write inside the kit."""
+    if not (KIT / ".git").exists():
+        pytest.skip("not a git checkout")
+    completed = subprocess.run(
+        ["git", "check-ignore", "course/source/mha/mha.ipynb", "out/mha-lab/README.md", "out/autograder.zip"],
+        cwd=KIT,
+        capture_output=True,
+        text=True,
+    )
+    assert completed.stdout.split() == ["course/source/mha/mha.ipynb", "out/mha-lab/README.md", "out/autograder.zip"]

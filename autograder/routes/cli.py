@@ -4,7 +4,9 @@
     grade PATH --json F    grade one submission (a directory holding e.g. mha/), write JSON to F
     grade P1 P2 --out DIR  grade a batch in parallel: DIR/<name>.json for each and DIR/grades.csv
     grade ... --shard K/N  grade only shard K of N of the batch (a stable split, for many machines)
-    merge D1 D2 --out DIR  merge batch out directories into one (JSONs and one grades.csv)
+    grade --class-list F --out DIR   a batch of the submissions a frozen class list names
+    class-list PATHS...    print a frozen class list of PATHS (one absolute path a line)
+    merge D1 D2 --out DIR  merge batch out directories into one (JSONs and one grades.csv), if complete
     report D1 [D2] --html F  a class report (misconceptions, per step, similarity) as HTML / JSON
     skeleton [--check]     regenerate assignments/<id>/ and solutions/<id>.ipynb from solutions/<id>/
     fingerprints [--check] regenerate each assignment's fingerprints.json (the release's diagnosis)
@@ -41,8 +43,9 @@ INSTRUCTOR_COMMANDS = (
     "report",
     "student-notebook",
     "doctor",
+    "class-list",
 )
-INSTRUCTOR_GRADE_OPTIONS = ("--out", "--shard", "--gradescope")
+INSTRUCTOR_GRADE_OPTIONS = ("--out", "--shard", "--gradescope", "--class-list", "--omit-output")
 
 
 def student_kit() -> bool:
@@ -103,6 +106,18 @@ def main(argv=None):
     grade.add_argument("--force", action="store_true", help="batch: grade again what --out already has")
     grade.add_argument("--shard", metavar="K/N", help="batch: grade only shard K of N (stable split by submission id)")
     grade.add_argument(
+        "--class-list",
+        type=Path,
+        metavar="FILE",
+        help="batch: grade the submissions FILE lists, one path a line (written once, e.g. by "
+        "`python -m autograder class-list submissions/* > FILE`, so every shard grades the same class)",
+    )
+    grade.add_argument(
+        "--omit-output",
+        action="store_true",
+        help="batch: leave what the student's code printed out of the JSONs (results that travel, e.g. CI artifacts)",
+    )
+    grade.add_argument(
         "--in-process",
         action="store_true",
         help="run student code in this process (no sandbox: only for code you trust)",
@@ -152,6 +167,15 @@ def main(argv=None):
     merge = commands.add_parser("merge", help="merge batch out directories (e.g. shards) into one")
     merge.add_argument("dirs", nargs="+", type=Path, help="out directories of grade --out")
     merge.add_argument("--out", type=Path, required=True, help="the merged directory")
+    merge.add_argument(
+        "--allow-missing",
+        action="store_true",
+        help="write what there is even where submissions of the class have no result (empty rows)",
+    )
+    class_list = commands.add_parser(
+        "class-list", help="print a frozen class list (one absolute path a line) for grade --class-list"
+    )
+    class_list.add_argument("paths", nargs="+", type=Path, help="the submissions (e.g. submissions/*)")
     report = commands.add_parser("report", help="class report from batch out directories")
     report.add_argument("dirs", nargs="+", type=Path, help="out directories of grade --out")
     report.add_argument("--html", type=Path, help="write the self-contained HTML report here")
@@ -169,6 +193,7 @@ def main(argv=None):
     commands.add_parser("doctor", help="check this machine's sandbox, layer by layer (GPU or not): run it first")
 
     args = parser.parse_args(argv)
+    args.argv = argv  # a batch records the command that runs it again (its manifest)
     from autograder.engine.config import ConfigError, precheck
 
     try:
@@ -184,6 +209,8 @@ def run(args):
         from autograder.routes.doctor import run as run_doctor
 
         return run_doctor(args)
+    if args.command == "class-list":
+        return run_class_list(args)
     if args.command == "student-notebook":
         return run_student_notebook(args)
     if args.command in ("merge", "report"):
@@ -210,7 +237,7 @@ def run(args):
             if args.command == "release"
             else gradescope_zip(args.out, args.assignment)
         )
-        print(f"wrote {written}")
+        print(f"wrote {written} ({which_assignment(args.assignment, every=args.command == 'release')})")
         return 0
     with messages.speaking(args.lang):  # this process and the batch's processes (MHA_LAB_LANG)
         return run_grade(args)
@@ -227,8 +254,23 @@ def run_student_notebook(args):
         print(f"error: {error}", file=sys.stderr)
         return 2
     args.out.write_text(notebook_text(student_notebook(config)), encoding="utf-8")
-    print(f"wrote {args.out}")
+    print(f"wrote {args.out} ({which_assignment(args.assignment)})")
     return 0
+
+
+def which_assignment(chosen, every=False) -> str:
+    """Which assignment of grading.yml a command took, in words: the one `chosen`, else the first
+    (or, where `every`, all of them), with how to choose another."""
+    from autograder.engine import config as grading_config
+
+    ids = [config.id for config in grading_config.load_all()]
+    if chosen:
+        return f"assignment {chosen}"
+    if every:
+        return f"assignments {', '.join(ids)}" + ("; --assignment ID for one" if len(ids) > 1 else "")
+    if len(ids) == 1:
+        return f"assignment {ids[0]}"
+    return f"assignment {ids[0]}, the first of {len(ids)} in grading.yml; --assignment ID for another ({', '.join(ids[1:])})"
 
 
 def run_grade(args):
@@ -244,6 +286,21 @@ def run_grade(args):
         if not args.out:
             print("error: --shard needs --out DIR", file=sys.stderr)
             return 2
+    if args.class_list is not None:
+        from autograder.engine.shard import ShardError, read_class_list
+
+        if args.paths or not args.out:
+            print("error: --class-list FILE takes the place of the paths, and needs --out DIR", file=sys.stderr)
+            return 2
+        try:
+            args.paths = read_class_list(args.class_list)
+        except ShardError as error:
+            print(f"error: {error}", file=sys.stderr)
+            return 2
+    if args.out and not args.force:
+        code = resume_seed(args)
+        if code:
+            return code
     paths = args.paths or [KIT / "assignments"]
     if len(paths) > 1 and not args.out:
         print("error: several submissions need --out DIR (one JSON each and grades.csv)", file=sys.stderr)
@@ -278,6 +335,14 @@ def run_grade(args):
             file=sys.stderr,
         )
         return 2
+    if not args.assignment and (args.out or len(graded) > 1):
+        found = grading_config.found_in(graded, paths[0])
+        print(
+            f"assignment: {', '.join(c.id for c in chosen)} "
+            + ("(found in " + str(paths[0]) + ")" if found else f"(the first of {len(graded)} in grading.yml)")
+            + "; --assignment ID to choose",
+            file=sys.stderr,
+        )
     reference = None if args.public_only else args.reference
     for config in chosen:
         if reference is not None and not (Path(reference) / config.package).is_dir():
@@ -291,21 +356,35 @@ def run_grade(args):
     from autograder.routes.plots import pictures_for
 
     if args.out:
-        from autograder.engine.batch import grade_batch  # not in the student kit (instructor_only)
+        from autograder.engine.batch import BatchBusy, grade_batch  # not in the student kit (instructor_only)
 
         plots = None if args.plots is None else args.out / "pictures" if args.plots is PLOTS_DEFAULT else args.plots
-        graded = grade_batch(
-            paths,
-            chosen[0],
-            args.out,
-            workers=args.workers,
-            reference=reference,
-            seed=seed,
-            force=args.force,
-            isolate=isolate,
-            shard=shard,
-            pictures=None if plots is None else lambda name: pictures_for(plots / name),
-        )
+        try:
+            graded = grade_batch(
+                paths,
+                chosen[0],
+                args.out,
+                workers=args.workers,
+                reference=reference,
+                seed=seed,
+                force=args.force,
+                isolate=isolate,
+                shard=shard,
+                pictures=None if plots is None else lambda name: pictures_for(plots / name),
+                command=rerun_words(args, seed),
+                class_list=args.class_list,
+                omit_output=args.omit_output,
+            )
+        except results.WriteError as error:
+            print(
+                f"error: {error}. Every result written so far is whole and kept: make room (or fix the "
+                "permissions) and run the same command again; it grades only what is missing",
+                file=sys.stderr,
+            )
+            return 1
+        except BatchBusy as error:
+            print(f"error: {error}", file=sys.stderr)
+            return 1
         failed = [name for name, result in graded.items() if result is None]
         print(f"graded {len(graded) - len(failed)} submissions into {args.out}/ (grades.csv, one JSON each)")
         if failed:
@@ -326,7 +405,61 @@ def run_grade(args):
         if result.output:
             print("\n" + messages.render("printed_output") + "\n" + result.output)
         if args.json:
-            results.write_json(result, args.json)
+            try:
+                results.write_json(result, args.json)
+            except results.WriteError as error:
+                print(f"error: {error}", file=sys.stderr)
+                return 1
+    return 0
+
+
+def resume_seed(args):
+    """A batch resumed into an --out that has a manifest keeps its seed: --seed left out takes
+    it, and a different --seed is refused (the hidden checks' inputs would differ within one
+    class). Returns an exit code, or None."""
+    from autograder.engine.shard import ShardError, read_manifest
+
+    try:
+        manifest = read_manifest(args.out) if args.out.is_dir() else None
+    except ShardError as error:
+        print(f"error: {error}", file=sys.stderr)
+        return 2
+    if manifest is None or manifest.seed is None:
+        return None
+    if args.seed is None:
+        args.seed = manifest.seed
+    elif args.seed != manifest.seed:
+        print(
+            f"error: {args.out} was graded with --seed {manifest.seed}: resume it with the same seed (or "
+            "leave --seed out), or grade it all again with --force",
+            file=sys.stderr,
+        )
+        return 2
+    return None
+
+
+def rerun_words(args, seed) -> list:
+    """The command line that runs this batch again and resumes it: the one given, with its seed
+    written out and without --force."""
+    words = [word for word in args.argv if word != "--force"]
+    if args.seed is None or not any(word == "--seed" or word.startswith("--seed=") for word in words):
+        words += ["--seed", str(seed)]
+    return [sys.executable, "-m", "autograder", *words]
+
+
+def run_class_list(args):
+    from autograder.engine.shard import ShardError, class_list_text
+
+    missing = [str(path) for path in args.paths if not path.exists()]
+    if missing:
+        print(f"error: no such submission: {', '.join(missing)}", file=sys.stderr)
+        return 2
+    try:
+        sys.stdout.write(class_list_text(args.paths))
+    except ShardError as error:
+        print(f"error: {error}", file=sys.stderr)
+        return 2
+    print(f"{len(set(args.paths))} submissions", file=sys.stderr)
     return 0
 
 
@@ -342,7 +475,11 @@ def run_gradescope(upload, config, reference, seed, isolate, results_path):
     result = grade(upload, config, reference=reference, seed=seed, isolate=isolate)
     print(results.table(result))
     data = gradescope_results(result, time.monotonic() - started)
-    Path(results_path).write_text(json.dumps(data, indent=2) + "\n", encoding="utf-8")
+    try:
+        results.write_atomically(results_path, json.dumps(data, indent=2) + "\n")
+    except results.WriteError as error:
+        print(f"error: {error}", file=sys.stderr)
+        return 1
     return 0
 
 

@@ -16,6 +16,7 @@ can grade a notebook exactly as nbgrader does.
 """
 
 import ast
+import base64
 import json
 from pathlib import Path
 
@@ -59,12 +60,18 @@ STEP = "## 단계 / Step: {korean_title} / {title} ({points:g}점 / points)"
 SETUP = """import os
 
 os.makedirs({package!r}, exist_ok=True)  # the solution cells write their files here
-from autograder.routes.notebook import check_step"""
+{install}from autograder.routes.notebook import check_step"""
 
-CHECK = """hidden = False
-### BEGIN HIDDEN TESTS
-hidden = True
-### END HIDDEN TESTS
+# Where `python -m autograder nbgrader` puts the grader: the copy in solutions/ leaves it out
+# (it would change with every change of the grader), the course's notebook carries it.
+NO_GRADER = "# (the course's notebook carries the grader here, for a hub where the kit is not installed)\n"
+
+# nbgrader autograde sets NBGRADER_EXECUTION=autograde: the hidden checks run then only. No
+# hidden-tests region: nbgrader's gradebook keeps a locked cell's checksum from before it cuts
+# such a region, so every check cell would be reported changed at autograde.
+CHECK = """import os
+
+hidden = os.environ.get("NBGRADER_EXECUTION") == "autograde"  # the hidden checks run at autograde only
 check_step({step_id!r}, hidden=hidden, assignment={assignment!r}, points={points!r})"""
 
 NBGRADER_CONFIG = """# nbgrader configuration of the MHA Lab course, written by `python -m autograder nbgrader`.
@@ -129,9 +136,11 @@ def file_cells(package, name, source):
     ]
 
 
-def course_notebook(config, solutions=None):
-    """The instructor's notebook (solutions and hidden-test switches in) from `config` (an
-    Assignment) and its reference files (solutions/<id>/ unless given)."""
+def course_notebook(config, solutions=None, grader: str = None):
+    """The instructor's notebook (solutions in) from `config` (an Assignment) and its reference
+    files (solutions/<id>/ unless given). `grader`: the student release's grader, zipped and
+    base64-encoded (student_notebook.grader_archive), which the setup cell installs where the kit
+    is not (a hub): the course's notebook carries it, the copy in solutions/ does not."""
     import nbformat
 
     solutions = Path(solutions or KIT / "solutions" / config.package)
@@ -152,7 +161,9 @@ def course_notebook(config, solutions=None):
             id="introduction",
         ),
         nbformat.v4.new_code_cell(
-            SETUP.format(package=config.package), id="setup", metadata=nbgrader_metadata("setup", locked=True)
+            SETUP.format(package=config.package, install=NO_GRADER if grader is None else installer(grader)),
+            id="setup",
+            metadata=nbgrader_metadata("setup", locked=True),
         ),
     ]
     shown = set()
@@ -206,7 +217,9 @@ def write_course_notebook(config, target=None, dry_run=False):
 
 def write_course(course_dir, graded, timeout=900):
     """An nbgrader course in `course_dir`: nbgrader_config.py and, per Assignment of `graded`
-    (one or a list), source/<id>/<id>.ipynb."""
+    (one or a list), source/<id>/<id>.ipynb, carrying the grader (public checks) for a hub."""
+    from autograder.routes.student_notebook import grader_archive
+
     graded = graded if isinstance(graded, list) else [graded]
     course_dir = Path(course_dir)
     targets = [
@@ -220,8 +233,44 @@ def write_course(course_dir, graded, timeout=900):
     targets[0].write_text(NBGRADER_CONFIG.format(placeholder=PLACEHOLDER, timeout=timeout), encoding="utf-8")
     for config, target in zip(graded, targets[1:]):
         target.parent.mkdir(parents=True)
-        target.write_text(notebook_text(course_notebook(config)), encoding="utf-8")
+        grader = base64.b64encode(grader_archive(config)).decode("ascii")
+        target.write_text(notebook_text(course_notebook(config, grader=grader)), encoding="utf-8")
     return targets
+
+
+def installer(grader: str) -> str:
+    """The setup cell's lines that make `autograder` importable where the kit is not installed
+    (a JupyterHub that has only the notebook, Colab): install what the checks need from PyPI
+    (torch as the grading's, in its CPU build, only where there is none) and unpack `grader` (the
+    student release's grader, base64 zip) into a folder of its own, outside the notebook's. Where
+    the kit is installed (nbgrader autograde, the instructor's) it is used as it is."""
+    from autograder.engine.torch_pin import CPU_INDEX, GRADING_TORCH
+
+    return INSTALLER.format(grader=grader, torch=GRADING_TORCH, cpu_index=CPU_INDEX)
+
+
+INSTALLER = """GRADER = "{grader}"  # 채점기(공개 검사만) / the grader (public checks only), for where the kit is not installed
+import importlib.util
+
+if importlib.util.find_spec("autograder") is None:
+    import base64, hashlib, io, subprocess, sys, tempfile, zipfile
+
+    needed = [name for name, module in (("pyyaml", "yaml"), ("jsonschema", "jsonschema"), ("numpy", "numpy"))
+              if importlib.util.find_spec(module) is None]
+    if importlib.util.find_spec("torch") is None:
+        needed += ["torch=={torch}", "--extra-index-url", "{cpu_index}"]
+    if needed:
+        subprocess.check_call([sys.executable, "-m", "pip", "install", "-q", *needed])
+    home = os.path.join(tempfile.gettempdir(), "mha-lab-grader-" + hashlib.sha256(GRADER.encode()).hexdigest()[:16])
+    if not os.path.isfile(os.path.join(home, ".unpacked")):  # written last: a half-unpacked copy is redone
+        zipfile.ZipFile(io.BytesIO(base64.b64decode(GRADER))).extractall(home)
+        open(os.path.join(home, ".unpacked"), "w").close()
+    sys.path.insert(0, home)
+from autograder.engine.torch_pin import torch_note
+
+if torch_note():  # another torch than the grading's: say so before any check runs
+    print(torch_note())
+"""
 
 
 def fill_notebook(notebook, files, package):

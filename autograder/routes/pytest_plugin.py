@@ -265,6 +265,13 @@ class StudentPlugin:
             self.source_scans[key] = forbidden_in_source(module, step, self.package(check.assignment))
         return self.source_scans[key]
 
+    def pytest_report_header(self, config):
+        """A torch other than the grading's, said before anything runs (torch_pin)."""
+        from autograder.engine.torch_pin import torch_note
+
+        note = torch_note()
+        return [note] if note else []
+
     def pytest_sessionstart(self, session):
         """Short tracebacks unless the student asks for others (--tb=long): one line per frame of
         their code, no dumps of the arguments (tensors) of each frame."""

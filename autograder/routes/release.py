@@ -12,6 +12,7 @@
 """
 
 import shutil
+import sys
 import tempfile
 import zipfile
 from pathlib import Path
@@ -19,6 +20,7 @@ from pathlib import Path
 from autograder import KIT
 from autograder.engine.assignment import folder as assignment_folder
 from autograder.engine.diagnosis import public_message_ids  # the one place that decides; here for callers
+from autograder.engine.torch_pin import CPU_INDEX, GRADING_TORCH
 
 HIDDEN_MARKER = "# ### BEGIN HIDDEN CHECKS"
 PROBES_MARKER = "# ### PROBES"
@@ -31,6 +33,7 @@ STUDENT_PARTS = [
     "__init__.py",
     "__main__.py",
     "engine",
+    "harness",
     "sandbox",
     "routes/__init__.py",
     "routes/pytest_plugin.py",
@@ -44,9 +47,8 @@ STUDENT_PARTS = [
 # skeletons, compiling catalogs with Babel): left out of the engine that ships.
 INSTRUCTOR_ENGINE = ["batch.py", "shard.py", "skeleton.py", "catalogs.py"]
 ASSIGNMENT_PARTS = ["__init__.py", "fingerprints.json", "warmup.py"]  # and its compiled catalogs
-CPU_INDEX = "https://download.pytorch.org/whl/cpu"  # PyTorch's CPU-only wheels: no CUDA packages
 REQUIREMENTS = [
-    "torch>=2.3,<3",
+    f"torch=={GRADING_TORCH}",  # the grading's own: the same numerics, errors and warnings
     "numpy",
     "pytest>=8",
     "pytest-timeout>=2.2",
@@ -57,12 +59,14 @@ REQUIREMENTS = [
 
 
 def requirements_text():
-    """The student's requirements.txt: torch from PyTorch's CPU index (PyPI's Linux torch bundles
-    CUDA, several GB). The CPU index is an extra one, so that the rest still comes from PyPI; its
-    `+cpu` builds outrank PyPI's of the same version. A CUDA build installed before is kept."""
+    """The student's requirements.txt: the grading's torch (GRADING_TORCH) from PyTorch's CPU
+    index (PyPI's Linux torch bundles CUDA, several GB). The CPU index is an extra one, so that
+    the rest still comes from PyPI; its `+cpu` builds outrank PyPI's of the same version. A CUDA
+    build of the same version installed before is kept (2.13.0+cu128 is 2.13.0)."""
     return (
-        "# CPU build of torch (no GPU needed). For a CUDA build, install torch first from the\n"
-        "# index pytorch.org/get-started names for your CUDA (e.g. --index-url https://download.pytorch.org/whl/cu128).\n"
+        f"# torch {GRADING_TORCH}, as the grading uses, in its CPU build (no GPU needed). For a CUDA build, install\n"
+        f"# torch=={GRADING_TORCH} first from the index pytorch.org/get-started names for your CUDA\n"
+        "# (e.g. --index-url https://download.pytorch.org/whl/cu128).\n"
         f"--extra-index-url {CPU_INDEX}\n" + "\n".join(REQUIREMENTS) + "\n"
     )
 
@@ -86,7 +90,7 @@ def strip_hidden(source, hidden_classes=()):
     return "".join(line for number, line in enumerate(lines) if number not in cut)
 
 
-def release(out, classroom="command", assignment=None, kit_repository=None):
+def release(out, classroom="command", assignment=None, kit_repository=None, notebooks=True):
     """Write the student release into directory `out` (which must not exist yet): every
     assignment of grading.yml (or only `assignment`), with a GitHub Classroom workflow per
     assignment in `classroom` mode ("command", "fractional", or "private": hidden checks too,
@@ -104,7 +108,7 @@ def release(out, classroom="command", assignment=None, kit_repository=None):
     partial = Path(tempfile.mkdtemp(prefix=f".{out.name}.partial-", dir=out.parent))
     partial.chmod(0o755)  # mkdtemp's 0700 would carry over to the release
     try:
-        write_release(partial, graded, classroom, kit_repository)
+        write_release(partial, graded, classroom, kit_repository, notebooks)
         partial.rename(out)
     except BaseException:
         shutil.rmtree(partial, ignore_errors=True)
@@ -112,8 +116,10 @@ def release(out, classroom="command", assignment=None, kit_repository=None):
     return out
 
 
-def write_release(out, graded, classroom, kit_repository=None):
-    """release() into the existing empty directory `out`, for the Assignments `graded`."""
+def write_release(out, graded, classroom, kit_repository=None, notebooks=True):
+    """release() into the existing empty directory `out`, for the Assignments `graded`; with
+    `notebooks`, also notebooks/<package>.ipynb: the self-contained student notebook of each
+    (Jupyter, Colab, a hub), carrying this release's grader."""
     from autograder.engine.catalogs import write_student_catalogs
     from autograder.routes.classroom import private_workflow, workflow
 
@@ -121,7 +127,11 @@ def write_release(out, graded, classroom, kit_repository=None):
     workflows.mkdir(parents=True)
     for config in graded:
         name = "classroom.yml" if len(graded) == 1 else f"classroom-{config.id}.yml"
-        text = private_workflow(config, kit_repository) if classroom == "private" else workflow(config, classroom)
+        text = (
+            private_workflow(config, kit_repository, name)
+            if classroom == "private"
+            else workflow(config, classroom, name)
+        )
         (workflows / name).write_text(text)
     ignore = shutil.ignore_patterns("__pycache__", "*.pyc")
     ignore_instructor = shutil.ignore_patterns("__pycache__", "*.pyc", *INSTRUCTOR_ENGINE)
@@ -146,6 +156,9 @@ def write_release(out, graded, classroom, kit_repository=None):
                 shutil.copytree(here / part, there / part, ignore=ignore)
             elif (here / part).is_file():
                 shutil.copyfile(here / part, there / part)
+        (there / "observers").mkdir()
+        for path in sorted((here / "observers").glob("*.py")):  # without the observers only hidden checks use
+            (there / "observers" / path.name).write_text(path.read_text().split(HIDDEN_MARKER, 1)[0].rstrip() + "\n")
         (there / "checks").mkdir()
         modules = config.step_modules()
         shutil.copyfile(here / "checks" / "__init__.py", there / "checks" / "__init__.py")
@@ -162,6 +175,20 @@ def write_release(out, graded, classroom, kit_repository=None):
     (out / "pyproject.toml").write_text('[tool.pytest.ini_options]\npythonpath = ["."]\n')
     (out / ".gitignore").write_text(".pytest_cache/\n__pycache__/\n")
     (out / "README.md").write_text(student_readme(graded))
+    try:
+        import nbformat  # noqa: F401 - the instructor extra
+    except ImportError:
+        print("notebooks/ left out of the release: pip install -e .[instructor] to write them", file=sys.stderr)
+        notebooks = False
+    if notebooks:
+        from autograder.routes.course import notebook_text
+        from autograder.routes.student_notebook import release_archive, student_notebook
+
+        grader = release_archive(out)
+        (out / "notebooks").mkdir()
+        for config in graded:
+            notebook = student_notebook(config, grader=grader)
+            (out / "notebooks" / f"{config.package}.ipynb").write_text(notebook_text(notebook), encoding="utf-8")
     return out
 
 
@@ -220,10 +247,14 @@ pytest assignments/ --cuda           # cuda 단계도: 실제 GPU가 없으면 �
 export MHA_LAB_LANG=ko               # --lang ko 대신: 이 셸에서 실행하는 모든 명령이 한국어로
 ```
 
-`requirements.txt`는 PyTorch의 CPU 휠 인덱스(`{CPU_INDEX}`)에서 torch를 받습니다. NVIDIA GPU를
-쓰려면 먼저 CUDA 빌드의 torch를 설치하세요. https://pytorch.org/get-started 에서 여러분의 CUDA
-버전에 맞는 `--index-url`을 알려 줍니다 (예: `pip install torch --index-url https://download.pytorch.org/whl/cu128`).
-그 뒤에 `pip install -r requirements.txt`를 실행해도 그 torch는 그대로 남습니다.
+`requirements.txt`는 채점과 같은 torch {GRADING_TORCH}를 PyTorch의 CPU 휠 인덱스(`{CPU_INDEX}`)에서
+받습니다. NVIDIA GPU를 쓰려면 먼저 같은 버전의 CUDA 빌드를 설치하세요. https://pytorch.org/get-started 에서
+여러분의 CUDA 버전에 맞는 `--index-url`을 알려 줍니다 (예: `pip install torch=={GRADING_TORCH} --index-url https://download.pytorch.org/whl/cu128`).
+그 뒤에 `pip install -r requirements.txt`를 실행해도 그 torch는 그대로 남습니다. 다른 버전의 torch를 쓰면
+`pytest`와 노트북이 처음에 그렇게 알려 줍니다 (점수가 공식 채점과 다를 수 있습니다).
+
+Jupyter, Colab 또는 JupyterHub에서 하려면 `notebooks/<package>.ipynb`를 여세요. 같은 단계와 검사가
+들어 있고, 첫 셀이 필요한 것을 설치하고 채점기를 풉니다 (이 저장소의 다른 파일은 필요 없습니다).
 
 각 파일은 그 단계의 설명으로 시작합니다 (한국어, 그다음 영어). 텐서는 배치가 먼저이고, 마스크는
 **True = 막힘**인 bool 텐서입니다 (`nn.MultiheadAttention`과 같고, `F.scaled_dot_product_attention`은
@@ -251,10 +282,16 @@ pytest assignments/ --cuda           # also the cuda step, on a simulated GPU if
 pytest assignments/ --lang ko        # 메시지와 점수표를 한국어로 (or: export MHA_LAB_LANG=ko)
 ```
 
-`requirements.txt` takes torch from PyTorch's CPU wheel index (`{CPU_INDEX}`). To use an NVIDIA GPU,
-install a CUDA build of torch first, with the `--index-url` that https://pytorch.org/get-started
-gives for your CUDA version (e.g. `pip install torch --index-url https://download.pytorch.org/whl/cu128`);
-`pip install -r requirements.txt` keeps it.
+`requirements.txt` installs the torch the grading uses, {GRADING_TORCH}, from PyTorch's CPU wheel index
+(`{CPU_INDEX}`). To use an NVIDIA GPU, install a CUDA build of the same version first, with the
+`--index-url` that https://pytorch.org/get-started gives for your CUDA version (e.g.
+`pip install torch=={GRADING_TORCH} --index-url https://download.pytorch.org/whl/cu128`);
+`pip install -r requirements.txt` keeps it. With another torch, `pytest` and the notebooks say so
+first (your scores may differ from the official grading's).
+
+For Jupyter, Colab or a JupyterHub, open `notebooks/<package>.ipynb`: the same steps and checks;
+its first cell installs what they need and unpacks the grader (it needs nothing else of this
+repository).
 
 Each file starts with an explanation of its step (in Korean, then in English). Tensors are
 batch-first, and a mask is a bool tensor with **True = blocked** (as in `nn.MultiheadAttention`;
@@ -278,7 +315,7 @@ SETUP_SH = """#!/usr/bin/env bash
 set -euo pipefail
 apt-get update -qq && apt-get install -y -qq python3 python3-pip python3-venv g++ bubblewrap libseccomp2 > /dev/null
 python3 -m venv /autograder/venv
-/autograder/venv/bin/pip install -q torch==2.13.0 --index-url {cpu_index}
+/autograder/venv/bin/pip install -q torch=={torch} --index-url {cpu_index}
 /autograder/venv/bin/pip install -q numpy pytest pytest-timeout PyYAML jsonschema tqdm pyseccomp
 """
 
@@ -316,7 +353,7 @@ def gradescope_zip(out, assignment=None):
 def _write_gradescope_zip(out, config):
     with zipfile.ZipFile(out, "w", zipfile.ZIP_DEFLATED) as archive:
         for name, text in (
-            ("setup.sh", SETUP_SH.replace("{cpu_index}", CPU_INDEX)),
+            ("setup.sh", SETUP_SH.replace("{cpu_index}", CPU_INDEX).replace("{torch}", GRADING_TORCH)),
             ("run_autograder", RUN_AUTOGRADER.replace("{assignment}", config.id)),
         ):
             info = zipfile.ZipInfo(name)
@@ -330,7 +367,8 @@ def _write_gradescope_zip(out, config):
 
 
 def gradescope_results(result, execution_time, hidden_visibility="after_published", public_ids=None):
-    """Gradescope's results.json for a GradeResult: one test per check. A failing visible test
+    """Gradescope's results.json for a GradeResult: one test per check, and no top-level score
+    (the tests' scores add up to the result's; see the comment at the end). A failing visible test
     carries only the step's diagnoses a student release could give (classroom.public_diagnoses of
     `public_ids`, default: public_message_ids of every assignment in grading.yml): the others tell
     what the hidden checks look for. A hidden check's test, shown at its visibility, carries all."""
@@ -366,14 +404,31 @@ def gradescope_results(result, execution_time, hidden_visibility="after_publishe
                     "visibility": "visible" if check.visibility == "public" else hidden_visibility,
                 }
             )
+    # Gradescope adds the tests' scores up: rounded one by one, 7 checks of 15/7 would make 14.9999;
+    # each is rounded as its share of the exact total instead (largest remainder, units of 0.0001).
+    counted = [check for step in result.steps for check in step.checks if check.passed is not None]
+    for key, values in (("score", [c.points for c in counted]), ("max_score", [c.max_points for c in counted])):
+        for test, share in zip(tests, exact_shares(values)):
+            test[key] = share
     # What the student's code printed while hidden checks ran can show their inputs: where hidden
     # checks ran it is shown as the hidden checks are (a test of its own, at their visibility).
     hidden_ran = any(check.visibility != "public" for step in result.steps for check in step.checks)
     printed = f"\n\n{messages.render('your_output')}\n{result.output}" if result.output and not hidden_ran else ""
-    if result.output and hidden_ran:
-        tests.append({"name": messages.render("your_output"), "output": result.output, "visibility": hidden_visibility})
+    if result.output and hidden_ran:  # worth nothing: every test needs a score where the top level has none
+        tests.append(
+            {
+                "name": messages.render("your_output"),
+                "score": 0,
+                "max_score": 0,
+                "output": result.output,
+                "visibility": hidden_visibility,
+            }
+        )
+    # No top-level "score": Gradescope then adds up the tests' scores, and while any test is not
+    # yet visible (the hidden ones: after_published) it shows students no total ("If test cases
+    # are hidden, students will not be able to see their total score", its results.json
+    # specification); a top-level score would override that sum and be the total they see.
     return {
-        "score": round(result.score, 4),
         "execution_time": round(execution_time, 2),
         "output": gradescope_summary(result)
         + (f"\n{messages.render('graded_files', files=', '.join(result.graded_files))}" if result.graded_files else "")
@@ -382,6 +437,14 @@ def gradescope_results(result, execution_time, hidden_visibility="after_publishe
         "tests": tests,
         **graded_files_data(result),
     }
+
+
+def exact_shares(values: list) -> list:
+    """`values` rounded to 4 decimals so that they add up to their sum rounded to 4 decimals."""
+    from autograder.routes.classroom import whole_points
+
+    units = whole_points([value * 10_000 for value in values], sum(values) * 10_000)
+    return [round(unit / 10_000, 4) for unit in units]
 
 
 def graded_files_data(result) -> dict:

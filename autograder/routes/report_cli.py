@@ -17,13 +17,20 @@ def run(args) -> int:
 
 
 def run_merge(args) -> int:
-    from autograder.engine.shard import ShardError, merge
+    from autograder.engine.results import WriteError
+    from autograder.engine.shard import IncompleteMerge, ShardError, merge
 
     try:
-        merged = merge(args.dirs, args.out)
+        merged = merge(args.dirs, args.out, allow_missing=getattr(args, "allow_missing", False))
+    except IncompleteMerge as error:  # not a mistake in the command: something to grade first
+        print(f"error: {error}", file=sys.stderr)
+        return 1
     except ShardError as error:
         print(f"error: {error}", file=sys.stderr)
         return 2
+    except WriteError as error:
+        print(f"error: {error}; make room and merge again", file=sys.stderr)
+        return 1
     print(
         f"merged {len(merged)} results from {len(args.dirs)} directories into {args.out}/ (grades.csv, one JSON each)"
     )
@@ -84,6 +91,8 @@ def run_report(args) -> int:
             f"error: no results in {', '.join(map(str, args.dirs))} (expected grade --out directories)", file=sys.stderr
         )
         return 2
+    if not getattr(args, "assignment", None):
+        print(f"assignment: {data['assignment']['id']} (from the results; --assignment ID to choose)")
     if args.json:
         args.json.write_text(json.dumps(data, indent=1, ensure_ascii=False) + "\n", encoding="utf-8")
         print(f"wrote {args.json}")

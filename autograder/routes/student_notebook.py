@@ -3,9 +3,10 @@ sources as the other routes (the skeleton files in assignments/<package>/ and gr
 
     python -m autograder student-notebook OUT.ipynb [--assignment ID]
 
-The first cell installs what the checks need (PyYAML, jsonschema; torch where it is missing, as
-Colab has it) and unpacks the grader the student release ships (public checks only: no solutions, no hidden
-checks, no known mistakes) beside the notebook. Each step's code cells write the package's files
+The first cell installs what the checks need (PyYAML, jsonschema, numpy; the grading's torch where
+there is none, as Colab has one) and unpacks the grader the student release ships (public checks
+only: no solutions, no hidden checks, no known mistakes) into a folder of its own, where the kit
+is not installed (course.installer). `release` writes one per assignment (notebooks/<package>.ipynb). Each step's code cells write the package's files
 (`%%writefile`), and its check cell calls routes.notebook.check_step: the in-process grader on
 the public checks, the same per-step points as `pytest assignments/` (with --cuda). What the
 notebook says is in Korean, then English (the titles from the assignment's catalog), and the
@@ -21,23 +22,15 @@ from autograder.engine import messages
 
 INSTALL = """# 이 셀을 먼저 실행하세요: 검사에 필요한 것을 설치하고 채점기(공개 검사만)를 풉니다.
 # Run this cell first: it installs what the checks need and unpacks the grader (public checks only).
-import base64, importlib.util, io, os, subprocess, sys, zipfile
+import os
 
 # 메시지와 점수표의 언어 / the language of the messages and score tables: "ko" 한국어, "en" English,
 # None: MHA_LAB_LANG 또는 로케일 / MHA_LAB_LANG or the locale. 검사 셀은 check_step(..., lang=LANG)을
 # 부릅니다 / the check cells call check_step(..., lang=LANG); 한 셀만 / one cell only: lang="ko".
 LANG = None
 
-missing = [name for name, module in (("pyyaml", "yaml"), ("jsonschema", "jsonschema"), ("torch", "torch"),
-                                     ("numpy", "numpy"))
-           if importlib.util.find_spec(module) is None]
-if missing:
-    subprocess.check_call([sys.executable, "-m", "pip", "install", "-q", *missing])
-GRADER = "{grader}"
-zipfile.ZipFile(io.BytesIO(base64.b64decode(GRADER))).extractall(".")
-sys.path.insert(0, os.getcwd())
 os.makedirs({package!r}, exist_ok=True)  # 코드 셀이 파일을 여기에 씁니다 / the code cells write their files here
-from autograder.routes.notebook import check_step"""
+{install}from autograder.routes.notebook import check_step"""
 
 CHECK = "check_step({step_id!r}, assignment={assignment!r}, lang=LANG)"
 
@@ -75,32 +68,40 @@ Each step below has an explanation, a code cell to complete and a check cell.
 
 
 def grader_archive(config) -> bytes:
-    """A zip of what the student release holds of the grader: autograder/ and grading.yml."""
+    """A zip of what the student release of `config` holds of the grader: autograder/ and
+    grading.yml."""
     from autograder.routes.release import release
 
     with tempfile.TemporaryDirectory() as temporary:
-        out = release(Path(temporary) / "release", assignment=config.id)
-        buffer = io.BytesIO()
-        with zipfile.ZipFile(buffer, "w", zipfile.ZIP_DEFLATED) as archive:
-            archive.write(out / "grading.yml", "grading.yml")
-            for path in sorted((out / "autograder").rglob("*")):
-                if path.is_file() and "__pycache__" not in path.parts:
-                    archive.write(path, str(path.relative_to(out)))
-        return buffer.getvalue()
+        out = release(Path(temporary) / "release", assignment=config.id, notebooks=False)
+        return release_archive(out)
 
 
-def student_notebook(config, skeleton=None):
+def release_archive(release_dir) -> bytes:
+    """A zip of `release_dir`'s grader: grading.yml and autograder/ (no bytecode)."""
+    release_dir = Path(release_dir)
+    buffer = io.BytesIO()
+    with zipfile.ZipFile(buffer, "w", zipfile.ZIP_DEFLATED) as archive:
+        archive.write(release_dir / "grading.yml", "grading.yml")
+        for path in sorted((release_dir / "autograder").rglob("*")):
+            if path.is_file() and "__pycache__" not in path.parts:
+                archive.write(path, str(path.relative_to(release_dir)))
+    return buffer.getvalue()
+
+
+def student_notebook(config, skeleton=None, grader: bytes = None):
     """The notebook of `config` (an Assignment): the course notebook's explanations and code cells
-    from the skeleton (assignments/<package>/ unless given), an install cell first, a public
-    check cell per step, and no nbgrader metadata."""
+    from the skeleton (assignments/<package>/ unless given), an install cell first (carrying
+    `grader`, a release_archive; default: grader_archive(config)), a public check cell per
+    step, and no nbgrader metadata."""
     import nbformat
 
     from autograder import KIT
-    from autograder.routes.course import course_notebook, split_docstring
+    from autograder.routes.course import course_notebook, installer, split_docstring
 
     skeleton = Path(skeleton or KIT / "assignments" / config.package)
     notebook = course_notebook(config, solutions=skeleton)
-    grader = base64.b64encode(grader_archive(config)).decode("ascii")
+    grader = base64.b64encode(grader if grader is not None else grader_archive(config)).decode("ascii")
     about, _ = (
         split_docstring((skeleton / "__init__.py").read_text(encoding="utf-8"))
         if (skeleton / "__init__.py").is_file()
@@ -116,7 +117,7 @@ def student_notebook(config, skeleton=None):
                 package=config.package,
             )
         elif cell.get("id") == "setup":
-            cell.source = INSTALL.format(grader=grader, package=config.package)
+            cell.source = INSTALL.format(install=installer(grader), package=config.package)
         elif cell.get("id", "").startswith("check-"):
             cell.source = CHECK.format(step_id=cell["id"].removeprefix("check-"), assignment=config.id)
     nbformat.validate(notebook)

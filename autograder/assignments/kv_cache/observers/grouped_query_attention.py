@@ -24,6 +24,9 @@ def not_divisible(kv, q, k, v):
     return {"raised": None}
 
 
+# ### BEGIN HIDDEN CHECKS (observers only hidden checks use: left out of a student release)
+
+
 def attend_and_repeat(kv, q, k, v, mask):
     """{"out", "repeated"}: the attention, and repeat_kv(k, H // H_kv)."""
     return {

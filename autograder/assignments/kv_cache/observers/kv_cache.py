@@ -46,6 +46,9 @@ def two_caches(kv, first, second):
     return {"first_K": a["K"][-1], "second_K": b["K"][-1], "second_len": b["len"][-1]}
 
 
+# ### BEGIN HIDDEN CHECKS (observers only hidden checks use: left out of a student release)
+
+
 def fill_then_reset(kv, pieces, after):
     """Everything a cache fed `pieces` returns, then, after a reset, what it returns for after[0]."""
     cache, seen = _fill(kv, pieces)

@@ -120,7 +120,7 @@ class RandomSizes(Check):
     id = "random_sizes"
     visibility = "hidden"
     weight = 3
-    observer = observers.attend
+    observer = observers.outputs
 
     def inputs(self, rng):
         lead = (randsize(rng, 2, 4), randsize(rng, 2, 5))  # (B, H)

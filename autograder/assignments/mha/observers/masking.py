@@ -33,6 +33,9 @@ def causal_masks(mha, lengths):
     return {f"mask_{length}": mha.masking.causal_mask(length) for length in lengths}
 
 
+# ### BEGIN HIDDEN CHECKS (observers only hidden checks use: left out of a student release)
+
+
 def causal_mask_on(mha, length, device):
     """The device, shape and dtype of causal_mask(length, device=torch.device(device))."""
     mask = mha.masking.causal_mask(length, device=torch.device(device))

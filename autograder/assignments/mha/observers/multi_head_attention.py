@@ -182,6 +182,21 @@ def gradients(mha, states, query, key=None):
     return gradient_sizes(build(mha, states), query, *(() if key is None else (key, key)))
 
 
+def one_query_changed(mha, states, query, changed, key):
+    """{"before", "after"}: cross-attention before and after one query token changed."""
+    module = build(mha, states)
+    return {"before": module(query, key, key).detach(), "after": module(changed, key, key).detach()}
+
+
+def repeated_in_eval(mha, states, query, p):
+    """{"outputs"}: three calls of a module made with dropout p, after eval()."""
+    module = build(mha, states, dropout=p)
+    return {"outputs": [module(query).detach() for _ in range(3)]}
+
+
+# ### BEGIN HIDDEN CHECKS (observers only hidden checks use: left out of a student release)
+
+
 def configurations(mha, states, num_heads, query, key, pad_mask):
     """{"self", "cross", "causal_cross"} at random sizes, with earlier steps written out too."""
 
@@ -195,15 +210,3 @@ def configurations(mha, states, num_heads, query, key, pad_mask):
         }
 
     return with_earlier_steps(mha, run)
-
-
-def one_query_changed(mha, states, query, changed, key):
-    """{"before", "after"}: cross-attention before and after one query token changed."""
-    module = build(mha, states)
-    return {"before": module(query, key, key).detach(), "after": module(changed, key, key).detach()}
-
-
-def repeated_in_eval(mha, states, query, p):
-    """{"outputs"}: three calls of a module made with dropout p, after eval()."""
-    module = build(mha, states, dropout=p)
-    return {"outputs": [module(query).detach() for _ in range(3)]}

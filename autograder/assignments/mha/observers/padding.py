@@ -34,6 +34,9 @@ def input_unchanged(mha, sequences):
     return {"sequences": sequences, "ids": padded["ids"]}
 
 
+# ### BEGIN HIDDEN CHECKS (observers only hidden checks use: left out of a student release)
+
+
 def cases(mha, cases):
     """{"cases": [pad(**case) for each case]}."""
     return {"cases": [pad(mha, **case) for case in cases]}

@@ -34,6 +34,9 @@ def round_trip(mha, x, num_heads):
     return {"x": mha.heads.merge_heads(mha.heads.split_heads(x, num_heads))}
 
 
+# ### BEGIN HIDDEN CHECKS (observers only hidden checks use: left out of a student release)
+
+
 def split_and_merge(mha, x, num_heads, heads):
     """{"split", "merged"}: split_heads(x, num_heads) and merge_heads(heads)."""
     return {"split": mha.heads.split_heads(x, num_heads), "merged": mha.heads.merge_heads(heads)}
