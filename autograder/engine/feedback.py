@@ -439,3 +439,37 @@ def differing(got, expected, fail, tol):
     if named in tensors:
         return {named: tensors[named]}, {}
     return tensors, {}
+
+
+def first_example(records, observe, tol, skip=None, **limits):
+    """The smallest failing input of a step: smallest_example of the first of its `records`
+    (diagnosis.Record) that `shrinkable` says may be shrunk. `observe(check, inputs) ->
+    Observation` runs the student's half; `skip(check)`: True for a check not to run again (code
+    that hung). One search per step, so that a failing run stays quick; None where there is
+    nothing to show."""
+    for record in records:
+        if shrinkable(record) and (skip is None or not skip(record.check)):
+            return smallest_example(
+                record.check,
+                record.inputs,
+                record.fail,
+                lambda inputs, check=record.check: observe(check, inputs),
+                tol,
+                observation=record.observation,
+                **limits,
+            )
+    return None
+
+
+def shrinkable(record) -> bool:
+    """Whether a record's failure says something about the computation, on a check whose inputs
+    may be shown: no exception the grader expects, no time limit, no forbidden call, not blocked
+    by another step's mistake; a public check that needs no device."""
+    from autograder.engine.diagnosis import NOT_EVIDENCE
+
+    fail, check, observation = record.fail, record.check, record.observation
+    if fail is None or fail.message_id in NOT_EVIDENCE or fail.message_id == "not_checked":
+        return False
+    if fail.params.get("blocked_by") or check.visibility != "public" or check.requires:
+        return False
+    return observation is not None and not observation.forbidden

@@ -3,6 +3,7 @@
     check_step("padding")               # a student's run: public checks, prints a table
     check_step("padding", hidden=True)  # nbgrader autograde: hidden checks too (instructor kit)
     check_step("padding", lang="ko")    # messages and table in Korean (default: MHA_LAB_LANG, the locale)
+    check_step("padding", verbose=True) # every failing check's full message under the step's verdict
 
 Each solution cell of the notebook writes one file of the student's package (`%%writefile`), so a
 check cell grades exactly the files the other routes grade. The value returned is the step's
@@ -31,6 +32,7 @@ from autograder import KIT
 from autograder.engine import config as grading_config
 from autograder.engine import messages
 from autograder.engine.diagnosis import public_message_ids
+from autograder.engine import results
 from autograder.engine.results import table
 from autograder.engine.runner import grade
 
@@ -46,18 +48,20 @@ def check_step(
     assignment: str = None,
     lang: str = None,
     points: float = None,
+    verbose: bool = False,
 ) -> float:
     """Grade step `step_id` of `assignment` (default: the first in grading.yml) in `directory`,
-    which holds its package; print the table (in `lang`), return the points.
+    which holds its package; print the table (in `lang`; with `verbose`, every failing check's
+    full message too), return the points.
 
     `points`: what the course notebook's check cell is worth (frozen when the course was made).
     nbgrader rejects a cell scoring above it, so a grading.yml edited since is scored out of
     `points`, with a note that the course needs regenerating."""
     with messages.speaking(lang):
-        return _check_step(step_id, hidden, directory, seed, assignment, points)
+        return _check_step(step_id, hidden, directory, seed, assignment, points, verbose)
 
 
-def _check_step(step_id, hidden, directory, seed, assignment, points):
+def _check_step(step_id, hidden, directory, seed, assignment, points, verbose=False):
     config = grading_config.load(assignment=assignment)
     if step_id not in {step.id for step in config.steps}:  # grading.yml changed since the course was made
         print(messages.render("course_step_missing", step=step_id, assignment=config.id))
@@ -79,11 +83,14 @@ def _check_step(step_id, hidden, directory, seed, assignment, points):
                 steps=[step_id],
                 pictures=public_pictures(folder),
             )
-        step = result.step(step_id)
+            step = result.step(step_id)
+            if step.example is None and step.score < step.max_score:
+                step.example = public_example(config, step, Path(directory))
         view, summary = public_view(result, step_id, public_message_ids(config))
         if display is not None:  # shown below the table, not named in it
             view.steps[0].pictures = []
-        print(table(view, title=f"{step.id}: {config.step(step_id).title}"))
+        title = messages.title(f"step_title.{config.id}.{step_id}", config.step(step_id).title)
+        print(table(view, title=f"{step.id}: {title}", verbose=verbose))
         if summary:
             print(summary)
         if display is not None:
@@ -124,9 +131,40 @@ def public_view(result, step_id, public_ids: set = None):
     return view, messages.render(
         "hidden_checks_summary",
         count=len(hidden),
-        points=round(sum(c.points for c in hidden), 2),
-        max_points=round(sum(c.max_points for c in hidden), 2),
+        points=results.points(sum(c.points for c in hidden)),
+        max_points=results.points(sum(c.max_points for c in hidden)),
     )
+
+
+def public_example(config, step, directory: Path):
+    """The smallest failing input of the step's first failing public check (feedback.first_example),
+    found in this process, where the notebook runs the student's code anyway; None if none. Only
+    public checks, with their fixed seeds: nothing of the hidden checks."""
+    from autograder.engine.diagnosis import Record
+    from autograder.engine.feedback import first_example, shrinkable
+    from autograder.engine.runner import check_inputs, check_seed, clone, judge, observe
+    from autograder.engine.submission import Package, SubmissionError
+
+    failing = {check.id for check in step.checks if check.passed is False and check.visibility == "public"}
+    settings = config.step(step.id)
+    try:
+        student = Package.load(directory, config.package)
+    except SubmissionError:
+        return None
+    for check in config.step_modules()[step.id].CHECKS:
+        if check.id not in failing or check.visibility != "public" or check.requires:
+            continue
+        inputs = check_inputs(check, check_seed(check))
+        observation = observe(check, student, inputs, settings.timeout)
+        fail = judge(check, inputs, observation, check.expected(**clone(inputs)), settings.tolerance)
+        record = Record(check, inputs, observation, fail)
+        if shrinkable(record):  # one search per step, as in pytest
+            return first_example(
+                [record],
+                lambda check, candidate: observe(check, student, candidate, settings.timeout),
+                settings.tolerance,
+            )
+    return None
 
 
 def public_pictures(directory: Path):

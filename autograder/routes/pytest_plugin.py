@@ -416,30 +416,17 @@ class StudentPlugin:
                 terminal.write_line(results.table(result, title=title, verbose=self.verbose))
 
     def example(self, step, records, student):
-        """The smallest failing input of the step's first public check whose failure says something
-        about the computation (feedback.smallest_example), run here as the checks are; None if none."""
-        from autograder.engine.diagnosis import NOT_EVIDENCE
-        from autograder.engine.feedback import smallest_example
+        """The step's smallest failing input (feedback.first_example), its candidates run here as
+        the checks are, without the forbidden-call watch (the check shrunk made no forbidden call,
+        and the watch costs more than the small runs it would watch)."""
+        from autograder.engine.feedback import first_example
 
-        for record in records:
-            fail = record.fail
-            if fail is None or fail.message_id in NOT_EVIDENCE or not_checked(fail) or self.hangs.skipped(record.check):
-                continue
-            if record.check.visibility != "public" or record.check.requires or record.observation.forbidden:
-                continue
-
-            def run(inputs, check=record.check):
-                # no forbidden-call watch: this check made no forbidden call, and the watch costs
-                # more than the small runs it would watch
-                return observe(check, student, inputs, step.timeout)
-
-            example = smallest_example(
-                record.check, record.inputs, fail, run, step.tolerance, observation=record.observation
-            )
-            if example is not None:
-                return example
-            return None  # one check's search per step: the time a failing run adds stays small
-        return None
+        return first_example(
+            records,
+            lambda check, inputs: observe(check, student, inputs, step.timeout),
+            step.tolerance,
+            skip=lambda check: self.hangs.skipped(check) is not None,
+        )
 
     def result(self, assignment):
         """The GradeResult of the checks that ran for `assignment`, with diagnoses."""

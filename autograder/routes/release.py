@@ -186,8 +186,11 @@ def _write_config(target, graded):
 
 def student_message(message_id: str, keep: set) -> bool:
     """Whether a student release ships this message: every one but the diagnoses outside `keep`
-    (public_message_ids)."""
-    return not message_id.startswith("diagnosis.") or message_id.removeprefix("diagnosis.") in keep
+    (public_message_ids), and where the skeleton teaches them (`concept.cause.<diagnosis>`)."""
+    for prefix in ("diagnosis.", "concept.cause."):
+        if message_id.startswith(prefix):
+            return message_id.removeprefix(prefix) in keep
+    return True
 
 
 def student_readme(graded):
@@ -330,11 +333,15 @@ def _write_gradescope_zip(out, config):
 
 
 def gradescope_results(result, execution_time, hidden_visibility="after_published", public_ids=None):
-    """Gradescope's results.json for a GradeResult: one test per check. A failing visible test
-    carries only the step's diagnoses a student release could give (classroom.public_diagnoses of
-    `public_ids`, default: public_message_ids of every assignment in grading.yml): the others tell
-    what the hidden checks look for. A hidden check's test, shown at its visibility, carries all."""
-    from autograder.engine import messages
+    """Gradescope's results.json for a GradeResult: one test per check. The first failing visible
+    test of a step carries the step's verdict (feedback.verdict, as the score table shows it: the
+    cause first) made of its public checks and of the diagnoses a student release could give
+    (classroom.public_diagnoses of `public_ids`, default: public_message_ids of every assignment in
+    grading.yml): the others tell what the hidden checks look for. The first failing hidden check's
+    test, shown at its visibility, carries the verdict of them all."""
+    import dataclasses
+
+    from autograder.engine import feedback, messages
     from autograder.routes.classroom import public_diagnoses
 
     if public_ids is None:
@@ -343,19 +350,22 @@ def gradescope_results(result, execution_time, hidden_visibility="after_publishe
         public_ids = set().union(*(public_message_ids(config) for config in grading_config.load_all()))
     tests = []
     for step in result.steps:
-        notes = {
-            "public": "\n".join(d["message"] for d in public_diagnoses(step, public_ids)),
-            "hidden": "\n".join(d["message"] for d in step.diagnoses),
+        public = dataclasses.replace(
+            step,
+            checks=[check for check in step.checks if check.visibility == "public"],
+            diagnoses=public_diagnoses(step, public_ids),
+        )
+        verdicts = {
+            "public": "\n".join(feedback.lines(feedback.verdict(public))),
+            "hidden": "\n".join(feedback.lines(feedback.verdict(step))),
         }
         for check in step.checks:
             if check.passed is None:
                 continue
-            output, note = check.message, notes["public" if check.visibility == "public" else "hidden"]
-            where = messages.concept(step.id, check.id) if check.passed is False else None
-            if where:  # the skeleton's paragraph that teaches it, as in the score table
-                output += "\n→ " + messages.render("table.see_concept", where=where)
-            if check.passed is False and note:
-                output += "\n" + messages.render("probable_causes") + "\n" + note
+            output, audience = check.message, "public" if check.visibility == "public" else "hidden"
+            if check.passed is False and verdicts[audience]:  # once per step and audience
+                output = (output + "\n\n" if output else "") + verdicts[audience]
+                verdicts[audience] = ""
             tests.append(
                 {
                     "name": f"{step.id}: {check.id}",
