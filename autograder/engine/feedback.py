@@ -17,8 +17,6 @@ decides what is hidden; `smallest_example` only ever runs a public check.
 
 import copy
 import math
-import re
-import string
 from dataclasses import dataclass, field
 
 import torch
@@ -193,29 +191,13 @@ def read_params(text: str, message_id: str) -> dict:
         return None
     for lang in messages.LANGUAGES:
         try:
-            fields, pattern = reader(messages.template(message_id, lang))
+            fields, pattern = messages.reader(messages.template(message_id, lang))
         except KeyError:
             return None
         found = pattern.fullmatch(text)
         if found is not None:
             return {name: found.group(key) for key, name in fields.items()}
     return None
-
-
-def reader(template: str):
-    """({group: placeholder name}, a regex matching what `template` renders to)."""
-    fields, parts = {}, []
-    for literal, name, _, _ in string.Formatter().parse(template):
-        parts.append(re.escape(literal))
-        if name is None:
-            continue
-        key = "p" + "".join(c if c.isalnum() else "_" for c in name)
-        if key in fields:
-            parts.append(f"(?P={key})")
-        else:
-            fields[key] = name
-            parts.append(f"(?P<{key}>.*?)")
-    return fields, re.compile("".join(parts), re.S)
 
 
 def number(value):

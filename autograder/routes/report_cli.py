@@ -85,7 +85,10 @@ def run_report(args) -> int:
         )
         return 2
     if args.json:
-        args.json.write_text(json.dumps(data, indent=1, ensure_ascii=False) + "\n", encoding="utf-8")
+        from autograder.routes.report_html import localised
+
+        said = localised(data, args.lang)  # the texts for people in --lang, as the HTML says them
+        args.json.write_text(json.dumps(said, indent=1, ensure_ascii=False) + "\n", encoding="utf-8")
         print(f"wrote {args.json}")
     if args.html:
         from autograder.routes.report_html import render
