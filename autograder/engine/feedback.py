@@ -25,7 +25,7 @@ from autograder.engine import messages
 
 MAX_LINES = 8
 MAX_CHARS = 1200
-LINE_CHARS = 260  # one line of the block, at most (a longer one is cut, with "…")
+LINE_CHARS = 320  # one line of the block, at most (a longer one is cut, with "…")
 VALUE_CHARS = 70  # one value of an example, at most
 # The clearest symptoms first: an error that names a file and line, then a wrong form, then values.
 ERRORS = (
@@ -138,9 +138,15 @@ def verdict(step):
             text = messages.render("feedback.kind", count=len(checks), total=len(judged), message=checks[0].message)
         result.evidence.append(Evidence(kind, ids, text))
     if unjudged:
-        result.not_judged = messages.render(
-            "feedback.not_judged", count=len(unjudged), total=len(step.checks), message=unjudged[0].message
-        )
+        waiting = {(check.params or {}).get("blocked_by") for check in unjudged}
+        if len(waiting) == 1 and None not in waiting:  # all wait on one step's mistake: say which, briefly
+            result.not_judged = messages.render(
+                "feedback.blocked", count=len(unjudged), total=len(step.checks), step=waiting.pop()
+            )
+        else:
+            result.not_judged = messages.render(
+                "feedback.not_judged", count=len(unjudged), total=len(step.checks), message=unjudged[0].message
+            )
         if result.cause is None:
             result.cause, result.not_judged = result.not_judged, None
     if order:  # checks that only could not be judged point elsewhere already (the step that blocks them)
@@ -228,8 +234,8 @@ def lines(result: Verdict, verbose: bool = False, indent: str = "") -> list:
         return []
     parts = []  # (priority, [lines]): a part is kept whole or left out, the lowest priorities first
 
-    def add(priority, prefix, *texts):
-        parts.append((priority, [indent + prefix + cut(text, LINE_CHARS - len(prefix)) for text in texts]))
+    def add(priority, prefix, *texts, limit=LINE_CHARS):
+        parts.append((priority, [indent + prefix + cut(text, limit - len(prefix)) for text in texts]))
 
     add(0, "x " if result.evidence else "- ", result.cause)
     for index, evidence in enumerate(result.evidence[:2]):
@@ -246,8 +252,8 @@ def lines(result: Verdict, verbose: bool = False, indent: str = "") -> list:
     if result.example is not None:
         add(3, "  ", *example_lines(result.example))
     if result.pictures:
-        more = f" (+{len(result.pictures) - 1})" if len(result.pictures) > 1 else ""
-        add(5, "  > ", messages.render("picture_saved", path=result.pictures[0]) + more)
+        paths = ", ".join(map(str, result.pictures))  # never cut (a cut path is no use): kept whole or left out
+        add(5, "  > ", messages.render("picture_saved", path=paths), limit=MAX_CHARS)
     kept, count, chars = set(), 0, 0
     for index in sorted(range(len(parts)), key=lambda i: parts[i][0]):
         texts = parts[index][1]
@@ -446,12 +452,12 @@ def first_example(records, observe, tol, skip=None, **limits):
 def shrinkable(record) -> bool:
     """Whether a record's failure says something about the computation, on a check whose inputs
     may be shown: no exception the grader expects, no time limit, no forbidden call, not blocked
-    by another step's mistake; a public check that needs no device."""
+    by another step's mistake; a public check that needs no device and takes inputs."""
     from autograder.engine.diagnosis import NOT_EVIDENCE
 
     fail, check, observation = record.fail, record.check, record.observation
-    if fail is None or fail.message_id in NOT_EVIDENCE or fail.message_id == "not_checked":
-        return False
+    if fail is None or fail.message_id in NOT_EVIDENCE or fail.message_id == "not_checked" or not record.inputs:
+        return False  # (no inputs: a check that makes its own, nothing to shrink or show)
     if fail.params.get("blocked_by") or check.visibility != "public" or check.requires:
         return False
     return observation is not None and not observation.forbidden

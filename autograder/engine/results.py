@@ -153,9 +153,9 @@ def table(result, title=None, verbose=False):
         score = points(step.score)
         if step.status == "partial":
             note, score = messages.render("step_partial", run=step.checks_run, total=step.checks_total), "--"
+        if step.mode and step.status != "not_checked":  # on the row: the first line under it is the verdict's
+            note = f"{note} ({messages.render(step.mode)})".strip()
         lines.append(f"  {step.id:<{width}}  {score:>6} / {points(step.max_score):<6} {note}".rstrip())
-        if step.mode and step.status != "not_checked":
-            lines.append(f"  {'':<{width}}    ({messages.render(step.mode)})")
         lines += feedback.lines(feedback.verdict(step), verbose=verbose, indent="    ")
     padding = " " * (width - display_width(total))
     line = f"  {total}{padding}  {points(result.score):>6} / {points(result.max_score)}"
