@@ -27,6 +27,7 @@ MAX_LINES = 8
 MAX_CHARS = 1200
 LINE_CHARS = 320  # one line of the block, at most (a longer one is cut, with "…")
 VALUE_CHARS = 70  # one value of an example, at most
+SHOWN_SIZE = 64  # an example is shown when it is a few small tensors (shrink.size), else kept in the JSON only
 # The clearest symptoms first: an error that names a file and line, then a wrong form, then values.
 ERRORS = (
     "syntax_error",
@@ -249,7 +250,7 @@ def lines(result: Verdict, verbose: bool = False, indent: str = "") -> list:
         add(4, "  - ", result.not_judged)
     if result.pointer:
         add(2, "  → ", messages.render("table.see_concept", where=result.pointer))
-    if result.example is not None:
+    if result.example is not None and result.example.size_after <= SHOWN_SIZE:
         add(3, "  ", *example_lines(result.example))
     if result.pictures:
         paths = ", ".join(map(str, result.pictures))  # never cut (a cut path is no use): kept whole or left out
@@ -290,14 +291,32 @@ def example_lines(example: Example) -> tuple:
 
 
 def shape_of(value) -> str:
-    return f"{tuple(value.shape)} " if isinstance(value, torch.Tensor) and value.dim() > 1 else ""
+    """The shape shown before a tensor's entries (none where `compact` names it already)."""
+    if not isinstance(value, torch.Tensor) or value.dim() < 2 or filled(value) is not None:
+        return ""
+    return f"{tuple(value.shape)} "
+
+
+def filled(value):
+    """ "zeros" or "ones" for a tensor of only those (shown by its shape alone), else None."""
+    try:
+        if value.numel() and value.dtype != torch.bool and not value.is_complex():
+            for name, number in (("zeros", 0), ("ones", 1)):
+                if bool((value.detach() == number).all()):
+                    return name
+    except Exception:  # noqa: BLE001 - a tensor without values (fake, meta)
+        return None
+    return None
 
 
 def compact(value, limit: int = VALUE_CHARS) -> str:
-    """A value as few characters show it: a tensor's entries without its leading axes of length 1
-    (its shape is shown beside it), whole numbers without decimals, others to 4 digits."""
+    """A value as few characters show it: a tensor of zeros or ones by its shape alone
+    (`zeros(1, 1, 2, 1)`), another by its entries without its leading axes of length 1 (its shape
+    is shown beside it), whole numbers without decimals, others to 4 digits."""
     if isinstance(value, torch.Tensor):
         value = value.detach()
+        if filled(value) is not None:
+            return f"{filled(value)}{tuple(value.shape)}".replace(",)", ")")
         while value.dim() > 2 and value.shape[0] == 1:
             value = value[0]
         try:
