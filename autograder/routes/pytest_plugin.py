@@ -8,6 +8,7 @@ normal traceback into the student's file; a per-check time limit comes from pyte
 """
 
 import gc
+import re
 from pathlib import Path
 
 import pytest
@@ -119,7 +120,8 @@ def select_steps(config, items):
     except Exception:  # noqa: BLE001 - another pytest, or a malformed -k: pytest's own -k says why
         return
     step_ids = {check.step.lower() for check in map(check_of, items) if check is not None}
-    named = sorted(step_ids & {word.lower() for word in compiled.idents()})
+    words = {word.lower() for word in re.findall(r"[\w.:/\[\]-]+", expression)} - {"and", "or", "not"}
+    named = sorted(step_ids & words)
     if not named:
         return
 
@@ -133,8 +135,9 @@ def select_steps(config, items):
 
         return matches
 
-    keep = [item for item in items if compiled.evaluate(matcher(item))]
-    drop = [item for item in items if item not in keep]
+    chosen = [compiled.evaluate(matcher(item)) for item in items]
+    keep = [item for item, wanted in zip(items, chosen) if wanted]
+    drop = [item for item, wanted in zip(items, chosen) if not wanted]
     config.option.keyword = ""  # done here: pytest's -k would match the step ids as substrings again
     if drop:
         config.hook.pytest_deselected(items=drop)
