@@ -4,7 +4,7 @@ step on a simulated GPU when there is no real one, --lang ko for Korean)."""
 from pathlib import Path
 
 from autograder.routes.pytest_plugin import (PLUGIN_NAME, StudentPlugin, lab, pytest_addoption,  # noqa: F401
-                                             pytest_collection_modifyitems)
+                                             pytest_collection_modifyitems, pytest_report_collectionfinish)
 
 
 def pytest_configure(config):

@@ -4,8 +4,9 @@
 
 Both are timed as fresh processes with this interpreter, interleaved, and the medians printed
 side by side. Target: the pytest run within 0.5 s of the import (issue 17). The --cuda row adds the cuda
-step on the simulated device (its fake-tensor machinery imports torch._dynamo). Prints figures;
-asserts nothing.
+step on the simulated device (its fake-tensor machinery imports torch._dynamo). The last row is a
+run with one failing step (softmax over the queries): its verdict and the search for the smallest
+failing input (engine/shrink.py, issue 23) come on top. Prints figures; asserts nothing.
 """
 
 import argparse
@@ -32,12 +33,16 @@ def main():
     parser.add_argument("--runs", type=int, default=5)
     args = parser.parse_args()
     with tempfile.TemporaryDirectory() as tmp:
-        root = Path(tmp)
-        (root / "assignments").mkdir()
+        root = Path(tmp) / "complete"
+        (root / "assignments").mkdir(parents=True)
         for name in ("conftest.py", "test_checks.py"):
             shutil.copy(KIT / "assignments" / name, root / "assignments" / name)
         shutil.copytree(KIT / "solutions" / "mha", root / "assignments" / "mha")
         shutil.copy(KIT / "grading.yml", root / "grading.yml")
+        failing = Path(tmp) / "failing"
+        shutil.copytree(root, failing)
+        attention = failing / "assignments" / "mha" / "attention.py"
+        attention.write_text(attention.read_text().replace("softmax(scores, dim=-1)", "softmax(scores, dim=-2)"))
         commands = {
             "python -c 'import torch'": [sys.executable, "-c", "import torch"],
             "pytest assignments/ (complete solution)": [
@@ -60,12 +65,14 @@ def main():
                 "--cuda",
             ],
         }
+        failing_run = "pytest assignments/ (one failing step)"
+        commands[failing_run] = commands["pytest assignments/ (complete solution)"]
         times = {name: [] for name in commands}
         wall_time(commands["python -c 'import torch'"], root)  # warm the file cache
         for _ in range(args.runs):
             for name, command in commands.items():
-                elapsed, completed = wall_time(command, root)
-                if completed.returncode != 0:
+                elapsed, completed = wall_time(command, failing if name == failing_run else root)
+                if completed.returncode != (1 if name == failing_run else 0):
                     print(completed.stdout[-2000:], completed.stderr[-2000:])
                     raise SystemExit(f"{name} failed")
                 times[name].append(elapsed)

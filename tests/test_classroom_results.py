@@ -3,6 +3,7 @@ empty test list, line numbers and diagnoses where the reporter prints them, a st
 left out of the total; and a grade that the student's output and exits cannot change."""
 
 import base64
+import dataclasses
 import json
 import os
 import re
@@ -207,3 +208,45 @@ def test_gradescope_shows_a_visible_test_the_public_diagnoses_only():
     assert visible["visibility"] == "visible" and hidden["visibility"] == "after_published"
     assert "sqrt(d_k)" in visible["output"] and "device" not in visible["output"]
     assert "ignores its device" in hidden["output"]  # shown once grades are published
+
+
+def test_a_failure_points_to_a_real_file_and_line_and_annotates_it(tmp_path):
+    """Fractional results gave line_no 0 for every wrong value: now the line a failure names, else
+    the step's code (its TODO in the student's file); under Actions the verdict also goes on that
+    file and line as an annotation."""
+    from autograder.engine import messages
+    from autograder.routes.classroom import annotations, step_location
+
+    package = tmp_path / "mha"
+    shutil.copytree(SOLUTIONS / "mha", package)
+    file, line = step_location(tmp_path, "mha", ["attention.py"], "attention")
+    assert (
+        file == "mha/attention.py"
+        and "TODO (attention)" in (package / "attention.py").read_text().splitlines()[line - 1]
+    )
+    cause = messages.render("diagnosis.no_scale")
+    step = StepResult(
+        id="attention",
+        title="Attention",
+        score=5.0,
+        max_score=15.0,
+        checks=[
+            check("weights", False, 0.0, 5.0, "weights: wrong values"),
+            check("output", True, 5.0, 5.0),
+            check("random_sizes", False, 0.0, 5.0, "secret input of size 7", visibility="hidden"),
+        ],
+        diagnoses=[{"id": "no_scale", "message": cause}],
+    )
+    result = reporter_result(step, (file, line))
+    failed = result["tests"][0]
+    assert failed["line_no"] == line and failed["test_code"].splitlines()[0] == "x " + cause
+    assert result["tests"][2]["line_no"] == line and "secret" not in json.dumps(result)
+    (annotation,) = annotations(step, (file, line), "Attention")
+    assert annotation.startswith(f"::error file=assignments/mha/attention.py,line={line},title=Attention::x {cause}")
+    assert "%0A" in annotation and "\n" not in annotation and "random_sizes" not in annotation
+    raised = dataclasses.replace(
+        step, checks=[check("weights", False, 0.0, 5.0, "your code raised X (mha/heads.py, line 12, in f)")]
+    )
+    assert annotations(raised, (file, line), "Attention")[0].startswith(
+        "::error file=assignments/mha/heads.py,line=12,"
+    )

@@ -281,36 +281,48 @@ def concept_problems(english: dict, korean: dict, skeletons: Path = ASSIGNMENTS)
     """What is wrong with the concept anchors of `english` and `korean` (catalogs as {id: text}):
     a check of an assignment in grading.yml with no `concept.<step>[.<check>]`, an anchor whose
     file is not the student's skeleton file or whose quote opens no paragraph of its docstring, an
-    anchor naming a step or check that does not exist, or a hidden check (the release ships them)."""
+    anchor naming a step or check that does not exist, or a hidden check (the release ships them);
+    the same for the anchors of the causes, `concept.cause.<diagnosis>`, whose diagnosis must exist."""
     found, known = [], set()
+
+    def anchor_problems(name, package, ids):
+        files = set()
+        for lang, texts in (("en", english), ("ko", korean)):
+            text = next((texts[i] for i in ids if texts.get(i)), None)
+            match = CONCEPT.fullmatch(text or "")
+            if not match:
+                found.append(f"{name} ({lang}): no concept anchor: {text!r}")
+                continue
+            file, quote = match["file"], " ".join(match["quote"].split())
+            files.add(file)
+            skeleton = skeletons / file
+            if not file.startswith(f"{package}/") or not skeleton.is_file():
+                found.append(f"{name} ({lang}): {file} is not a skeleton file")
+            elif not any(paragraph.startswith(quote) for paragraph in paragraphs(skeleton)):
+                found.append(f"{name} ({lang}): no paragraph of {file} opens with {quote!r}")
+        if len(files) > 1:
+            found.append(f"{name}: English and Korean point to different files")
+
+    packages = set()
     for assignment in grading_config.load_all():
         modules = assignment.step_modules()
+        packages.add(assignment.package)
         for step in assignment.steps:
             known.add(f"concept.{step.id}")
             for check in modules[step.id].CHECKS:
                 if check.visibility == "public":
                     known.add(f"concept.{step.id}.{check.id}")
-                files = set()
-                for lang, texts in (("en", english), ("ko", korean)):
-                    text = texts.get(f"concept.{step.id}.{check.id}") or texts.get(f"concept.{step.id}")
-                    match = CONCEPT.fullmatch(text or "")
-                    if not match:
-                        found.append(f"{assignment.id}/{step.id}/{check.id} ({lang}): no concept anchor: {text!r}")
-                        continue
-                    file, quote = match["file"], " ".join(match["quote"].split())
-                    files.add(file)
-                    skeleton = skeletons / file
-                    if not file.startswith(f"{assignment.package}/") or not skeleton.is_file():
-                        found.append(f"{assignment.id}/{step.id}/{check.id} ({lang}): {file} is not a skeleton file")
-                    elif not any(paragraph.startswith(quote) for paragraph in paragraphs(skeleton)):
-                        found.append(
-                            f"{assignment.id}/{step.id}/{check.id} ({lang}): no paragraph of {file} "
-                            f"opens with {quote!r}"
-                        )
-                if len(files) > 1:
-                    found.append(f"{assignment.id}/{step.id}/{check.id}: English and Korean point to different files")
+                name = f"{assignment.id}/{step.id}/{check.id}"
+                anchor_problems(name, assignment.package, [f"concept.{step.id}.{check.id}", f"concept.{step.id}"])
+    for message_id in sorted({i for i in (*english, *korean) if i.startswith("concept.cause.")}):
+        diagnosis = message_id.removeprefix("concept.cause.")
+        if f"diagnosis.{diagnosis}" not in english:
+            continue  # named below
+        known.add(message_id)
+        package = CONCEPT.fullmatch(english.get(message_id, "")) and english[message_id].split("/", 1)[0]
+        anchor_problems(message_id, package if package in packages else "?", [message_id])
     for message_id in sorted({i for i in (*english, *korean) if i.startswith("concept.")} - known):
-        found.append(f"{message_id}: no such step or public check")
+        found.append(f"{message_id}: no such step, public check or diagnosis")
     return found
 
 
@@ -333,7 +345,15 @@ def test_every_check_points_to_a_paragraph_of_the_students_skeleton():
         (lambda en, ko: [d.pop("concept.embedding") for d in (en, ko)], "no concept anchor"),
         (
             lambda en, ko: en.update({"concept.attention.random_sizes": en["concept.attention"]}),
-            "no such step or public check",
+            "no such step, public check or diagnosis",
+        ),
+        (
+            lambda en, ko: en.update({"concept.cause.no_such_mistake": en["concept.attention"]}),
+            "no such step, public check or diagnosis",
+        ),
+        (
+            lambda en, ko: ko.update({"concept.cause.no_scale": 'mha/attention.py, "왜 d_model로 나눌까요?"'}),
+            "no paragraph of mha/attention.py opens with",
         ),
     ],
 )
@@ -344,14 +364,19 @@ def test_a_wrong_concept_anchor_is_named(spoil, said):
     assert found and all(said in problem or "different files" in problem for problem in found), found
 
 
-def test_a_failing_check_points_to_its_paragraph_in_the_table(no_language, monkeypatch):
-    def result():
+def test_a_failing_step_points_once_to_the_paragraph_that_teaches_its_cause(no_language, monkeypatch):
+    """One pointer per step, chosen by the cause (feedback.pointer): a diagnosis's own paragraph
+    (concept.cause.<id>), else the step's; with no diagnosis, the paragraph of the first check
+    that shows the symptom. A softmax over the wrong dim no longer points to the scaling."""
+
+    def result(diagnosis=None):
         checks = [
             CheckResult("weights", False, 0.0, 5.0, "public", "wrong weights"),
             CheckResult("output", False, 0.0, 5.0, "public", "wrong output"),
             CheckResult("three_dims", False, 0.0, 5.0, "public", "wrong 3-d output"),
             CheckResult("float32", True, 5.0, 5.0, "public"),
         ]
+        diagnoses = [{"id": diagnosis, "message": messages.render(f"diagnosis.{diagnosis}")}] if diagnosis else []
         unknown = StepResult(
             "no_such_step",
             "A step no catalog knows",
@@ -359,25 +384,21 @@ def test_a_failing_check_points_to_its_paragraph_in_the_table(no_language, monke
             5.0,
             [CheckResult("values", False, 0.0, 5.0, "public", "wrong values")],
         )
-        return GradeResult("MHA", "submission", [StepResult("attention", "Attention", 5.0, 20.0, checks), unknown])
+        attention = StepResult("attention", "Attention", 5.0, 20.0, checks, diagnoses=diagnoses)
+        return GradeResult("MHA", "submission", [attention, unknown])
 
-    english = table(result()).splitlines()
-    arrows = [line.strip() for line in english if "→" in line]
-    assert arrows == [
-        '→ see mha/attention.py, "Why divide by sqrt(d_k)?"',
-        '→ see mha/attention.py, "For every query, compare it with every key"',
-    ]
-    # right under the check it teaches; one line for a run of checks taught by the same paragraph
-    assert english[english.index(next(x for x in english if "x weights" in x)) + 1].strip() == arrows[0]
-    assert english.index(next(x for x in english if "x three_dims" in x)) + 1 == english.index(
-        next(x for x in english if arrows[1] in x)
-    )
+    def arrows(diagnosis=None):
+        return [line.strip() for line in table(result(diagnosis)).splitlines() if "→" in line]
+
+    assert arrows() == ['→ see mha/attention.py, "Why divide by sqrt(d_k)?"']  # the first check's: weights
+    assert arrows("softmax_wrong_dim") == ['→ see mha/attention.py, "For every query, compare it with every key"']
+    assert arrows("no_scale") == ['→ see mha/attention.py, "Why divide by sqrt(d_k)?"']
+    english = table(result("no_scale")).splitlines()
+    cause = next(i for i, line in enumerate(english) if line.strip().startswith("x "))
+    assert english[cause].strip() == "x " + messages.render("diagnosis.no_scale")  # the cause first
     monkeypatch.setenv("MHA_LAB_LANG", "ko")
-    korean = [line.strip() for line in table(result()).splitlines() if "→" in line]
-    assert korean == [
-        '→ 설명: mha/attention.py, "왜 sqrt(d_k)로 나눌까요 (스케일링)?"',
-        '→ 설명: mha/attention.py, "쿼리마다 모든 키와 비교하고(내적)"',
-    ]
+    assert arrows("softmax_wrong_dim") == ['→ 설명: mha/attention.py, "쿼리마다 모든 키와 비교하고(내적)"']
+    assert arrows("no_scale") == ['→ 설명: mha/attention.py, "왜 sqrt(d_k)로 나눌까요 (스케일링)?"']
 
 
 # --- the choice of language -----------------------------------------------------------------
@@ -485,12 +506,14 @@ def two_step_result():
 
 def test_the_score_table_in_korean_and_in_english(no_language, monkeypatch):
     english = table(two_step_result())
-    assert "  total       10.00 / 30" in english and "x weights: weights: expected shape (2, 3), got (3, 2)" in english
+    assert "  total       10.00 / 30.00" in english
+    assert "x your attention weights are what you get without dividing the scores by sqrt(d_k)" in english
+    assert "1 of 2 checks: weights: expected shape (2, 3), got (3, 2)" in english
     assert "not implemented yet" in english
     monkeypatch.setenv("MHA_LAB_LANG", "ko")
     korean = table(two_step_result())
-    assert "x weights: weights: 기대한 shape는 (2, 3)인데 (3, 2)입니다" in korean
-    assert "? 어텐션 가중치가 점수를 sqrt(d_k)로 나누지 않았을 때의 값과 같습니다" in korean
+    assert "검사 2개 중 1개: weights: 기대한 shape는 (2, 3)인데 (3, 2)입니다" in korean
+    assert "x 어텐션 가중치가 점수를 sqrt(d_k)로 나누지 않았을 때의 값과 같습니다" in korean
     assert "아직 구현하지 않았습니다" in korean and "total" not in korean
     lines = korean.splitlines()
     total, padding = next(x for x in lines if "합계" in x), next(x for x in lines if "padding" in x)
@@ -502,11 +525,11 @@ def test_gradescope_output_in_korean(no_language, monkeypatch):
     from autograder.routes.release import gradescope_results
 
     english = gradescope_results(two_step_result(), 1.0)
-    assert "What probably went wrong in this step:" in english["tests"][1]["output"]
+    assert "x your attention weights are what you get without dividing" in english["tests"][1]["output"]
     monkeypatch.setenv("MHA_LAB_LANG", "ko")
     korean = gradescope_results(two_step_result(), 1.0)
     failed = next(t for t in korean["tests"] if t["status"] == "failed")
-    assert "이 단계에서 잘못되었을 가능성이 있는 부분:" in failed["output"] and "기대한 shape는" in failed["output"]
+    assert "x 어텐션 가중치가 점수를 sqrt(d_k)로" in failed["output"] and "기대한 shape는" in failed["output"]
 
 
 def test_the_notebook_check_speaks_its_lang_argument(tmp_path, capsys, no_language):

@@ -61,13 +61,22 @@ def failing_checks(result, step):
 
 @pytest.mark.parametrize("step,mistake", all_mistakes(), ids=lambda v: getattr(v, "id", v))
 def test_student_kit_gives_the_same_diagnosis(config, submission, step, mistake):
-    """Public checks only, no reference: the diagnosis comes from autograder/fingerprints.json."""
+    """Public checks only, no reference: the diagnosis comes from autograder/fingerprints.json.
+    It is what the student reads first: the first line under the step's row of the score table
+    (the step's verdict, engine/feedback.py), in a block of at most 8 lines and 1,200 characters."""
+    from autograder.engine import messages
+    from autograder.engine.results import table
+    from test_feedback import block_of
+
     if mistake.diagnosis not in shipped_ids(load("mha")):
         assert not any(mistake.diagnosis in v["order"] for v in load("mha")["steps"].values())
         pytest.skip(f"{mistake.diagnosis} shows on hidden checks only: the kit cannot name it")
     result = grade(submission(mistake), config, steps=[step])
     diagnosed = [d["id"] for d in result.step(step).diagnoses]
     assert mistake.diagnosis in diagnosed, f"{mistake.id}: step {step} diagnosed {diagnosed} in the kit"
+    block = block_of(table(result), step)
+    assert block[0].strip() == "x " + messages.render(f"diagnosis.{mistake.diagnosis}"), block
+    assert len(block) <= 8 and sum(map(len, block)) <= 1200, block
 
 
 def test_blind_spots_are_still_blind(config, submission):

@@ -83,6 +83,10 @@ def test_one_failing_check_shows_expected_and_seen(tmp_path):
     out = completed.stdout
     assert "15.00 / 15" not in table_line(out, "split_heads")
     assert "10.00 / 10" in table_line(out, "padding")
+    # on the smallest input that still fails: what was expected, what the code gave
+    assert "smallest input that fails (merge_values): x " in out and "expected merged = " in out, out[-3000:]
+    assert "values out of tolerance, the first at index" not in out  # the details are behind -v
+    out = pytest_in(root, "-v", "--step", "split_heads").stdout
     assert "x merge_values: merged: " in out and "values out of tolerance, the first at index" in out
 
 

@@ -126,7 +126,7 @@ def total_lines(output):
 def test_release_grades_the_skeleton_zero_and_the_reference_full(student_release, tmp_path):
     # every assignment's public checks run: mha (95 points without the cuda step), kv_cache (100)
     completed = pytest_in_release(student_release)
-    assert completed.returncode == 1 and total_lines(completed.stdout) == ["0.00 / 95", "0.00 / 100"]
+    assert completed.returncode == 1 and total_lines(completed.stdout) == ["0.00 / 95.00", "0.00 / 100.00"]
     assert "not implemented yet" in completed.stdout
     copy = tmp_path / "filled"
     shutil.copytree(student_release, copy)
@@ -135,10 +135,10 @@ def test_release_grades_the_skeleton_zero_and_the_reference_full(student_release
         shutil.copytree(SOLUTIONS / package, copy / "assignments" / package)
     completed = pytest_in_release(copy)
     assert completed.returncode == 0, completed.stdout[-3000:]
-    assert total_lines(completed.stdout) == ["95.00 / 95", "100.00 / 100"]
+    assert total_lines(completed.stdout) == ["95.00 / 95.00", "100.00 / 100.00"]
     completed = command_in_release(copy, "grade")  # the public checks, the cuda step simulated
     assert completed.returncode == 0, completed.stdout[-3000:] + completed.stderr[-3000:]
-    assert total_lines(completed.stdout) == ["100.00 / 100", "100.00 / 100"]
+    assert total_lines(completed.stdout) == ["100.00 / 100.00", "100.00 / 100.00"]
     # the release's own grader ran, not the kit's
     where = subprocess.run(
         [sys.executable, "-c", "import autograder; print(autograder.__file__)"],
@@ -345,7 +345,8 @@ def test_release_diagnoses_a_planted_mistake(student_release, tmp_path, name):
     target.write_text(planted.apply(target.read_text()))
     completed = pytest_in_release(copy, "--step", planted.step, *(["--cuda"] if planted.step == "cuda" else []))
     assert completed.returncode == 1
-    assert "? " + messages.render(f"diagnosis.{planted.diagnosis}") in completed.stdout, completed.stdout[-3000:]
+    # the first line under the step names it (the step's verdict, engine/feedback.py)
+    assert "x " + messages.render(f"diagnosis.{planted.diagnosis}") in completed.stdout, completed.stdout[-3000:]
 
 
 def test_students_get_the_gradings_torch_and_are_told_when_theirs_differs(student_release, monkeypatch):

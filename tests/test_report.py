@@ -421,6 +421,26 @@ def test_messages_and_titles_are_put_into_the_report_language():
     assert messages.render("diagnosis.scale_by_d_model", "en") not in html and "values out of tolerance" not in html
 
 
+def test_report_json_speaks_the_reports_language(tmp_path):
+    """`report --lang ko --json`: the texts for people in report.json (the misconceptions' messages,
+    the titles) are in Korean as the HTML's are; ids and numbers are not translated. Without it, the
+    messages stayed in the language grading spoke (English)."""
+    from autograder.engine import messages
+
+    attention = step("attention", [check("weights", False)], ["scale_by_d_model"])
+    attention["title"] = messages.render("step_title.mha.attention", "en")
+    attention["diagnoses"][0]["message"] = messages.render("diagnosis.scale_by_d_model", "en")
+    data = report.build([entry("bo", result([attention]))])
+    data["assignment"] = {"id": "mha", "title": messages.render("assignment_title.mha", "en")}
+    korean = report_html.localised(data, "ko")
+    assert korean["misconceptions"][0]["message"] == messages.render("diagnosis.scale_by_d_model", "ko")
+    assert korean["misconceptions"][0]["id"] == "scale_by_d_model" and korean["lang"] == "ko"
+    assert korean["steps"][0]["title"] == messages.render("step_title.mha.attention", "ko")
+    assert korean["assignment"]["title"] == messages.render("assignment_title.mha", "ko")
+    assert data["misconceptions"][0]["message"] == messages.render("diagnosis.scale_by_d_model", "en")  # a copy
+    assert report_html.localised(korean, "en")["misconceptions"][0]["message"] == data["misconceptions"][0]["message"]
+
+
 def test_report_cli_refuses_a_missing_directory(tmp_path):
     completed = subprocess.run(
         [sys.executable, "-m", "autograder", "report", tmp_path / "nope", "--html", tmp_path / "r.html"],

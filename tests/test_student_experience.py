@@ -70,7 +70,7 @@ def test_pytest_charges_one_time_limit_per_hung_step(tmp_path):
     root = student_copy(tmp_path, SOLUTIONS / "mha", grading)
     padding = root / "assignments" / "mha" / "padding.py"
     padding.write_text(endless_padding(padding.read_text()))
-    out = pytest_in(root, "--step", "padding", "--step", "embedding").stdout
+    out = pytest_in(root, "--step", "padding", "--step", "embedding", "-v").stdout  # -v: a line per check
     table = out[out.index("MHA Lab score") :]
     failures = re.findall(r"^\s+x (\w+): (.*)$", table, flags=re.M)
     timeouts = [check for check, message in failures if "of this step hung" not in message]
@@ -96,12 +96,36 @@ def step_line(output, step):
 
 def test_a_step_cut_short_by_k_shows_how_many_checks_ran_and_no_score(tmp_path):
     root = student_copy(tmp_path, SOLUTIONS / "mha")
-    out = pytest_in(root, "-k", "attention").stdout
-    masking = step_line(out, "masking")  # -k attention picks some of masking's checks too
-    assert re.search(r"masking\s+-- / 15 +\d of 7 checks run", masking), masking
-    assert "15.00 / 15" in step_line(out, "attention")
+    out = pytest_in(root, "-k", "padding or padding_mask").stdout  # all of padding, two of masking's checks
+    masking = step_line(out, "masking")
+    assert re.search(r"masking\s+-- / 15\.00 +2 of 7 checks run", masking), masking
+    assert "10.00 / 10.00" in step_line(out, "padding")
     total = step_line(out, "total")
     assert "partial run" in total and "of 9 steps" in total, total
+
+
+def test_k_with_a_step_id_selects_exactly_that_steps_checks_and_says_so(tmp_path):
+    """pytest's -k matches parts of names: `-k attention` picked multi_head_attention's checks and
+    masking's attention_padding too (26 checks), and `-k padding` masking's. A step id in -k means
+    that step: the same checks as --step, and pytest says what it matched."""
+    root = student_copy(tmp_path, SOLUTIONS / "mha")
+
+    def collected(*args):
+        out = pytest_in(root, "--co", "-q", *args).stdout
+        return sorted(line for line in out.splitlines() if "::" in line), out
+
+    for step in ("attention", "padding", "masking"):
+        by_k, out = collected("-k", step)
+        by_step, _ = collected("--step", step)
+        assert by_k == by_step and by_k, (step, by_k)
+        assert all(f"-{step}-" in line or f"[{step}-" in line for line in by_k), by_k
+        assert f"-k {step}: the checks of step {step} ({len(by_k)})" in out, out
+    # other words keep pytest's meaning (a part of a test's name), and combine with step ids
+    weights, _ = collected("-k", "attention and weights")
+    assert weights == [line for line in collected("--step", "attention")[0] if "weights" in line]
+    others, _ = collected("-k", "not attention")
+    assert others and not any("-attention-" in line for line in others)
+    assert any("multi_head_attention" in line for line in others)
 
 
 def test_x_stops_at_the_first_failure_and_the_step_is_not_scored_as_zero(tmp_path):
@@ -110,7 +134,7 @@ def test_x_stops_at_the_first_failure_and_the_step_is_not_scored_as_zero(tmp_pat
     heads.write_text(heads.read_text().replace(*NO_MERGE_TRANSPOSE))
     out = pytest_in(root, "-x").stdout
     line = step_line(out, "split_heads")
-    assert "0.00 /" not in line and re.search(r"-- / 15 +\d of \d checks run", line), line
+    assert "0.00 /" not in line and re.search(r"-- / 15\.00 +\d of \d checks run", line), line
     assert "partial run" in step_line(out, "total")
 
 
@@ -367,9 +391,12 @@ def test_grade_plots_draw_the_failing_attention_weights_and_the_table_points_to_
     result = grade(path, config, steps=["padding", "attention", "masking"], pictures=pictures_for(tmp_path / "plots"))
     drawn = {step.id: step.pictures for step in result.steps}
     assert drawn["padding"] == [] and drawn["attention"] and drawn["masking"]
+    shown = table(result)
+    for step_id, pictures in drawn.items():  # one line per step names them all
+        if pictures:
+            assert f"a picture of your attention weights next to the expected ones: {', '.join(pictures)}" in shown
     for picture in drawn["attention"] + drawn["masking"]:
         assert open(picture, "rb").read(8) == b"\x89PNG\r\n\x1a\n"
-        assert f"a picture of your attention weights next to the expected ones: {picture}" in table(result)
 
 
 def test_pytest_plots_option_saves_pictures_where_attention_fails(tmp_path):

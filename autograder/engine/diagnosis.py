@@ -67,7 +67,10 @@ class Record:
 
 
 def diagnose(module, records, observe, student, tol, reference=None, fingerprints=None):
-    """[{"id", "message"}] for a step with failing checks ([] if none failed).
+    """[{"id", "message"}] for a step with failing checks ([] if none failed), the strongest first:
+    known mistakes (a probe's that decides one, then those that reproduce the student's output), then
+    what probes found that is no known mistake (a symptom: "rows do not sum to 1"), which a route
+    shows after the cause it supports (feedback.verdict says the first one first).
 
     `observe(check, package, inputs)` runs a check's student half on a package and returns an
     Observation; `student` is the student's package, or None when `observe` sends student code to
@@ -98,7 +101,11 @@ def diagnose(module, records, observe, student, tol, reference=None, fingerprint
 
         shipped = fingerprints if fingerprints is not None else load(assignment_id)
         explained = {i: e for i, e in evidence(shipped, step_id, records, tol).items() if i not in probed}
-    found += [entry(i) for i in most_specific(explained)]
+    known = {m.id for m in mistakes_of(assignment_id, step_id)} if reference is not None else set(explained)
+    if reference is None:
+        known |= set(shipped.get("steps", {}).get(step_id, {}).get("order", ()))
+    symptoms = [e for e in found if e["id"] not in known]
+    found = [e for e in found if e["id"] in known] + [entry(i) for i in most_specific(explained)] + symptoms
     if not found:
         closest = next((r.fail for r in failing if r.observation.error is None), failing[0].fail)
         found.append(entry("no_known_mistake", evidence=messages.render(closest.message_id, **closest.params)))

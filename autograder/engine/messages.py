@@ -36,6 +36,8 @@ import contextlib
 import functools
 import gettext
 import os
+import re
+import string
 from pathlib import Path
 
 from autograder.engine import assignment as assignments
@@ -115,6 +117,24 @@ def render(message_id: str, lang: str | None = None, **params) -> str:
     """The sentence for `message_id` in the chosen language (see `language`), with `params`
     filled in."""
     return template(message_id, lang).format(**params)
+
+
+def reader(template: str):
+    """({group: placeholder name}, a regex matching every text `template` renders to): reads a
+    rendered message's parameters back, as text (the class report's relocalising, a verdict's
+    evidence where only the message was kept)."""
+    fields, parts = {}, []
+    for literal, name, _, _ in string.Formatter().parse(template):
+        parts.append(re.escape(literal))
+        if name is None:
+            continue
+        key = "p" + "".join(c if c.isalnum() else "_" for c in name)
+        if key in fields:
+            parts.append(f"(?P={key})")
+        else:
+            fields[key] = name
+            parts.append(f"(?P<{key}>.*?)")
+    return fields, re.compile("".join(parts), re.S)
 
 
 def concept(step_id: str, check_id: str | None = None, lang: str | None = None) -> str | None:

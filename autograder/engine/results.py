@@ -21,6 +21,7 @@ class CheckResult:
     visibility: str
     message: str = ""
     message_id: str = None
+    params: dict = None  # the message's parameters, where the route kept them (feedback.params_of)
 
 
 @dataclass
@@ -36,6 +37,7 @@ class StepResult:
     pictures: list = field(default_factory=list)  # --plots: paths of the pictures of its failing checks
     checks_run: int = None  # a partial step (pytest -k, -x, --lf): how many of its checks_total ran
     checks_total: int = None
+    example: object = None  # feedback.Example: the smallest failing input of a public check, where found
 
 
 @dataclass
@@ -108,6 +110,7 @@ class GradeResult:
                     ],
                     "diagnoses": list(step.diagnoses),
                     **({"pictures": list(step.pictures)} if step.pictures else {}),
+                    **({"example": step.example.to_json()} if step.example is not None else {}),
                     **(
                         {"checks_run": step.checks_run, "checks_total": step.checks_total}
                         if step.status == "partial"
@@ -128,9 +131,19 @@ def _round(x):
     return round(x, 4)
 
 
-def table(result, title=None):
-    """The per-step score table, with one line per failing check (in the language of
-    messages.render: its words come from the message catalogs)."""
+def points(value: float) -> str:
+    """A score as a student reads it, everywhere: two decimals ("5.36", "15.00")."""
+    text = f"{value:.2f}"
+    return "0.00" if text == "-0.00" else text
+
+
+def table(result, title=None, verbose=False):
+    """The per-step score table, and under each step that lost points its verdict
+    (feedback.verdict: the cause, the evidence once per kind of failure, where the skeleton teaches
+    it, the smallest failing input), in the language of messages.render. `verbose`: every failing
+    check's full message too."""
+    from autograder.engine import feedback
+
     lines = [title or f"{result.assignment}: {result.submission}", ""]
     total = messages.render("table.total")
     width = max([len(step.id) for step in result.steps] + [display_width(total)])
@@ -140,30 +153,15 @@ def table(result, title=None):
             note = messages.render("step_not_implemented")
         elif step.status == "not_checked":
             note = step.checks[0].message if step.checks else ""
-        score = f"{step.score:6.2f}"
+        score = points(step.score)
         if step.status == "partial":
-            note, score = messages.render("step_partial", run=step.checks_run, total=step.checks_total), f"{'--':>6}"
-        lines.append(f"  {step.id:<{width}}  {score} / {step.max_score:<5g} {note}".rstrip())
-        if step.mode and step.status != "not_checked":
-            lines.append(f"  {'':<{width}}    ({messages.render(step.mode)})")
-        if step.status in ("graded", "partial"):
-            failed = [check for check in step.checks if check.passed is False]
-            for index, check in enumerate(failed):
-                lines.append(f"  {'':<{width}}    x {check.id}: {check.message}")
-                where = messages.concept(step.id, check.id)
-                # the paragraph that teaches it, once after a run of failing checks taught by the same one
-                if where and (index + 1 == len(failed) or messages.concept(step.id, failed[index + 1].id) != where):
-                    lines.append(f"  {'':<{width}}      → {messages.render('table.see_concept', where=where)}")
-        if step.status in ("graded", "partial"):  # checks that could not be judged: no points either way
-            lines += [
-                f"  {'':<{width}}    - {check.id}: {check.message}" for check in step.checks if check.passed is None
-            ]
-        for diagnosis in step.diagnoses:
-            lines.append(f"  {'':<{width}}    ? {diagnosis['message']}")
-        for picture in step.pictures:
-            lines.append(f"  {'':<{width}}    > {messages.render('picture_saved', path=picture)}")
+            note, score = messages.render("step_partial", run=step.checks_run, total=step.checks_total), "--"
+        if step.mode and step.status != "not_checked":  # on the row: the first line under it is the verdict's
+            note = f"{note} ({messages.render(step.mode)})".strip()
+        lines.append(f"  {step.id:<{width}}  {score:>6} / {points(step.max_score):<6} {note}".rstrip())
+        lines += feedback.lines(feedback.verdict(step), verbose=verbose, indent="    ")
     padding = " " * (width - display_width(total))
-    line = f"  {total}{padding}  {result.score:6.2f} / {result.max_score:g}"
+    line = f"  {total}{padding}  {points(result.score):>6} / {points(result.max_score)}"
     unjudged = sum(c.passed is None for step in result.complete_steps if step.status == "graded" for c in step.checks)
     if unjudged:
         line += "  " + messages.render("total_not_checked", count=unjudged)

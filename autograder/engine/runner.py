@@ -19,7 +19,7 @@ from pathlib import Path
 
 import torch
 
-from autograder.engine import diagnosis, messages
+from autograder.engine import diagnosis, feedback, messages
 from autograder.engine.check import Check, Fail, judged
 from autograder.engine.forbidden import package_files, reached_files, scan_source, scan_tampering
 from autograder.engine.observation import Facts, Hang, Observation, read_report
@@ -439,6 +439,12 @@ def grade_package(submission, config, reference, seed, steps, isolate, memory_by
                 )
             if pictures is not None and result.score < result.max_score:
                 result.pictures = pictures(step.id, records)
+            if package_error is None and result.score < result.max_score:  # a public check's smallest failing input
+                result.example = feedback.first_example(
+                    records,
+                    lambda check, inputs, timeout=step.timeout: next(executor.observe([(check, inputs, timeout, ())])),
+                    step.tolerance,
+                )
             results.append(result)
         output = executor.output()
     return GradeResult(
@@ -519,6 +525,7 @@ def score_step(step, outcomes):
                 visibility=check.visibility,
                 message=message,
                 message_id=None if fail is None else fail.message_id,
+                params=None if fail is None else dict(fail.params),
             )
         )
     status = "graded"

@@ -296,16 +296,20 @@ def step_result(step_id, submission, config, reference=None, isolate=True):
     return reporter_result(grade_step(step_id, submission, config, reference, isolate).step(step_id))
 
 
-def reporter_result(step):
+def reporter_result(step, location=None):
     """The result object the grading reporter reads, for a StepResult.
 
     What the reporter does with it (classroom-resources/autograding-grading-reporter@v1): it adds
     the tests' `score`s and the runners' `max_score`s into "Points X/Y", which Classroom reads as
     whole numbers (7.5 would become 7): scores are whole points, rounded once per step (half up)
     and spread over the checks so that they add up exactly. It prints a failed test's name, its
-    `line_no` (an integer, 0: none) and its `test_code`, but `message` only for an error: what
-    went wrong and the step's diagnoses go in `test_code`. An empty test list would be NaN: a
-    step with no check run here scores 0 of 0 (off the total)."""
+    `line_no` (an integer, 0: none) and its `test_code`, but `message` only for an error: the
+    step's verdict (feedback.verdict of its public checks: the cause first) goes in the first
+    failing test's `test_code`, each other failing test's own message in its own. `line_no`: the
+    line a failure names, else the step's code (`location`: (file, line) from step_location).
+    An empty test list would be NaN: a step with no check run here scores 0 of 0 (off the total)."""
+    from autograder.engine import feedback
+
     counted = [check for check in step.checks if check.passed is not None]
     if not counted:
         reason = next((c.message for c in step.checks if c.message), "not checked here")
@@ -325,7 +329,8 @@ def reporter_result(step):
             ],
         }
     scores = whole_points([check.points for check in counted], step.score)
-    notes = "\n".join(d["message"] for d in step.diagnoses)
+    public = dataclasses.replace(step, checks=[check for check in step.checks if check.visibility == "public"])
+    block = "\n".join(feedback.lines(feedback.verdict(public)))
     tests, hidden = [], 0
     for check, score in zip(counted, scores):
         name, text = f"{step.id}: {check.id}", check.message or ""
@@ -336,14 +341,12 @@ def reporter_result(step):
             "name": name,
             "status": "pass" if check.passed else "fail",
             "message": text or None,
-            "line_no": line_of(text),
+            "line_no": line_of(text) or (location[1] if location and not check.passed else 0),
             "score": score,
         }
         if not check.passed:
-            if notes:
-                text = (text + "\n" + notes).strip()
-                notes = ""  # once per step
-            test["test_code"] = text or "failed"
+            test["test_code"] = block or text or "failed"
+            block = ""  # the verdict once per step
         tests.append(test)
     passed = all(t["status"] == "pass" for t in tests)
     return {"version": 1, "status": "pass" if passed else "fail", "max_score": _number(step.max_score), "tests": tests}
@@ -351,10 +354,70 @@ def reporter_result(step):
 
 def line_of(message):
     """The line number a message points at in the student's file (0: none), for the reporter."""
+    found = place_of(message)
+    return found[1] if found else 0
+
+
+def place_of(message):
+    """(file, line) that a message names ("mha/heads.py, line 12, in ..."; "mha/heads.py 의 12번째
+    줄"), or None; the file as the message names it (package/file)."""
     import re
 
+    found = re.search(r"([\w/.-]+\.py)(?:, line |의 )(\d+)", message or "")
+    if found:
+        return found.group(1), int(found.group(2))
     found = re.search(r"\bline (\d+)", message or "")
-    return int(found.group(1)) if found else 0
+    return (None, int(found.group(1))) if found else None
+
+
+def step_location(directory, package, files, step_id):
+    """(file, line) of the step's code in the student's package (`directory`/`package`): the
+    first `TODO (<step>)` comment of the step's `files` (the skeleton's marks, which stay in a
+    student's file), else the first `def` or `class` of its first file, else its line 1; the file
+    as package/file. None where the step names no file that exists."""
+    import re
+
+    for mark in (re.compile(rf"#\s*TODO \({re.escape(step_id)}\)"), re.compile(r"^\s*(def|class) ")):
+        for name in files:
+            path = Path(directory) / package / name
+            try:
+                text = path.read_text(encoding="utf-8", errors="replace")
+            except OSError:
+                continue
+            for number, line in enumerate(text.splitlines(), start=1):
+                if mark.search(line):
+                    return f"{package}/{name}", number
+    for name in files:
+        if (Path(directory) / package / name).is_file():
+            return f"{package}/{name}", 1
+    return None
+
+
+def annotations(step, location, title):
+    """GitHub Actions workflow commands that put the step's verdict on the student's file, at the
+    line a failure names or else at the step's code (`location`, from step_location): one
+    `::error` for a step that lost points, one `::warning` for checks that could not be judged.
+    The file is given as the student's repository holds it (assignments/<package>/<file>)."""
+    from autograder.engine import feedback
+
+    public = dataclasses.replace(step, checks=[check for check in step.checks if check.visibility == "public"])
+    found = feedback.verdict(public)
+    if found is None:
+        return []
+    named = next((place_of(c.message) for c in public.checks if c.passed is False and place_of(c.message)), None)
+    file, line = (named if named and named[0] else location) or (None, 0)
+    if named and not named[0] and location:
+        file, line = location[0], named[1]
+    level = "error" if found.evidence else "warning"
+    text = "\n".join(item.strip() for item in feedback.lines(found))
+    where = f"file=assignments/{escape(file, True)},line={line}," if file else ""
+    return [f"::{level} {where}title={escape(title, True)}::{escape(text)}"]
+
+
+def escape(text, property_=False):
+    """A workflow command's data (or, `property_`, a property value) with its special characters escaped."""
+    text = str(text).replace("%", "%25").replace("\r", "%0D").replace("\n", "%0A")
+    return text.replace(":", "%3A").replace(",", "%2C") if property_ else text
 
 
 def whole_points(parts, total):
@@ -379,13 +442,19 @@ def error_result(step_id, max_score, detail):
     }
 
 
-def print_log(graded, step_id: str, hidden: bool) -> None:
+def print_log(graded, step_id: str, hidden: bool, location=None, title=None) -> None:
     """The Actions log of one graded step; the grade goes to --output, never via stdout. With
     the hidden checks (`hidden`): the public checks' lines, the hidden ones as a count and their
     points (the log is the student's to read), and not what the submission printed: it could
-    print the hidden checks' inputs."""
+    print the hidden checks' inputs. Under GitHub Actions, the step's verdict also goes on the
+    student's file as an annotation (annotations; `location`: the step's code)."""
+    import os
+
     from autograder.engine import messages, results
 
+    if os.environ.get("GITHUB_ACTIONS") == "true":
+        for line in annotations(graded.step(step_id), location, title or step_id):
+            print(line)
     if not hidden:
         print(results.table(graded))
         if graded.output:
@@ -561,6 +630,7 @@ def grade_every_step(args, shallow) -> tuple:
     import contextlib
     import io
 
+    from autograder.engine import messages
     from autograder.engine.config import load
     from autograder.engine.runner import grade
 
@@ -584,10 +654,12 @@ def grade_every_step(args, shallow) -> tuple:
             step = public_step(step, public_ids)
         # the printed output goes into the first step's log only (it is the whole run's)
         view = dataclasses.replace(graded, steps=[step], output=graded.output if step.id == first else "")
+        location = step_location(args.path, config.package, config.step_modules()[step.id].FILES, step.id)
+        title = messages.title(f"step_title.{config.id}.{step.id}", step_config.title)
         log = io.StringIO()
         with contextlib.redirect_stdout(log):
-            print_log(view, step.id, hidden=args.reference is not None)
-        steps[step.id] = {"log": log.getvalue(), "result": reporter_result(step)}
+            print_log(view, step.id, hidden=args.reference is not None, location=location, title=title)
+        steps[step.id] = {"log": log.getvalue(), "result": reporter_result(step, location)}
     keep = not args.in_process and bool(BLOCKING_LAYERS & set(graded.sandbox))
     return steps, keep
 
@@ -720,14 +792,18 @@ def grade_one_step(args) -> dict:
 
             step = public_step(step, public_message_ids(config))
             graded = dataclasses.replace(graded, steps=[step])
-        result = reporter_result(step)
+        location = step_location(args.path, config.package, config.step_modules()[args.step].FILES, args.step)
+        result = reporter_result(step, location)
     except Exception as error:  # the grader's own fault: say so in the result, not with silence
         return {
             "log": "",
             "result": error_result(args.step, config.step(args.step).points, f"{type(error).__name__}: {error}"),
         }
+    from autograder.engine import messages
+
+    title = messages.title(f"step_title.{config.id}.{args.step}", config.step(args.step).title)
     with contextlib.redirect_stdout(log):
-        print_log(graded, args.step, hidden=args.reference is not None)
+        print_log(graded, args.step, hidden=args.reference is not None, location=location, title=title)
     return {"log": log.getvalue(), "result": result}
 
 

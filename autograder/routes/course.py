@@ -36,8 +36,9 @@ INTRODUCTION = """# {korean_title} / {title}
 * 설정 셀을 먼저 실행하세요. 코드 셀 하나가 패키지 `{package}/`의 파일 하나를 씁니다 (첫 줄
   `%%writefile {package}/<file>.py`가 그 일을 합니다): **고칠 때마다 그 셀을 다시 실행하세요**.
 * `raise NotImplementedError("TODO")`를 모두 여러분의 코드로 바꾸세요. `%%writefile` 줄은 그대로 두세요.
-* 단계 뒤의 검사 셀이 그 단계를 채점합니다. 점수표를 출력하고, 실패한 검사마다 무엇이 틀렸는지 알려
-  줍니다. 나중의 채점은 다른 크기로 더 많이 검사합니다.
+* 단계 뒤의 검사 셀이 그 단계를 채점합니다. 점수를 출력하고, 점수를 잃었으면 가장 가능성이 큰 원인을
+  먼저, 그다음 실패한 검사와 그 개념을 설명하는 단락(`→`)을 알려 줍니다. 나중의 채점은 다른 크기로 더
+  많이 검사합니다.
 * 메시지를 한국어로 보려면 설정 셀 앞에 `%env MHA_LAB_LANG=ko` 셀을 하나 두고 실행하세요.
 * 규칙: 배치가 먼저, `(B, ...)`; B 배치, L 길이, D = d_model, H 헤드 수, d_k = D // H; 마스크는
   True = 막힘인 bool 텐서입니다.
@@ -48,8 +49,9 @@ Each step below has an explanation, a code cell to complete and a check cell.
 * Run the setup cell first. Each code cell writes one file of the package `{package}/` (the first
   line, `%%writefile {package}/<file>.py`, does that): **run it again after every change**.
 * Replace every `raise NotImplementedError("TODO")` with your code. Keep the `%%writefile` line.
-* The check cell after a step grades it: it prints a table with the points and, for each check
-  that failed, what is wrong. The grader runs more checks later, with other sizes.
+* The check cell after a step grades it: it prints the points and, where the step lost points, the
+  likely cause first, then what failed and the paragraph that explains it (`→`). The grader runs
+  more checks later, with other sizes.
 * Messages in Korean: a cell `%env MHA_LAB_LANG=ko`, run before the setup cell.
 * Conventions: batch first, `(B, ...)`; B batch, L length, D = d_model, H heads,
   d_k = D // H; a mask is a bool tensor with True = BLOCKED.
@@ -107,6 +109,26 @@ def nbgrader_metadata(grade_id, solution=False, grade=False, locked=False, point
     return {"nbgrader": meta}
 
 
+# A package docstring tells terminal users when to run pytest; a notebook's first cell says the
+# same with its check cells (the sentence of each language, where the docstring has one).
+NOTEBOOK_WORK_ORDER = {
+    "ko": "아래 순서대로 파일마다 TODO를 채우고, 한 단계를 끝낼 때마다 그 단계 뒤의 검사 셀을 실행하세요.",
+    "en": "Fill in the TODOs file by file, in this order, and run a step's check cell when you finish it.",
+}
+
+
+def notebook_about(about: str) -> str:
+    """A package docstring as a notebook's first cell says it: each line that tells to run
+    `pytest assignments/` becomes the notebook's instruction in the same language."""
+    out = []
+    for line in about.splitlines():
+        if "pytest assignments/" in line:
+            korean = any("\uac00" <= char <= "\ud7a3" for char in line)
+            line = NOTEBOOK_WORK_ORDER["ko" if korean else "en"]
+        out.append(line)
+    return "\n".join(out)
+
+
 def split_docstring(source):
     """(docstring, the code after it) of a module's source."""
     tree = ast.parse(source)
@@ -155,7 +177,7 @@ def course_notebook(config, solutions=None, grader: str = None):
             INTRODUCTION.format(
                 korean_title=messages.title(f"assignment_title.{config.id}", config.title, "ko"),
                 title=config.title,
-                about=about.strip(),
+                about=notebook_about(about.strip()),
                 package=config.package,
             ),
             id="introduction",

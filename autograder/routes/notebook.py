@@ -3,6 +3,7 @@
     check_step("padding")               # a student's run: public checks, prints a table
     check_step("padding", hidden=True)  # nbgrader autograde: hidden checks too (instructor kit)
     check_step("padding", lang="ko")    # messages and table in Korean (default: MHA_LAB_LANG, the locale)
+    check_step("padding", verbose=True) # every failing check's full message under the step's verdict
 
 Each solution cell of the notebook writes one file of the student's package (`%%writefile`), so a
 check cell grades exactly the files the other routes grade. The value returned is the step's
@@ -31,6 +32,7 @@ from autograder import KIT
 from autograder.engine import config as grading_config
 from autograder.engine import messages
 from autograder.engine.diagnosis import public_message_ids
+from autograder.engine import results
 from autograder.engine.results import table
 from autograder.engine.runner import grade
 
@@ -46,18 +48,20 @@ def check_step(
     assignment: str = None,
     lang: str = None,
     points: float = None,
+    verbose: bool = False,
 ) -> float:
     """Grade step `step_id` of `assignment` (default: the first in grading.yml) in `directory`,
-    which holds its package; print the table (in `lang`), return the points.
+    which holds its package; print the table (in `lang`; with `verbose`, every failing check's
+    full message too), return the points.
 
     `points`: what the course notebook's check cell is worth (frozen when the course was made).
     nbgrader rejects a cell scoring above it, so a grading.yml edited since is scored out of
     `points`, with a note that the course needs regenerating."""
     with messages.speaking(lang):
-        return _check_step(step_id, hidden, directory, seed, assignment, points)
+        return _check_step(step_id, hidden, directory, seed, assignment, points, verbose)
 
 
-def _check_step(step_id, hidden, directory, seed, assignment, points):
+def _check_step(step_id, hidden, directory, seed, assignment, points, verbose=False):
     config = grading_config.load(assignment=assignment)
     if step_id not in {step.id for step in config.steps}:  # grading.yml changed since the course was made
         print(messages.render("course_step_missing", step=step_id, assignment=config.id))
@@ -79,11 +83,12 @@ def _check_step(step_id, hidden, directory, seed, assignment, points):
                 steps=[step_id],
                 pictures=public_pictures(folder),
             )
-        step = result.step(step_id)
+            step = result.step(step_id)
         view, summary = public_view(result, step_id, public_message_ids(config))
         if display is not None:  # shown below the table, not named in it
             view.steps[0].pictures = []
-        print(table(view, title=f"{step.id}: {config.step(step_id).title}"))
+        title = messages.title(f"step_title.{config.id}.{step_id}", config.step(step_id).title)
+        print(table(view, title=f"{step.id}: {title}", verbose=verbose))
         if summary:
             print(summary)
         if display is not None:
@@ -124,8 +129,8 @@ def public_view(result, step_id, public_ids: set = None):
     return view, messages.render(
         "hidden_checks_summary",
         count=len(hidden),
-        points=round(sum(c.points for c in hidden), 2),
-        max_points=round(sum(c.max_points for c in hidden), 2),
+        points=results.points(sum(c.points for c in hidden)),
+        max_points=results.points(sum(c.max_points for c in hidden)),
     )
 
 

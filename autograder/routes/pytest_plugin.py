@@ -8,6 +8,7 @@ normal traceback into the student's file; a per-check time limit comes from pyte
 """
 
 import gc
+import re
 from pathlib import Path
 
 import pytest
@@ -72,14 +73,19 @@ def pytest_addoption(parser):
     )
 
 
+@pytest.hookimpl(tryfirst=True)
 def pytest_collection_modifyitems(config, items):
-    """--step ID, --assignment ID: keep only those checks (a -k substring would also pick others)."""
+    """--step ID, --assignment ID: keep only those checks. -k: a step id in the expression means
+    that step's checks, exactly (pytest alone would match every check whose name contains it:
+    `-k attention` would pick multi_head_attention's and masking's attention_padding too); any
+    other word keeps pytest's meaning (a part of a test's name)."""
+    select_steps(config, items)
     steps, assignments = set(config.getoption("step") or ()), set(config.getoption("assignment") or ())
     if not steps and not assignments:
         return
     keep, drop = [], []
     for item in items:
-        check = getattr(item, "callspec", None) and item.callspec.params.get("check")
+        check = check_of(item)
         wanted = (
             check is not None
             and (not steps or check.step in steps)
@@ -89,6 +95,62 @@ def pytest_collection_modifyitems(config, items):
     if drop:
         config.hook.pytest_deselected(items=drop)
         items[:] = keep
+
+
+def check_of(item):
+    """The check a collected test runs (None: a test that is not one of ours)."""
+    return getattr(item, "callspec", None) and item.callspec.params.get("check")
+
+
+def select_steps(config, items):
+    """-k with a step id in it: evaluate the expression with the step ids matched exactly, and take
+    the -k over from pytest (which would match them as substrings). Notes what was selected for
+    pytest_report_collectionfinish."""
+    expression = (config.option.keyword or "").strip()
+    if not expression:
+        return
+    try:
+        from _pytest.mark import KeywordMatcher
+        from _pytest.mark.expression import Expression
+
+        compiled = Expression.compile(expression)
+    except Exception:  # noqa: BLE001 - another pytest, or a malformed -k: pytest's own -k says why
+        return
+    step_ids = {check.step.lower() for check in map(check_of, items) if check is not None}
+    words = {word.lower() for word in re.findall(r"[\w.:/\[\]-]+", expression)} - {"and", "or", "not"}
+    named = sorted(step_ids & words)
+    if not named:
+        return
+
+    def matcher(item):
+        check, others = check_of(item), KeywordMatcher.from_item(item)
+
+        def matches(word, **kwargs):
+            if word.lower() in step_ids:
+                return check is not None and check.step.lower() == word.lower()
+            return others(word, **kwargs)
+
+        return matches
+
+    chosen = [compiled.evaluate(matcher(item)) for item in items]
+    keep = [item for item, wanted in zip(items, chosen) if wanted]
+    drop = [item for item, wanted in zip(items, chosen) if not wanted]
+    config.option.keyword = ""  # done here: pytest's -k would match the step ids as substrings again
+    if drop:
+        config.hook.pytest_deselected(items=drop)
+        items[:] = keep
+    config.stash[SELECTED] = (expression, named, len(keep))
+
+
+def pytest_report_collectionfinish(config, start_path, items):
+    """What a -k naming a step selected, said under pytest's "collected N items"."""
+    if SELECTED not in config.stash:
+        return []
+    expression, named, count = config.stash[SELECTED]
+    return [messages.render("pytest.selected", expression=expression, steps=", ".join(named), count=count)]
+
+
+SELECTED = pytest.StashKey()
 
 
 def find_config(start):
@@ -177,7 +239,18 @@ def run_public_check(check, lab):
         pytest.skip(messages.render(fail.message_id, **fail.params))
     if fail:
         lab.verdicts[check] = fail
-        pytest.fail(messages.render(fail.message_id, **fail.params), pytrace=False)
+        pytest.fail(brief(fail) if not lab.verbose else messages.render(fail.message_id, **fail.params), pytrace=False)
+
+
+def brief(fail) -> str:
+    """A failing check's message as pytest shows it under the test's name without -v: wrong values
+    said by their names and largest error only (indices, tolerances and dtypes with -v; the step's
+    verdict in the table at the end says why)."""
+    if fail.message_id == "values":
+        return messages.render(
+            "feedback.values_brief", names=fail.params.get("name", "?"), largest=f"{fail.params['max_abs']:.3g}"
+        )
+    return messages.render(fail.message_id, **fail.params)
 
 
 def student_traceback(excinfo, student) -> None:
@@ -241,6 +314,7 @@ class StudentPlugin:
         self.packages = {}  # assignment -> the student's package
         self.hangs = Hangs()  # where code hung: the checks that reach it stop at once
         self.plots = None  # --plots DIR
+        self.verbose = False  # pytest -v: every check's full message, in the tests and the table
 
     def config(self, assignment_id):
         return self.configs[assignment_id]
@@ -278,6 +352,7 @@ class StudentPlugin:
         if session.config.option.tbstyle == "auto":
             session.config.option.tbstyle = "short"
         self.plots = session.config.getoption("plots", None)
+        self.verbose = session.config.option.verbose > 0
         warm_up_grader(self.configs.values(), self.simulate_cuda)
 
     @pytest.hookimpl(hookwrapper=True)
@@ -346,7 +421,20 @@ class StudentPlugin:
                     "table.public_title",
                     assignment=messages.title(f"assignment_title.{assignment.id}", assignment.title),
                 )
-                terminal.write_line(results.table(result, title=title))
+                terminal.write_line(results.table(result, title=title, verbose=self.verbose))
+
+    def example(self, step, records, student):
+        """The step's smallest failing input (feedback.first_example), its candidates run here as
+        the checks are, without the forbidden-call watch (the check shrunk made no forbidden call,
+        and the watch costs more than the small runs it would watch)."""
+        from autograder.engine.feedback import first_example
+
+        return first_example(
+            records,
+            lambda check, inputs: observe(check, student, inputs, step.timeout),
+            step.tolerance,
+            skip=lambda check: self.hangs.skipped(check) is not None,
+        )
 
     def result(self, assignment):
         """The GradeResult of the checks that ran for `assignment`, with diagnoses."""
@@ -357,6 +445,8 @@ class StudentPlugin:
             if not outcomes:
                 continue
             result = score_step(step, outcomes)
+            for check_result, (_, _, fail) in zip(result.checks, outcomes):
+                check_result.params = None if fail is None else dict(fail.params)  # for the verdict's evidence
             public = [check for check in module.CHECKS if check.visibility == "public"]
             if len(outcomes) < len(public):  # -k, -x, --lf, --sw: a step score would not be the truth
                 result.status, result.checks_run, result.checks_total = "partial", len(outcomes), len(public)
@@ -380,6 +470,7 @@ class StudentPlugin:
                     from autograder.routes.plots import save_pictures
 
                     result.pictures = save_pictures(Path(self.plots), step.id, records)
+                result.example = self.example(step, records, student)
             steps.append(result)
         return results.GradeResult(
             assignment=assignment.title,

@@ -213,8 +213,11 @@ def _write_config(target, graded):
 
 def student_message(message_id: str, keep: set) -> bool:
     """Whether a student release ships this message: every one but the diagnoses outside `keep`
-    (public_message_ids)."""
-    return not message_id.startswith("diagnosis.") or message_id.removeprefix("diagnosis.") in keep
+    (public_message_ids), and where the skeleton teaches them (`concept.cause.<diagnosis>`)."""
+    for prefix in ("diagnosis.", "concept.cause."):
+        if message_id.startswith(prefix):
+            return message_id.removeprefix(prefix) in keep
+    return True
 
 
 def student_readme(graded):
@@ -242,7 +245,8 @@ def student_readme(graded):
 ```bash
 pip install -r requirements.txt      # 한 번만: torch (CPU 빌드: GPU도 CUDA 다운로드도 필요 없음), pytest, ...
 pytest assignments/ --lang ko        # 모든 단계: 검사마다 테스트 하나, 마지막에 점수표 (메시지는 한국어)
-pytest assignments/ -k masking       # 한 단계만
+pytest assignments/ -k masking       # 한 단계만: 그 단계의 검사만 골라 실행합니다 (--step masking과 같음)
+pytest assignments/ -k masking -v    # 검사마다 자세한 내용(인덱스, 허용 오차, dtype)까지
 pytest assignments/ --cuda           # cuda 단계도: 실제 GPU가 없으면 가상 GPU에서
 export MHA_LAB_LANG=ko               # --lang ko 대신: 이 셸에서 실행하는 모든 명령이 한국어로
 ```
@@ -258,9 +262,11 @@ Jupyter, Colab 또는 JupyterHub에서 하려면 `notebooks/<package>.ipynb`를 
 
 각 파일은 그 단계의 설명으로 시작합니다 (한국어, 그다음 영어). 텐서는 배치가 먼저이고, 마스크는
 **True = 막힘**인 bool 텐서입니다 (`nn.MultiheadAttention`과 같고, `F.scaled_dot_product_attention`은
-반대입니다). 실패한 검사(`x`로 시작하는 줄)는 기대한 값과 여러분의 코드가 낸 값을 알려 주고, `→`로
-시작하는 줄은 그 개념을 설명하는 파일과 단락을 가리킵니다. 실패한 단계 아래에서 `?`로 시작하는 줄은
-무엇이 잘못되었을 가능성이 큰지 알려 줍니다.
+반대입니다). 점수를 잃은 단계 아래의 첫 줄(`x`)은 가장 가능성이 큰 원인과 고치는 방법을 알려 줍니다.
+그다음 줄들은 어떤 검사가 어떻게 실패했는지를 실패 종류마다 한 번씩 요약하고, `→`로 시작하는 줄은 그
+개념을 설명하는 파일과 단락을 가리킵니다. 마지막 두 줄은 여러분의 코드가 여전히 틀리는 가장 작은 입력과,
+그 입력에서 기대한 값과 여러분의 값입니다: 그 입력으로 직접 실행해 보면 어디서 틀리는지 찾기 쉽습니다.
+`-v`를 붙이면 검사마다 자세한 내용이 나옵니다.
 
 | 패키지 | 단계 | 내용 | 점수 |
 |---|---|---|---|
@@ -277,7 +283,8 @@ Fill in the TODOs in `assignments/<package>/*.py`, step by step, and check your 
 ```bash
 pip install -r requirements.txt      # once: torch (the CPU build: no GPU needed, no CUDA download), pytest, ...
 pytest assignments/                  # every step: one test per check, then a score table
-pytest assignments/ -k masking       # one step
+pytest assignments/ -k masking       # one step: exactly its checks (the same as --step masking)
+pytest assignments/ -k masking -v    # ... with every check's details (indices, tolerances, dtypes)
 pytest assignments/ --cuda           # also the cuda step, on a simulated GPU if you have no real one
 pytest assignments/ --lang ko        # 메시지와 점수표를 한국어로 (or: export MHA_LAB_LANG=ko)
 ```
@@ -295,10 +302,11 @@ repository).
 
 Each file starts with an explanation of its step (in Korean, then in English). Tensors are
 batch-first, and a mask is a bool tensor with **True = blocked** (as in `nn.MultiheadAttention`;
-`F.scaled_dot_product_attention` uses the opposite). A failing check (a line starting with `x`)
-says what was expected and what your code gave, and the line starting with `→` under it names the
-file and paragraph that explain its concept; under a failing step, lines starting with `?` suggest
-what probably went wrong.
+`F.scaled_dot_product_attention` uses the opposite). Under a step that lost points, the first line
+(`x`) names the likely cause and how to fix it. The lines after it sum up what failed, once per kind
+of failure; the line starting with `→` names the file and paragraph that explain the concept; and
+the last two show the smallest input on which your code still goes wrong, with what was expected
+and what yours gave: run it yourself to see where. `-v` adds every check's details.
 
 | package | step | what | points |
 |---|---|---|---|
@@ -368,11 +376,15 @@ def _write_gradescope_zip(out, config):
 
 def gradescope_results(result, execution_time, hidden_visibility="after_published", public_ids=None):
     """Gradescope's results.json for a GradeResult: one test per check, and no top-level score
-    (the tests' scores add up to the result's; see the comment at the end). A failing visible test
-    carries only the step's diagnoses a student release could give (classroom.public_diagnoses of
-    `public_ids`, default: public_message_ids of every assignment in grading.yml): the others tell
-    what the hidden checks look for. A hidden check's test, shown at its visibility, carries all."""
-    from autograder.engine import messages
+    (the tests' scores add up to the result's; see the comment at the end). The first failing
+    visible test of a step carries the step's verdict (feedback.verdict, as the score table shows
+    it: the cause first) made of its public checks and of the diagnoses a student release could
+    give (classroom.public_diagnoses of `public_ids`, default: public_message_ids of every
+    assignment in grading.yml): the others tell what the hidden checks look for. The first
+    failing hidden check's test, shown at its visibility, carries the verdict of them all."""
+    import dataclasses
+
+    from autograder.engine import feedback, messages
     from autograder.routes.classroom import public_diagnoses
 
     if public_ids is None:
@@ -381,19 +393,22 @@ def gradescope_results(result, execution_time, hidden_visibility="after_publishe
         public_ids = set().union(*(public_message_ids(config) for config in grading_config.load_all()))
     tests = []
     for step in result.steps:
-        notes = {
-            "public": "\n".join(d["message"] for d in public_diagnoses(step, public_ids)),
-            "hidden": "\n".join(d["message"] for d in step.diagnoses),
+        public = dataclasses.replace(
+            step,
+            checks=[check for check in step.checks if check.visibility == "public"],
+            diagnoses=public_diagnoses(step, public_ids),
+        )
+        verdicts = {
+            "public": "\n".join(feedback.lines(feedback.verdict(public))),
+            "hidden": "\n".join(feedback.lines(feedback.verdict(step))),
         }
         for check in step.checks:
             if check.passed is None:
                 continue
-            output, note = check.message, notes["public" if check.visibility == "public" else "hidden"]
-            where = messages.concept(step.id, check.id) if check.passed is False else None
-            if where:  # the skeleton's paragraph that teaches it, as in the score table
-                output += "\n→ " + messages.render("table.see_concept", where=where)
-            if check.passed is False and note:
-                output += "\n" + messages.render("probable_causes") + "\n" + note
+            output, audience = check.message, "public" if check.visibility == "public" else "hidden"
+            if check.passed is False and verdicts[audience]:  # once per step and audience
+                output = (output + "\n\n" if output else "") + verdicts[audience]
+                verdicts[audience] = ""
             tests.append(
                 {
                     "name": f"{step.id}: {check.id}",

@@ -94,7 +94,10 @@ def run_report(args) -> int:
     if not getattr(args, "assignment", None):
         print(f"assignment: {data['assignment']['id']} (from the results; --assignment ID to choose)")
     if args.json:
-        args.json.write_text(json.dumps(data, indent=1, ensure_ascii=False) + "\n", encoding="utf-8")
+        from autograder.routes.report_html import localised
+
+        said = localised(data, args.lang)  # the texts for people in --lang, as the HTML says them
+        args.json.write_text(json.dumps(said, indent=1, ensure_ascii=False) + "\n", encoding="utf-8")
         print(f"wrote {args.json}")
     if args.html:
         from autograder.routes.report_html import render

@@ -9,7 +9,6 @@ the student messages (autograder/messages.py) so they can move to a gettext cata
 
 import base64
 import functools
-import re
 import string
 from pathlib import Path
 
@@ -248,6 +247,33 @@ def render(data: dict, lang: str = "en", sources: list = ()) -> str:
     )
 
 
+def localised(data: dict, lang: str) -> dict:
+    """A copy of the report's data whose texts for people are in `lang`, as the HTML shows them:
+    the misconceptions' messages, the hangs' and crashes' messages, the assignment's and the steps'
+    titles (report.json under `report --lang ko`). Ids, numbers and students' results stay as they are."""
+    import copy
+
+    out = copy.deepcopy(data)
+    for row in out.get("misconceptions", []):
+        row["message"] = relocalise(row.get("message", ""), f"diagnosis.{row['id']}", lang)
+    runtime = out.get("runtime") or {}
+    for key in ("hangs", "crashes"):
+        for row in runtime.get(key, []) or []:
+            if row.get("message_id"):
+                row["message"] = relocalise(row.get("message", ""), row["message_id"], lang)
+    assignment_id = (out.get("assignment") or {}).get("id")
+    if assignment_id:
+        out["assignment"]["title"] = relocalise(
+            out["assignment"]["title"], f"assignment_title.{assignment_id}", lang, whole=True
+        )
+        for step in out.get("steps", []):
+            step["title"] = relocalise(
+                step.get("title", ""), f"step_title.{assignment_id}.{step['id']}", lang, whole=True
+            )
+    out["lang"] = lang
+    return out
+
+
 def tick_every(bins: int) -> int:
     """Label every how-many-th bin edge of a histogram: evenly spaced (a divisor of `bins`), at
     most 6 intervals (10 bins over 0..100: 0, 20, ..., 100)."""
@@ -295,7 +321,7 @@ def _relocalised(text: str, message_id: str, lang: str, depth: int):
     except KeyError:
         return None
     for source_lang in dict.fromkeys((lang, *messages.LANGUAGES)):
-        fields, pattern = _reader(messages.template(message_id, source_lang))
+        fields, pattern = messages.reader(messages.template(message_id, source_lang))
         found = pattern.fullmatch(text)
         if found is None:
             continue
@@ -329,22 +355,6 @@ def _sentence_ids() -> tuple:
 
     english = messages.catalog("en")
     return tuple(sorted((i for i, text in english.items() if literal(text) >= 6), key=lambda i: -literal(english[i])))
-
-
-def _reader(template: str):
-    """({group: placeholder name}, a regex matching what `template` renders to)."""
-    fields, parts = {}, []
-    for literal, name, _, _ in string.Formatter().parse(template):
-        parts.append(re.escape(literal))
-        if name is None:
-            continue
-        key = "p" + "".join(c if c.isalnum() else "_" for c in name)
-        if key in fields:
-            parts.append(f"(?P={key})")
-        else:
-            fields[key] = name
-            parts.append(f"(?P<{key}>.*?)")
-    return fields, re.compile("".join(parts), re.S)
 
 
 def _unformatted(template: str) -> str:

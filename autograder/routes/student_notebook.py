@@ -44,8 +44,9 @@ INTRODUCTION = """# {korean_title} / {title}
 * 설정 셀을 먼저 실행하세요. 코드 셀 하나가 패키지 `{package}/`의 파일 하나를 씁니다 (첫 줄
   `%%writefile {package}/<file>.py`가 그 일을 합니다): **고칠 때마다 그 셀을 다시 실행하세요**.
 * `raise NotImplementedError("TODO")`를 모두 여러분의 코드로 바꾸세요. `%%writefile` 줄은 그대로 두세요.
-* 단계 뒤의 검사 셀이 그 단계를 채점합니다. 점수표를 출력하고, 실패한 검사마다 무엇이 틀렸는지(`x`),
-  그 개념을 설명하는 파일과 단락이 어디인지(`→`) 알려 줍니다. 나중의 채점은 다른 크기로 더 많이 검사합니다.
+* 단계 뒤의 검사 셀이 그 단계를 채점합니다. 점수를 출력하고, 점수를 잃었으면 가장 가능성이 큰 원인(`x`)을
+  먼저, 그다음 실패한 검사와 그 개념을 설명하는 파일과 단락(`→`), 아직도 틀리는 가장 작은 입력을 알려
+  줍니다. 검사마다 자세한 내용은 `check_step(..., verbose=True)`. 나중의 채점은 다른 크기로 더 많이 검사합니다.
 * 메시지를 한국어로 보려면 설정 셀에서 `LANG = "ko"`로 바꾸세요 (검사 셀 하나만이라면
   `check_step(..., lang="ko")`).
 * 규칙: 배치가 먼저, `(B, ...)`; B 배치, L 길이, D = d_model, H 헤드 수, d_k = D // H; 마스크는
@@ -57,9 +58,10 @@ Each step below has an explanation, a code cell to complete and a check cell.
 * Run the setup cell first. Each code cell writes one file of the package `{package}/` (the first
   line, `%%writefile {package}/<file>.py`, does that): **run it again after every change**.
 * Replace every `raise NotImplementedError("TODO")` with your code. Keep the `%%writefile` line.
-* The check cell after a step grades it: it prints a table with the points and, for each check
-  that failed, what is wrong (`x`) and the file and paragraph that explain it (`→`). The grader
-  runs more checks later, with other sizes.
+* The check cell after a step grades it: it prints the points and, where the step lost points, the
+  likely cause first (`x`), then what failed, the file and paragraph that explain it (`→`) and the
+  smallest input that still fails; `check_step(..., verbose=True)` adds every check's details. The
+  grader runs more checks later, with other sizes.
 * Messages in Korean: set `LANG = "ko"` in the setup cell (or `check_step(..., lang="ko")` in one
   check cell); `LANG = "en"` for English.
 * Conventions: batch first, `(B, ...)`; B batch, L length, D = d_model, H heads,
@@ -97,7 +99,7 @@ def student_notebook(config, skeleton=None, grader: bytes = None):
     import nbformat
 
     from autograder import KIT
-    from autograder.routes.course import course_notebook, installer, split_docstring
+    from autograder.routes.course import course_notebook, installer, notebook_about, split_docstring
 
     skeleton = Path(skeleton or KIT / "assignments" / config.package)
     notebook = course_notebook(config, solutions=skeleton)
@@ -113,7 +115,7 @@ def student_notebook(config, skeleton=None, grader: bytes = None):
             cell.source = INTRODUCTION.format(
                 korean_title=messages.title(f"assignment_title.{config.id}", config.title, "ko"),
                 title=config.title,
-                about=about.strip(),
+                about=notebook_about(about.strip()),
                 package=config.package,
             )
         elif cell.get("id") == "setup":
