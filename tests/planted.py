@@ -679,3 +679,290 @@ def planted_of(step=None):
 def all_planted():
     """(step, planted) pairs, the ones a check can catch."""
     return [(p.step, p) for p in PLANTED if not p.needs_check]
+
+
+# ---------------------------------------------------------------------------- real bugs (issue 22)
+# Mistakes found in public issue threads and Q&A about multi-head attention, each written into
+# the reference the way the thread shows it (the threads are listed in the findings report,
+# /work/notes/fairness-findings.md). `diagnosis` is the id a correct diagnosis gives: an id of the
+# catalog where one models the mistake, else the id a new mistake model would get (marked NEW).
+# They are not in PLANTED: tests/test_collateral.py grades them and records, as expected
+# failures, what the grader does with them today.
+
+
+@dataclass
+class RealBug(Planted):
+    new_model: bool = False  # no mistake model names it yet: `diagnosis` is the id proposed
+
+
+def R(name, step, file, patches, diagnosis, new_model=False):
+    return RealBug(name, step, diagnosis, file, patches, new_model=new_model)
+
+
+MHA_SCORES = "scores = q @ k.transpose(-2, -1) / math.sqrt(q.size(-1))  # (B, H, Lq, Lk)"
+MHA_CAUSAL = "blocked = torch.ones_like(blocked).triu(diagonal=1)  # (Lq, Lk)"
+MHA_FILL_LINE = "scores = scores.masked_fill(blocked, torch.finfo(scores.dtype).min)  # (B, H, Lq, Lk)"
+MHA_DROPOUT = "weights = self.dropout(weights)  # (B, H, Lq, Lk)"
+
+REAL_BUGS = [
+    # ------------------------------------------------------------------ attention
+    # `x ** 1/2` is (x ** 1) / 2: the scale becomes d_k / 2 (equal to sqrt(d_k) only when d_k = 4).
+    R(
+        "rb_scale_precedence_half",
+        "attention",
+        "attention.py",
+        [(SCORES, "scale = d_k ** 1 / 2\n    scores = q @ k.transpose(-2, -1) / scale")],
+        "scale_precedence",
+        new_model=True,
+    ),
+    # the thread's own form: the "scale" d_k ** 1 / 2 (= d_k / 2) used as a factor, as one would
+    # use d_k ** -0.5: with d_k = 4 it is exactly a multiplication by sqrt(d_k)
+    R(
+        "rb_scale_precedence_times",
+        "attention",
+        "attention.py",
+        [(SCORES, "scale = d_k ** 1 / 2\n    scores = q @ k.transpose(-2, -1) * scale")],
+        "scale_precedence",
+        new_model=True,
+    ),
+    # `x ** -1/2` is (x ** -1) / 2: multiplying by it divides by 2 d_k.
+    R(
+        "rb_scale_precedence_neg_half",
+        "attention",
+        "attention.py",
+        [(SCORES, "scores = (q @ k.transpose(-2, -1)) * d_k ** -1/2")],
+        "scale_precedence",
+        new_model=True,
+    ),
+    # nn.Softmax() with no dim: the implicit dim is 1 for 4-D (the heads) and 0 for 3-D (the batch).
+    R(
+        "rb_softmax_no_dim",
+        "attention",
+        "attention.py",
+        [(SOFTMAX, "weights = torch.nn.Softmax()(scores)")],
+        "softmax_wrong_dim",
+    ),
+    R(
+        "rb_softmax_dim_1",
+        "attention",
+        "attention.py",
+        [(SOFTMAX, "weights = torch.nn.functional.softmax(scores, dim=1)")],
+        "softmax_wrong_dim",
+    ),
+    # k re-read with view as (.., d_k, Lk) instead of transposed: the shape fits, the numbers do not.
+    R(
+        "rb_k_view_not_transpose",
+        "attention",
+        "attention.py",
+        [(SCORES, "scores = q @ k.reshape(*k.shape[:-2], k.shape[-1], k.shape[-2]) / math.sqrt(d_k)")],
+        "k_viewed_not_transposed",
+        new_model=True,
+    ),
+    # scaled by the number of heads (q.size(1) for (B, H, L, d_k)) instead of d_k
+    R(
+        "rb_scale_by_num_heads",
+        "attention",
+        "attention.py",
+        [("d_k = q.size(-1)", "d_k = q.size(1)")],
+        "scale_by_num_heads",
+        new_model=True,
+    ),
+    # the full width C ** -0.5 (C = H * d_k) as a factor
+    R(
+        "rb_scale_full_width_factor",
+        "attention",
+        "attention.py",
+        [(SCORES, "scores = q @ k.transpose(-2, -1) * (q.size(1) * q.size(-1)) ** -0.5")],
+        "scale_by_d_model",
+    ),
+    # scale = d ** -0.5, then divided by it: a multiplication by sqrt(d_k)
+    R(
+        "rb_scale_divides_by_inverse",
+        "attention",
+        "attention.py",
+        [(SCORES, "scale = d_k ** -0.5\n    scores = q @ k.transpose(-2, -1) / scale")],
+        "scale_inverted",
+    ),
+    R("rb_scale_without_sqrt", "attention", "attention.py", [("/ math.sqrt(d_k)", "/ q.shape[-1]")], "scale_not_sqrt"),
+    R(
+        "rb_scale_missing",
+        "attention",
+        "attention.py",
+        [(SCORES, "scores = torch.matmul(q, k.transpose(-2, -1))")],
+        "no_scale",
+    ),
+    # ------------------------------------------------------------------ masking
+    # masked_fill is not in place: its result thrown away, the mask does nothing
+    R(
+        "rb_mask_fill_result_dropped",
+        "masking",
+        "attention.py",
+        [(FILL, "scores.masked_fill(mask, -1e9)")],
+        "mask_ignored",
+    ),
+    # -float('-inf') is +inf: blocked keys win the softmax (NaN where several do)
+    R(
+        "rb_mask_fill_plus_inf",
+        "masking",
+        "attention.py",
+        [(FILL, "scores = scores.masked_fill(mask, -float('-inf'))")],
+        "mask_fill_positive",
+        new_model=True,
+    ),
+    # the keep-mask convention of F.scaled_dot_product_attention (True = may attend)
+    R(
+        "rb_mask_keep_convention",
+        "masking",
+        "attention.py",
+        [(FILL, "scores = scores.masked_fill(mask.logical_not(), -1e9)")],
+        "mask_inverted",
+    ),
+    # the mask multiplied into the scores: blocked scores become 0, not very negative
+    R(
+        "rb_mask_multiplied",
+        "masking",
+        "attention.py",
+        [(FILL, "scores = scores * (1 - mask.to(scores.dtype))")],
+        "mask_fill_zero",
+    ),
+    # ------------------------------------------------------------------ split_heads
+    # heads cut with one view into (B * H, L, d_k), no transpose
+    R(
+        "rb_split_folded_view",
+        "split_heads",
+        "heads.py",
+        [
+            (
+                "    x = x.view(B, L, num_heads, d_k)  # (B, L, H, d_k)\n    return x.transpose(1, 2)",
+                "    return x.view(B * num_heads, -1, d_k).view(B, num_heads, -1, d_k)",
+            )
+        ],
+        "split_without_transpose",
+    ),
+    # ------------------------------------------------------------------ output_projection
+    # heads reshaped to (B, L, D) without moving the head axis first
+    R(
+        "rb_merge_reshape_no_permute",
+        "output_projection",
+        "output.py",
+        [("heads.transpose(1, 2).contiguous().view(B, L, H * d_k)", "heads.reshape(B, L, H * d_k)")],
+        "out_no_merge_transpose",
+    ),
+    # heads summed instead of concatenated: (B, L, d_k), which w_o cannot take
+    R(
+        "rb_heads_summed",
+        "output_projection",
+        "output.py",
+        [("heads.transpose(1, 2).contiguous().view(B, L, H * d_k)", "heads.sum(dim=1)")],
+        "heads_summed",
+        new_model=True,
+    ),
+    # ------------------------------------------------------------------ multi_head_attention
+    # heads folded into the batch (B*H, ...) and the mask tiled with repeat (batch-major)
+    # where the layout is b * H + h: each head gets another sample's padding
+    R(
+        "rb_mha_mask_repeat_order",
+        "multi_head_attention",
+        "mha.py",
+        [
+            (
+                MHA_FILL_LINE,
+                "B, H = scores.shape[:2]\n"
+                "        flat = scores.reshape(B * H, Lq, Lk)\n"
+                "        tiled = blocked.expand(B, 1, Lq, Lk).reshape(B, Lq, Lk).repeat(H, 1, 1)  # should be repeat_interleave\n"
+                "        scores = flat.masked_fill(tiled, -1e9).view(B, H, Lq, Lk)",
+            )
+        ],
+        "mask_heads_order",
+        new_model=True,
+    ),
+    # the padding mask without its head axis: (B, 1, Lk) lines B up with the heads
+    R(
+        "rb_mha_mask_missing_head_axis",
+        "multi_head_attention",
+        "mha.py",
+        [(MHA_PAD, "blocked = blocked | pad_mask[:, None, :]")],
+        "mask_missing_head_axis",
+        new_model=True,
+    ),
+    # new layers made inside forward: fresh random weights on every call
+    R(
+        "rb_mha_layers_made_in_forward",
+        "multi_head_attention",
+        "mha.py",
+        [
+            (SPLIT_Q, "q = split_heads(nn.Linear(self.d_model, self.d_model).to(query)(query), self.num_heads)"),
+            (SPLIT_K, "k = split_heads(nn.Linear(self.d_model, self.d_model).to(key)(key), self.num_heads)"),
+            (SPLIT_V, "v = split_heads(nn.Linear(self.d_model, self.d_model).to(value)(value), self.num_heads)"),
+        ],
+        "layers_created_in_forward",
+        new_model=True,
+    ),
+    # the padding mask unsqueezed on the query axis (B, 1, Lq, 1)
+    R(
+        "rb_mha_pad_mask_query_axis",
+        "multi_head_attention",
+        "mha.py",
+        [(MHA_PAD, "blocked = blocked | pad_mask.unsqueeze(1).unsqueeze(3)")],
+        "mha_mask_on_queries",
+    ),
+    # F.dropout without training=self.training: active after eval() too
+    R(
+        "rb_mha_functional_dropout_always",
+        "multi_head_attention",
+        "mha.py",
+        [(MHA_DROPOUT, "weights = nn.functional.dropout(weights, self.dropout.p)")],
+        "dropout_in_eval",
+    ),
+    # the query projected with the key's layer
+    R(
+        "rb_mha_query_through_key_layer",
+        "multi_head_attention",
+        "mha.py",
+        [(SPLIT_Q, "q = split_heads(self.w_k(query), self.num_heads)")],
+        "mha_shared_projection",
+    ),
+    # keys computed from the query input, values from the value input
+    R(
+        "rb_mha_keys_from_query",
+        "multi_head_attention",
+        "mha.py",
+        [(SPLIT_K, "k = split_heads(self.w_k(query), self.num_heads)")],
+        "mha_ignores_key",
+    ),
+    # the causal mask made (Lq, Lq), as for self-attention: wrong size in cross-attention
+    R(
+        "rb_mha_causal_square",
+        "multi_head_attention",
+        "mha.py",
+        [(MHA_CAUSAL, "blocked = torch.ones(Lq, Lq, dtype=torch.bool, device=scores.device).triu(diagonal=1)")],
+        "causal_mask_square",
+        new_model=True,
+    ),
+    # a 0/1 mask added to the scores (an additive mask needs -inf or a large negative number)
+    R(
+        "rb_mha_bool_mask_added",
+        "multi_head_attention",
+        "mha.py",
+        [(MHA_FILL_LINE, "scores = scores + blocked.to(scores.dtype)")],
+        "mha_mask_added",
+        new_model=True,
+    ),
+    # tril used as the blocked set: blocks the past and the token itself, lets the future through
+    R(
+        "rb_mha_causal_tril_blocked",
+        "multi_head_attention",
+        "mha.py",
+        [(MHA_CAUSAL, "blocked = torch.ones_like(blocked).tril()")],
+        "mha_causal_inverted",
+        new_model=True,
+    ),
+    # the scale inside the module by the full width (a course seed's mistake, in the module)
+    R(
+        "rb_mha_scale_embedding_dim",
+        "multi_head_attention",
+        "mha.py",
+        [(MHA_SCORES, "scores = q @ k.transpose(-2, -1) / self.d_model ** 0.5")],
+        "mha_scale_by_d_model",
+    ),
+]

@@ -605,3 +605,9 @@ class MultiHeadAttention(nn.Module):
 ]
 
 VARIANTS += GALLERY
+
+# Correct code in the styles of public implementations (tests/styles.py); the styles that lose
+# points today are graded in tests/test_styles.py, as expected failures.
+from styles import STYLES_PASSING  # noqa: E402 - after VARIANTS, which it extends
+
+VARIANTS += STYLES_PASSING
