@@ -23,6 +23,7 @@ import threading
 from dataclasses import dataclass
 
 from autograder.engine import messages
+from autograder.engine.text import printable
 from autograder.engine.check import Fail, compare, judged
 from autograder.engine.assignment import mistakes_of
 
@@ -203,7 +204,8 @@ def mistake_fails(package, record, observation, tol):
 
 
 def entry(diagnosis_id, **params):
-    return {"id": diagnosis_id, "message": messages.render(f"diagnosis.{diagnosis_id}", **params)}
+    """{"id", "message"}: the message printable (its parameters can hold what student code made)."""
+    return {"id": diagnosis_id, "message": printable(messages.render(f"diagnosis.{diagnosis_id}", **params))}
 
 
 def same_observation(student, mistake, tol):

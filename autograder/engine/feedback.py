@@ -383,9 +383,13 @@ def smallest_example(check, inputs, fail, run, tol, observation=None, **limits):
     def verdict_on(candidate, observation):
         if observation is None or observation.forbidden:
             return None
+        try:  # a candidate the oracle cannot take (0 heads, say) shows nothing: rejected
+            expected = check.expected(**copy.deepcopy(candidate))
+        except Exception:  # noqa: BLE001 - the oracle's own limits, not the student's code
+            return None
         if observation.error is not None:
             return observation.error
-        return judged(check, candidate, observation.values, check.expected(**copy.deepcopy(candidate)), tol)
+        return judged(check, candidate, observation.values, expected, tol)
 
     def fails(candidate, observation):
         return kind_of(verdict_on(candidate, observation)) == wanted
@@ -456,15 +460,18 @@ def first_example(records, observe, tol, skip=None, **limits):
     nothing to show."""
     for record in records:
         if shrinkable(record) and (skip is None or not skip(record.check)):
-            return smallest_example(
-                record.check,
-                record.inputs,
-                record.fail,
-                lambda inputs, check=record.check: observe(check, inputs),
-                tol,
-                observation=record.observation,
-                **limits,
-            )
+            try:
+                return smallest_example(
+                    record.check,
+                    record.inputs,
+                    record.fail,
+                    lambda inputs, check=record.check: observe(check, inputs),
+                    tol,
+                    observation=record.observation,
+                    **limits,
+                )
+            except Exception:  # noqa: BLE001 - the search is a courtesy: it never costs a grade
+                return None
     return None
 
 

@@ -25,6 +25,7 @@ from autograder.engine.forbidden import package_files, reached_files, scan_sourc
 from autograder.engine.observation import Facts, Hang, Observation, read_report
 from autograder.engine.results import GradeResult, StepResult, CheckResult
 from autograder.engine.submission import Staging, StagingError, refused_files, staging
+from autograder.engine.text import printable
 from autograder.harness import observe as harness
 from autograder.harness.package import Package, SubmissionError
 
@@ -326,9 +327,12 @@ def grade(
     except StagingError as error:  # this submission alone: every step says why, the batch goes on
         result = refused(config, Fail(error.message_id, error.params), steps, seed)
         staged_files = Staging(Path(submission))
-    result.submission = str(submission)  # what was handed in; where in it the package was, and which files:
-    result.package_root = None if staged_files.found is None else staged_files.found.relative_to(submission).as_posix()
-    result.graded_files = staged_files.graded_files
+    # What was handed in, where in it the package was, and which files: names a student chose
+    # (a folder, a file, a notebook), so written out printable wherever they are shown.
+    result.submission = printable(str(submission))
+    found = staged_files.found
+    result.package_root = None if found is None else printable(found.relative_to(submission).as_posix())
+    result.graded_files = [printable(name) for name in staged_files.graded_files]
     result.duration = time.monotonic() - started
     return result
 
@@ -515,7 +519,7 @@ def score_step(step, outcomes):
         if passed is not None and total_weight > 0:
             share = step.points * step.weights.get(check.id, check.weight) / total_weight
         earned = share if passed and (all_passed or not step.all_or_nothing) else 0.0
-        message = "" if fail is None else messages.render(fail.message_id, **fail.params)
+        message = "" if fail is None else printable(messages.render(fail.message_id, **fail.params))
         checks.append(
             CheckResult(
                 id=check.id,
