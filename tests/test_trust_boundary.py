@@ -325,3 +325,26 @@ def test_a_helper_in_a_sub_package_reaches_the_worker(submission, config):
     (root / "mha" / "tools" / "numbers.py").write_text(helper)
     result = grade(root, config, steps=["attention"], isolate=True)
     assert result.step("attention").score == 15, [c.message for c in result.step("attention").checks]
+
+
+def test_the_smallest_example_search_never_fails_the_grading():
+    """The red team's broadcast-view submission made the search shrink split_heads' num_heads to 0,
+    where the check's own oracle divides by it: the judge crashed and the submission was NOT
+    GRADED. A candidate the oracle cannot take is rejected, and a failing search gives no example."""
+    from autograder.engine.assignment import step_modules
+    from autograder.engine.check import Fail
+    from autograder.engine.diagnosis import Record
+    from autograder.engine.feedback import first_example
+    from autograder.engine.observation import Observation
+    from autograder.engine.runner import check_inputs, check_seed
+
+    check = next(c for c in step_modules("mha")["split_heads"].CHECKS if c.id == "split_values")
+    inputs = check_inputs(check, check_seed(check))
+    fail = Fail("raised", {"type": "ZeroDivisionError", "message": "x", "where": "mha/heads.py, line 3, in f"})
+    record = Record(check, inputs, Observation(error=fail), fail)
+
+    def always_raises(check, candidate):  # the student's code: fails the same way on any input
+        return Observation(error=fail)
+
+    example = first_example([record], always_raises, {torch.float64: (1e-7, 1e-9), torch.float32: (1e-4, 1e-5)})
+    assert example is None or example.inputs["num_heads"] > 0
