@@ -551,6 +551,23 @@ class WorkerServer:
                 server = cls._shared[preload] = cls(preload)
             return server
 
+    @classmethod
+    def stop_all(cls, seconds: float = 5.0) -> None:
+        """Stop every server this process started and wait (up to `seconds` each) while it kills
+        its workers and removes their scratch: a command that ends at once leaves nothing behind."""
+        with cls._shared_lock:
+            servers = list(cls._shared.values())
+            cls._shared.clear()
+        for server in servers:
+            try:
+                server.control.shutdown(socket.SHUT_RDWR)  # the server reads EOF: it cleans up and ends
+            except OSError:
+                pass
+            try:
+                server.process.wait(seconds)
+            except subprocess.TimeoutExpired:
+                server.process.kill()
+
     def __init__(self, preload):
         if not all(part.isidentifier() for part in preload.split(".")):
             raise ValueError(f"not a module name: {preload!r}")
