@@ -10,6 +10,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from autograder.engine import messages
+from autograder.engine.text import printable
 
 
 @dataclass
@@ -296,7 +297,8 @@ def csv_text(results, names, paths=None) -> str:
     writer = csv.writer(buffer)
     writer.writerow(["submission", *(["path"] if paths is not None else []), *step_ids, "total", "max_score"])
     for index, (name, result) in enumerate(zip(names, results)):
-        head = [name, paths[index]] if paths is not None else [name]
+        # a path holds names a student chose: one printable line (a spreadsheet or a terminal acts on no control character)
+        head = [name, printable(paths[index], one_line=True)] if paths is not None else [name]
         if result is None:
             writer.writerow([*head, *([""] * (len(step_ids) + 2))])
             continue
