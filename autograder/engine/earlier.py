@@ -17,7 +17,7 @@ whether or not the earlier step is graded in the same run (`-k`, one step of a n
 import torch
 
 from autograder.engine.check import Fail, compare
-from autograder.harness.earlier import OWN_RAISED, WRITTEN_OUT, plain
+from autograder.harness.earlier import OWN_RAISED, WRITTEN_OUT
 
 
 def judge_with_earlier_steps(got, judge_own, table, tol):
@@ -50,29 +50,29 @@ def judge_with_earlier_steps(got, judge_own, table, tol):
 
 def wrong_on_probe(entry, theirs, tol) -> bool:
     """Whether the student's results on the entry's probe (None: it raised) are wrong, judged
-    against the written-out version within `tol`; where the contract leaves a result open
+    against the written-out version's within `tol`; where the contract leaves a result open
     (entry.care), only that it is finite."""
-    calls = entry.calls()
-    if not isinstance(theirs, (list, tuple)) or len(theirs) != len(calls):
+    mine = entry.results(entry.by_hand)
+    cares = [entry.care(args, kwargs) for args, kwargs in entry.calls()] if entry.care is not None else []
+    if not isinstance(theirs, (list, tuple)) or len(theirs) != len(mine):
         return True
-    for result, (args, kwargs) in zip(theirs, calls):
-        mine = plain(entry.by_hand(*args, **kwargs))
-        care = entry.care(args, kwargs) if entry.care is not None else None
-        if isinstance(mine, list):
-            if not isinstance(result, (list, tuple)) or len(result) != len(mine):
+    for index, (result, want) in enumerate(zip(theirs, mine)):
+        care = cares[index] if index < len(cares) else None
+        if isinstance(want, list):
+            if not isinstance(result, (list, tuple)) or len(result) != len(want):
                 return True
-            pairs = list(zip(result, mine))
+            pairs = list(zip(result, want))
         else:
-            pairs = [(result, mine)]
-        for got, want in pairs:
+            pairs = [(result, want)]
+        for got, expected in pairs:
             if not isinstance(got, torch.Tensor):
                 return True
-            if care is not None and want.is_floating_point() and got.shape == want.shape:
-                where = care.expand_as(want)
+            if care is not None and expected.is_floating_point() and got.shape == expected.shape:
+                where = care.expand_as(expected)
                 if not bool(torch.isfinite(got[~where]).all()):
                     return True
                 got = torch.where(where, got, torch.zeros_like(got))
-                want = torch.where(where, want, torch.zeros_like(want))
-            if compare(got, want, tol) is not None:
+                expected = torch.where(where, expected, torch.zeros_like(expected))
+            if compare(got, expected, tol) is not None:
                 return True
     return False
