@@ -4,6 +4,7 @@ one mistake is reported in its own terms, failure output ends in the student's c
 import re
 
 import pytest
+import torch
 
 from autograder.engine import config as grading_config
 from autograder.engine.runner import grade
@@ -257,31 +258,137 @@ def test_pytest_names_a_misspelt_forward_in_one_line(tmp_path):
     assert "not implemented yet" not in step_line(out, "multi_head_attention")
 
 
-def test_softmax_over_the_queries_is_named_as_attentions_mistake_in_masking(config, submission):
-    attention = (
-        (SOLUTIONS / "mha" / "attention.py")
-        .read_text()
-        .replace("weights = torch.softmax(scores, dim=-1)", "weights = torch.softmax(scores, dim=-2)")
-    )
-    result = grade(submission(files={"attention.py": attention}), config, steps=["attention", "masking"])
-    assert result.step("attention").score < result.step("attention").max_score
-    masking = result.step("masking")
-    masked = [c for c in masking.checks if c.passed is not True]
-    assert masked and all(c.message_id == "mask_needs_attention" for c in masked), [c.message for c in masked]
-    assert all("step attention's mistake" in c.message for c in masked)
-    # issue 22: a check that cannot be judged scores nothing and stays in the step's maximum
-    assert all(c.passed is False and c.points == 0 < c.max_points for c in masked)
-    assert 0 < masking.score < masking.max_score == config.step("masking").points
+# ---------------------------------------------------------------------------- masking, beside attention
+#
+# Issue 22: masking is judged on what enters the softmax, with and without the mask on the same
+# inputs. An attention mistake changes both runs alike: it costs nothing in masking. A masking
+# mistake costs masking points whatever the attention step computes, on every seed.
+
+ATTENTION = (SOLUTIONS / "mha" / "attention.py").read_text()
+MASK_FILL = "scores = scores.masked_fill(mask, torch.finfo(scores.dtype).min)"
+SOFTMAX = "weights = torch.softmax(scores, dim=-1)"
+WEIGHTED_SUM = "out = weights @ v"
+ATTENTION_MISTAKES = {  # each a mistake of step attention alone
+    "softmax_over_queries": [(SOFTMAX, "weights = torch.softmax(scores, dim=-2)")],
+    "softmax_over_heads": [(SOFTMAX, "weights = torch.nn.Softmax()(scores)")],
+    "no_scale": [("/ math.sqrt(d_k)", "")],
+    "k_viewed_not_transposed": [("q @ k.transpose(-2, -1)", "q @ k.reshape(*k.shape[:-2], k.shape[-1], k.shape[-2])")],
+    "k_not_transposed": [("q @ k.transpose(-2, -1)", "q @ k")],
+    "k_transposed_wrong_axes": [("q @ k.transpose(-2, -1)", "q @ k.transpose(1, 2)")],
+    "no_softmax": [(SOFTMAX, "weights = scores")],
+    "returns_swapped": [("return out, weights", "return weights, out")],
+    "scale_after_softmax": [
+        ("/ math.sqrt(d_k)", ""),
+        (SOFTMAX, "weights = torch.softmax(scores, dim=-1) / math.sqrt(d_k)"),
+    ],
+}
+MASKING_MISTAKES = {  # each a mistake of step masking alone
+    "mask_ignored": [(MASK_FILL, "pass")],
+    "mask_inverted": [(MASK_FILL, MASK_FILL.replace("(mask,", "(~mask,"))],
+    "mask_filled_with_zero": [(MASK_FILL, "scores = scores.masked_fill(mask, 0.0)")],
+    "mask_added": [(MASK_FILL, "scores = scores + mask")],
+    "mask_after_softmax": [
+        (MASK_FILL, "pass"),
+        (
+            WEIGHTED_SUM,
+            "weights = weights.masked_fill(mask, 0.0) if mask is not None else weights\n    " + WEIGHTED_SUM,
+        ),
+    ],
+    "fill_minus_inf": [(MASK_FILL, "scores = scores.masked_fill(mask, float('-inf'))")],
+}
+CORRECT_MASKS = {  # other ways of writing the mask right
+    "additive_minus_1e4": [(MASK_FILL, "scores = scores + mask * -1e4")],
+    "zeroed_and_renormalised_after_softmax": [
+        (MASK_FILL, "pass"),
+        (
+            WEIGHTED_SUM,
+            "if mask is not None:\n        weights = weights.masked_fill(mask, 0.0)\n"
+            "        weights = weights / weights.sum(-1, keepdim=True).clamp(min=1e-30)\n    " + WEIGHTED_SUM,
+        ),
+    ],
+    "exp_by_hand_minus_inf_then_zeroed": [
+        (MASK_FILL, "scores = scores.masked_fill(mask, float('-inf'))"),
+        (
+            SOFTMAX,
+            "top = scores.amax(-1, keepdim=True)\n"
+            "    e = torch.exp(scores - torch.where(torch.isfinite(top), top, torch.zeros_like(top)))\n"
+            "    weights = e / e.sum(-1, keepdim=True).clamp(min=torch.finfo(e.dtype).tiny)",
+        ),
+    ],
+    "float32_softmax_float32_fill": [
+        (MASK_FILL, "scores = scores.float().masked_fill(mask, -1e9)"),
+        (SOFTMAX, "weights = torch.softmax(scores.float(), dim=-1).to(q.dtype)"),
+    ],
+}
 
 
-def test_pytest_scores_a_check_blocked_by_another_step_against_the_full_maximum(tmp_path):
+def edited(source, changes):
+    for old, new in changes:
+        assert source.count(old) == 1, old
+        source = source.replace(old, new)
+    return source
+
+
+def masking_of(submission, config, changes, seed=11, hidden=True):
+    path = submission(files={"attention.py": edited(ATTENTION, changes)})
+    return grade(path, config, steps=["masking"], reference=SOLUTIONS if hidden else None, seed=seed).step("masking")
+
+
+@pytest.mark.parametrize("mistake", list(ATTENTION_MISTAKES))
+def test_an_attention_mistake_costs_nothing_in_masking(config, submission, mistake):
+    masking = masking_of(submission, config, ATTENTION_MISTAKES[mistake])
+    assert [c.message for c in masking.checks if c.passed is not True] == []
+    assert masking.score == pytest.approx(masking.max_score) == config.step("masking").points
+
+
+@pytest.mark.parametrize("mistake", list(MASKING_MISTAKES))
+def test_a_masking_mistake_costs_points_beside_an_attention_mistake(config, submission, mistake):
+    """Issue 22: "A planted masking mistake costs points even when the attention step is also
+    wrong": strictly less than the mask applied right beside the same attention mistake."""
+    softmax = ATTENTION_MISTAKES["softmax_over_queries"]
+    applied = masking_of(submission, config, softmax)
+    wrong = masking_of(submission, config, softmax + MASKING_MISTAKES[mistake])
+    assert wrong.score < applied.score, [c.message for c in wrong.checks if c.passed is not True]
+    assert wrong.max_score == applied.max_score == config.step("masking").points
+
+
+@pytest.mark.parametrize("mistake", list(MASKING_MISTAKES))
+def test_a_masking_mistake_costs_points_on_its_own(config, submission, mistake):
+    masking = masking_of(submission, config, MASKING_MISTAKES[mistake], hidden=False)
+    assert masking.score < masking.max_score == config.step("masking").points
+
+
+@pytest.mark.parametrize("style", list(CORRECT_MASKS))
+def test_a_mask_written_another_right_way_gets_full_marks(config, submission, style):
+    masking = masking_of(submission, config, CORRECT_MASKS[style])
+    assert [c.message for c in masking.checks if c.passed is not True] == []
+
+
+@pytest.mark.parametrize("changes", ["softmax_over_queries", "softmax_over_queries+mask_ignored"])
+def test_masking_verdict_is_the_same_on_every_seed(config, submission, changes):
+    """The hidden random check once drew sizes (every row keeping one key) under which the
+    trigger for "judged once attention is fixed" could not see the attention mistake: the same
+    code lost masking points on 1 seed in 5 (issue 22, item 5). Seeds 13, 17, 18 were such."""
+    plan = ATTENTION_MISTAKES["softmax_over_queries"] + (MASKING_MISTAKES["mask_ignored"] if "+" in changes else [])
+    verdicts = set()
+    for seed in (12, 13, 17, 18):
+        masking = masking_of(submission, config, plan, seed=seed)
+        verdicts.add(
+            (round(masking.score, 6), tuple((c.id, c.message_id) for c in masking.checks if c.passed is not True))
+        )
+    assert len(verdicts) == 1, verdicts
+
+
+def test_pytest_keeps_masking_whole_beside_a_softmax_mistake_and_charges_an_ignored_mask(tmp_path):
     root = student_copy(tmp_path, SOLUTIONS / "mha")
     attention = root / "assignments" / "mha" / "attention.py"
     attention.write_text(attention.read_text().replace(*SOFTMAX_OVER_QUERIES))
-    out = pytest_in(root, "--step", "attention", "--step", "masking").stdout
-    line = step_line(out, "masking")
+    line = step_line(pytest_in(root, "--step", "attention", "--step", "masking").stdout, "masking")
+    assert re.search(r"masking\s+15\.00 / 15\b", line), line  # issue 22: the same maximum, nothing lost
+    attention.write_text(attention.read_text().replace(MASK_FILL, "pass"))
+    line = step_line(pytest_in(root, "--step", "attention", "--step", "masking").stdout, "masking")
     score, maximum = re.search(r"masking\s+([\d.]+) / ([\d.]+)", line).groups()
-    assert float(maximum) == 15, line  # issue 22: the same maximum for every student
+    assert float(maximum) == 15 and float(score) < 15, line
     assert "checks run" not in line  # scored, not left out as a partial run
 
 
@@ -383,7 +490,7 @@ def test_grade_plots_draw_the_failing_attention_weights_and_the_table_points_to_
     from autograder.engine.results import table
     from autograder.routes.plots import pictures_for
 
-    # a mistake of each step's own (softmax over the queries would leave masking not judged: nothing to draw)
+    # a mistake of each step's own (softmax over the queries would cost masking nothing: nothing to draw)
     attention = (SOLUTIONS / "mha" / "attention.py").read_text().replace(*SCALE_BY_D_K).replace(*MASK_INVERTED)
     path = submission(files={"attention.py": attention})
     plain = grade(path, config, steps=["padding", "attention", "masking"])
@@ -483,3 +590,139 @@ def test_a_module_wrong_on_its_own_loses_its_points_also_beside_a_heads_mistake(
     module = result.step("multi_head_attention")
     assert "from_earlier_step" not in {c.message_id for c in module.checks}
     assert module.max_score == config.step(module.id).points and module.score < 1
+
+
+# A module that calls the student's own attention, masks and heads (tests/styles.py): issue 22's
+# "when mha.py reuses the student's attention function, a mistake in attention.py is charged
+# again in the module step" (9.47/10 for a scale mistake, 5.79/10 for a mask mistake).
+EARLIER_MISTAKES = {
+    "attention_no_scale": ("attention.py", [("/ math.sqrt(d_k)", "")]),
+    "attention_softmax_over_queries": ("attention.py", ATTENTION_MISTAKES["softmax_over_queries"]),
+    "attention_mask_ignored": ("attention.py", MASKING_MISTAKES["mask_ignored"]),
+    "attention_mask_filled_with_zero": ("attention.py", MASKING_MISTAKES["mask_filled_with_zero"]),
+    "attention_mask_minus_inf": ("attention.py", MASKING_MISTAKES["fill_minus_inf"]),
+    "causal_mask_includes_diagonal": ("masking.py", [("torch.triu(ones, diagonal=1)", "torch.triu(ones, diagonal=0)")]),
+    "merge_heads_no_transpose": ("heads.py", [NO_MERGE_TRANSPOSE]),
+}
+# Mistakes that make the module's own run raise: retried with the written-out functions too.
+RAISING_EARLIER_MISTAKES = {
+    "merge_heads_view_not_contiguous": ("heads.py", [("x = x.transpose(1, 2).contiguous()", "x = x.transpose(1, 2)")]),
+    "attention_raises": ("attention.py", [("d_k = q.size(-1)", "d_k = q.size(-1)\n    raise RuntimeError('not yet')")]),
+}
+# The gradient observer is not run with the earlier steps written out yet (observers/
+# multi_head_attention.py `gradients`): a function that raises still fails that one check.
+NOT_WRITTEN_OUT_YET = {"gradients"}
+
+
+def module_reusing_own_functions(submission, config, file, changes):
+    from styles import MHA_REUSES_OWN_ATTENTION
+
+    source = edited((SOLUTIONS / "mha" / file).read_text(), changes)
+    path = submission(files={"mha.py": MHA_REUSES_OWN_ATTENTION, file: source})
+    return grade(path, config, steps=["multi_head_attention"], reference=SOLUTIONS, seed=11).step(
+        "multi_head_attention"
+    )
+
+
+@pytest.mark.parametrize("mistake", list(EARLIER_MISTAKES))
+def test_an_earlier_steps_mistake_is_not_charged_again_in_a_module_that_reuses_it(config, submission, mistake):
+    module = module_reusing_own_functions(submission, config, *EARLIER_MISTAKES[mistake])
+    assert [c.message for c in module.checks if c.passed is not True] == []
+    assert module.score == pytest.approx(module.max_score) == config.step(module.id).points
+
+
+@pytest.mark.parametrize("mistake", list(RAISING_EARLIER_MISTAKES))
+def test_an_earlier_function_that_raises_is_written_out_in_the_module_too(config, submission, mistake):
+    module = module_reusing_own_functions(submission, config, *RAISING_EARLIER_MISTAKES[mistake])
+    failing = {c.id for c in module.checks if c.passed is not True}
+    assert failing <= NOT_WRITTEN_OUT_YET, [c.message for c in module.checks if c.passed is not True]
+
+
+def test_a_module_wrong_on_its_own_is_charged_beside_an_attention_mistake(config, submission):
+    from styles import MHA_REUSES_OWN_ATTENTION
+
+    mha = edited(MHA_REUSES_OWN_ATTENTION, [("return self.w_o(merge_heads(", "return self.w_o(2 * merge_heads(")])
+    attention = edited(ATTENTION, [("/ math.sqrt(d_k)", "")])
+    path = submission(files={"mha.py": mha, "attention.py": attention})
+    module = grade(path, config, steps=["multi_head_attention"]).step("multi_head_attention")
+    assert module.max_score == config.step(module.id).points and module.score < 1
+
+
+def forged_module_observation(probe_of_attention, written_out_values):
+    """A module check's observation (observers/multi_head_attention.py) whose own run is wrong and
+    whose run with the attention written out gives `written_out_values`; the attention's results
+    on the probe are `probe_of_attention`."""
+    from autograder.harness.earlier import WRITTEN_OUT
+
+    return {
+        "out": torch.zeros(2, 5, 12, dtype=torch.float64),
+        WRITTEN_OUT: {
+            "steps": ["attention"],
+            "functions": ["scaled_dot_product_attention"],
+            "probes": {"scaled_dot_product_attention": probe_of_attention},
+            "values": written_out_values,
+        },
+    }
+
+
+def test_the_written_out_run_counts_only_where_the_judge_itself_finds_the_function_wrong():
+    """The observer (beside student code) says which functions differ; the judge accepts the run
+    with them written out only where its own comparison on the probe finds one wrong (within the
+    step's tolerance). Otherwise a mistake the earlier step does not see would be charged nowhere."""
+    from autograder.assignments.mha.checks.multi_head_attention import judge_with_earlier_steps
+    from autograder.assignments.mha.observers.multi_head_attention import EARLIER
+    from autograder.engine.check import compare
+
+    entry = next(e for e in EARLIER if e.name == "scaled_dot_product_attention")
+    right = entry.results(entry.by_hand)  # what a right attention gives on the probe
+    wrong = [[out * 2, weights] for out, weights in right]
+    expected = {"out": torch.ones(2, 5, 12, dtype=torch.float64)}
+
+    def judge(probe):
+        got = forged_module_observation(probe, {"out": expected["out"].clone()})
+        return judge_with_earlier_steps(got, lambda own: compare(own, expected, TOLERANCE), TOLERANCE)
+
+    assert judge(wrong) is None  # the module is right with a right attention: attention's mistake alone
+    assert judge(None) is None  # the attention raised on the probe: wrong too
+    assert judge(right) is not None  # the judge finds the attention right: the module's own run stands
+    drifted = [[out * (1 + 1e-12), weights] for out, weights in right]  # float32-style rounding is right
+    assert judge(drifted) is not None
+
+
+TOLERANCE = {torch.float64: (1e-7, 1e-9), torch.float32: (1e-4, 1e-5)}
+
+
+KV_EARLIER_MISTAKES = {
+    "gqa_no_scale": ("gqa.py", [("/ math.sqrt(q.size(-1))", "")]),
+    "gqa_heads_tiled": ("gqa.py", [("x.repeat_interleave(n_rep, dim=1)", "x.repeat(1, n_rep, 1, 1)")]),
+    "gqa_mask_ignored": ("gqa.py", [("scores = scores.masked_fill(mask, torch.finfo(scores.dtype).min)", "pass")]),
+    "decode_offset_off_by_one": ("decode.py", [("diagonal=offset + 1", "diagonal=offset + 2")]),
+    "cache_keeps_last_chunk": ("cache.py", [("self.k = torch.cat([self.k, k], dim=2)", "self.k = k")]),
+}
+
+
+@pytest.mark.parametrize("mistake", list(KV_EARLIER_MISTAKES))
+def test_the_kv_cache_decoder_is_not_charged_for_an_earlier_steps_mistake(tmp_path, mistake):
+    import shutil
+
+    config = grading_config.load(assignment="kv_cache")
+    shutil.copytree(SOLUTIONS / "kv_cache", tmp_path / "kv_cache")
+    file, changes = KV_EARLIER_MISTAKES[mistake]
+    (tmp_path / "kv_cache" / file).write_text(edited((SOLUTIONS / "kv_cache" / file).read_text(), changes))
+    result = grade(tmp_path, config, reference=SOLUTIONS, seed=11)
+    lost = [step.id for step in result.steps if step.score < step.max_score]
+    assert lost and "decoder" not in lost, [c.message for c in result.step("decoder").checks if c.passed is not True]
+
+
+def test_the_kv_cache_decoder_is_charged_for_its_own_mistake_beside_an_earlier_one(tmp_path):
+    import shutil
+
+    config = grading_config.load(assignment="kv_cache")
+    shutil.copytree(SOLUTIONS / "kv_cache", tmp_path / "kv_cache")
+    for file, changes in (
+        KV_EARLIER_MISTAKES["gqa_no_scale"],
+        ("decoder.py", [("return self.w_o(out)", "return self.w_o(2 * out)")]),
+    ):
+        (tmp_path / "kv_cache" / file).write_text(edited((SOLUTIONS / "kv_cache" / file).read_text(), changes))
+    decoder = grade(tmp_path, config, steps=["decoder"]).step("decoder")
+    assert decoder.score < decoder.max_score / 2

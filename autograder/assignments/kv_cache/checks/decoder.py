@@ -2,14 +2,16 @@
 
 Oracle: the same weights run through F.linear and F.scaled_dot_product_attention(is_causal=True,
 enable_gqa=True) over the whole text at once. This is the integration step: it runs the
-student's whole module (which uses decode.py and gqa.py), and once the student's own KVCache,
-so a mistake in an earlier step may show here too, by design.
+student's whole module (which uses decode.py and gqa.py), and once the student's own KVCache.
+Where one of those earlier steps' functions is wrong, the module is also run with it written out,
+and is right when that run is (engine/earlier.py): the mistake is charged in its own step alone.
 """
 
 import torch.nn.functional as F
 
 from autograder.assignments.kv_cache.observers import decoder as observers
-from autograder.engine.check import Check, linear_state, raised_verdict, randn, randsize
+from autograder.engine.check import Check, compare, linear_state, raised_verdict, randn, randsize
+from autograder.engine.earlier import judge_with_earlier_steps
 
 FILES = ["decoder.py"]  # what the step grades (scanned for forbidden calls)
 
@@ -71,6 +73,9 @@ class AgainstTorch(Check):
             "bias": self.bias,
             "lengths": self.lengths,
         }
+
+    def judge(self, inputs, got, expected, tol):
+        return judge_with_earlier_steps(got, lambda own: compare(own, expected, tol), observers.EARLIER, tol)
 
     def expected(self, states, x, n_heads, n_kv_heads, bias, lengths):
         out = oracle(states, x, n_heads, n_kv_heads)

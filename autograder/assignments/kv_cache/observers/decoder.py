@@ -1,9 +1,12 @@
-"""Observers of step `decoder`: the student's whole CachedSelfAttention module."""
+"""Observers of step `decoder`: the student's whole CachedSelfAttention module, with the earlier
+steps' functions it calls written out where they are wrong (harness/earlier.py)."""
 
 import torch
 import torch.nn.functional as F
 
 from autograder.assignments.kv_cache.observers.incremental_decoding import ScriptedCache
+from autograder.harness import earlier
+from autograder.harness.earlier import Earlier
 from autograder.harness.layers import load_linear
 
 LAYERS = ("w_q", "w_k", "w_v", "w_o")
@@ -28,22 +31,133 @@ def heads_of(states, name, x, heads, d_k):
 
 def chunks(kv, states, x, n_heads, n_kv_heads, bias, lengths, own_cache=False):
     """{"out": the output of each chunk of `lengths`} (None: the whole text in one call, no cache),
-    with a ScriptedCache, or the student's own KVCache when `own_cache`."""
-    module = build(kv, states, n_heads, n_kv_heads, bias)
-    with torch.no_grad():
-        if lengths is None:
-            return {"out": [module(x)]}
-        d_k, kv_heads = x.shape[-1] // n_heads, n_heads if n_kv_heads is None else n_kv_heads
-        cache = (
-            kv.cache.KVCache()
-            if own_cache
-            else ScriptedCache(heads_of(states, "w_k", x, kv_heads, d_k), heads_of(states, "w_v", x, kv_heads, d_k))
-        )
-        outputs, start = [], 0
-        for n in lengths:
-            outputs.append(module(x[:, start : start + n], cache))
-            start += n
-        return {"out": outputs}
+    with a ScriptedCache, or the student's own KVCache when `own_cache`; with the earlier steps'
+    functions written out too where they are wrong (EARLIER)."""
+
+    def run():
+        module = build(kv, states, n_heads, n_kv_heads, bias)
+        with torch.no_grad():
+            if lengths is None:
+                return {"out": [module(x)]}
+            d_k, kv_heads = x.shape[-1] // n_heads, n_heads if n_kv_heads is None else n_kv_heads
+            cache = (
+                kv.cache.KVCache()
+                if own_cache
+                else ScriptedCache(heads_of(states, "w_k", x, kv_heads, d_k), heads_of(states, "w_v", x, kv_heads, d_k))
+            )
+            outputs, start = [], 0
+            for n in lengths:
+                outputs.append(module(x[:, start : start + n], cache))
+                start += n
+            return {"out": outputs}
+
+    return earlier.with_earlier_steps(kv, EARLIER, run)
+
+
+# ---------------------------------------------------------------------------- earlier steps' functions
+#
+# Written out with plain torch ops, each self-contained (imports inside): its code stands in for
+# the student's function in the student's module (harness/earlier.py).
+
+
+def repeat_kv_by_hand(x, n_rep):
+    return x.repeat_interleave(n_rep, dim=1)
+
+
+def grouped_query_attention_by_hand(q, k, v, mask=None):
+    import torch
+
+    H, H_kv = q.size(1), k.size(1)
+    if H % H_kv != 0:
+        raise ValueError(f"n_heads={H} is not a multiple of n_kv_heads={H_kv}")
+    k, v = k.repeat_interleave(H // H_kv, dim=1), v.repeat_interleave(H // H_kv, dim=1)
+    scores = q @ k.transpose(-2, -1) / q.size(-1) ** 0.5
+    if mask is not None:
+        scores = scores.masked_fill(mask, torch.finfo(scores.dtype).min)
+    return scores.softmax(dim=-1) @ v
+
+
+def offset_causal_mask_by_hand(q_len, k_len, device=None):
+    import torch
+
+    return torch.ones(q_len, k_len, dtype=torch.bool, device=device).triu(k_len - q_len + 1)
+
+
+def cached_attention_by_hand(q, k, v, cache):
+    import torch
+
+    K, V = cache.update(k, v)
+    L_new, L = q.size(-2), K.size(-2)
+    scores = q @ K.transpose(-2, -1) / q.size(-1) ** 0.5
+    blocked = torch.ones(L_new, L, dtype=torch.bool, device=q.device).triu(L - L_new + 1)
+    scores = scores.masked_fill(blocked, torch.finfo(scores.dtype).min)
+    return scores.softmax(dim=-1) @ V
+
+
+class KVCacheByHand:
+    """The keys and values of every position seen so far: update(k, v) appends and returns them."""
+
+    def __init__(self):
+        self.k = self.v = None
+
+    def update(self, k, v):
+        self.k = k if self.k is None else torch.cat([self.k, k], dim=2)
+        self.v = v if self.v is None else torch.cat([self.v, v], dim=2)
+        return self.k, self.v
+
+    def __len__(self):
+        return 0 if self.k is None else self.k.size(2)
+
+    def reset(self):
+        self.k = self.v = None
+
+
+def _probe(*shapes, seed=2026):
+    rng = torch.Generator().manual_seed(seed)
+    return [torch.randn(*shape, generator=rng, dtype=torch.float64) for shape in shapes]
+
+
+def _gqa_calls():
+    q, k, v = _probe((2, 4, 3, 4), (2, 2, 5, 4), (2, 2, 5, 6))  # H=4, H_kv=2, Lq=3, Lk=5, d_k=4, d_v=6
+    return [((q, k, v), {}), ((q, k, v), {"mask": offset_causal_mask_by_hand(3, 5)})]
+
+
+def _cached_attention_calls():
+    """A chunk of 2 after 3 positions already cached (a fresh cache each time)."""
+    past_k, past_v, q, k, v = _probe((2, 2, 3, 4), (2, 2, 3, 6), (2, 2, 2, 4), (2, 2, 2, 4), (2, 2, 2, 6))
+    cache = KVCacheByHand()
+    cache.update(past_k, past_v)
+    return [((q, k, v, cache), {})]
+
+
+def _use_cache(cache_class):
+    """What a cache does over a sequence: two updates, its length, a reset, a second instance."""
+    k1, v1, k2, v2 = _probe((2, 2, 3, 4), (2, 2, 3, 6), (2, 2, 1, 4), (2, 2, 1, 6), seed=7)
+    cache = cache_class()
+    first, second = list(cache.update(k1, v1)), list(cache.update(k2, v2))
+    length = torch.tensor(len(cache))
+    other = cache_class()
+    alone = list(other.update(k2, v2))
+    cache.reset()
+    again = list(cache.update(k2, v2))
+    return [first, second, length, alone, again]
+
+
+EARLIER = [
+    Earlier(
+        "grouped_query_attention", "gqa", "repeat_kv", repeat_kv_by_hand, lambda: [((_probe((2, 2, 3, 4))[0], 2), {})]
+    ),
+    Earlier("grouped_query_attention", "gqa", "grouped_query_attention", grouped_query_attention_by_hand, _gqa_calls),
+    Earlier(
+        "incremental_decoding",
+        "decode",
+        "offset_causal_mask",
+        offset_causal_mask_by_hand,
+        lambda: [((3, 5), {}), ((4, 4), {}), ((1, 6), {})],
+    ),
+    Earlier("incremental_decoding", "decode", "cached_attention", cached_attention_by_hand, _cached_attention_calls),
+    Earlier("kv_cache", "cache", "KVCache", KVCacheByHand, lambda: [], exercise=_use_cache),
+]
 
 
 def not_divisible(kv, d_model, n_heads, n_kv_heads):

@@ -1,9 +1,14 @@
 """Checks for step `masking`: mha/masking.py and the `mask` path of scaled_dot_product_attention.
 
-The mask path is judged against the student's OWN unmasked attention: for every query, masked
-attention must equal unmasked attention over just the keys that are not blocked. That holds for
-a correct implementation and keeps a mistake in the unmasked path (a wrong scale, say) from
-costing points here too: it is graded in step `attention`.
+The mask path is judged where the mask acts: on what enters the softmax. The student's attention
+runs with and without the mask on the same q, k, v (observers.masked_and_unmasked), and the input
+of its softmax is recorded in both runs. A mask is right when the blocked scores are -inf or
+very negative relative to their row and the other scores are what they are without the mask.
+A mistake of the unmasked path (a wrong scale, a softmax over the wrong dim, a missing
+transpose, swapped results) changes both runs alike, so it costs nothing here: it is graded in
+step `attention`. Where the student's attention normalises over the keys, the weights must also
+agree with that (blocked keys weigh 0, the others renormalise, every row stays finite); that
+relation alone decides where no softmax input was seen or the mask acts after the softmax.
 """
 
 import torch
@@ -12,10 +17,10 @@ from autograder.engine import messages
 from autograder.engine.check import (
     Check,
     Fail,
+    allowed_error,
     check_form,
     compare_tensor,
     first_index,
-    passes_everywhere,
     randindex,
     randsize,
 )
@@ -24,6 +29,11 @@ from .attention import qkv, weights_picture
 
 FILES = ["masking.py", "attention.py"]  # what the step grades (scanned for forbidden calls)
 MASKS_ONLY = ("masking.py",)  # `files` of the checks that call only the mask builders (see runner.HangGuard)
+# How far below the largest score of its row a blocked score must enter the softmax: its weight
+# is then exactly 0 in float64 (exp(-745.2) underflows), with a margin. Every usual fill passes:
+# -1e4 added (BERT), -1e9, finfo.min, -inf.
+BLOCKED_AT_MOST = -800.0
+NORMALISED = 1e-4  # |row sum - 1| of weights that a softmax over the keys gave, in float32 too
 
 
 def padding_mask_by_hand(ids, pad_id):
@@ -35,26 +45,199 @@ def causal_by_hand(lq, lk):
 
 
 def judge_masked(got, q, k, v, mask, tol, what):
-    """Blocked keys weigh exactly 0; kept keys weigh what unmasked attention over them alone
-    gives; rows with every key blocked stay finite."""
-    B, H, Lq, Lk = q.shape[0], q.shape[1], q.shape[2], k.shape[2]
-    weights, out = got["weights"], got["out"]
-    # The dtype is the unmasked path's business (step `attention`); the per-row comparison
-    # below still requires masked and unmasked results to agree in dtype.
-    fail = check_form(
-        weights, (B, H, Lq, Lk), getattr(weights, "dtype", None), q.device, f"weights ({what})"
-    ) or check_form(out, (B, H, Lq, v.shape[-1]), getattr(out, "dtype", None), q.device, f"out ({what})")
-    if fail:
-        return fail
-    fail = judge_mask_values(got, weights.detach(), out.detach(), mask, tol, what)
-    return fail and (unnormalised_attention(got["rows"], what) or fail)
-
-
-def judge_mask_values(got, weights, out, mask, tol, what):
-    """judge_masked past the shapes: None, or the first way the masked result is wrong."""
-    B, Lq, Lk = weights.shape[0], weights.shape[2], weights.shape[3]
+    """None if the mask path is right, whatever the unmasked path computes; else a Fail."""
+    if got.get("square") is True:
+        q, k, v, mask = observers.square(q, k, v, mask)
+    B, H, Lq, Lk, d_v = q.shape[0], q.shape[1], q.shape[2], k.shape[2], v.shape[-1]
+    contract = {"weights": (B, H, Lq, Lk), "out": (B, H, Lq, d_v)}
+    masked = in_order(got, contract)
+    free = in_order(got.get("free"), contract) if isinstance(got.get("free"), dict) else None
+    for name in ("weights", "out"):  # the form is the unmasked path's business: the same with a mask
+        like = free[name] if free is not None and isinstance(free[name], torch.Tensor) else None
+        value = masked[name]
+        fail = check_form(
+            value,
+            like.shape if like is not None else contract[name],
+            like.dtype if like is not None else getattr(value, "dtype", None),
+            like.device if like is not None else q.device,
+            f"{name} ({what})",
+        )
+        if fail:
+            return fail
     blocked = mask.expand(B, 1, Lq, Lk)[:, 0]  # (B, Lq, Lk)
     fully = blocked.all(-1)  # (B, Lq): every key blocked
+    scores = scores_of(got, free, masked, contract["weights"])  # (with the mask, without) or None
+    if free is None:
+        return judge_alone(masked, scores, blocked, fully, tol, what)
+    if no_effect(masked, free, scores, blocked, fully, tol):
+        return Fail("mask_no_effect", {"what": what})
+    if normalised(free["weights"], contract["weights"]):  # a softmax over the keys: the weights tell all
+        return judge_weights(masked, free, v, blocked, fully, tol, what)
+    if scores is None:
+        return waiting(free, what)
+    fail = judge_scores(*scores, blocked, fully, tol, what)
+    if fail is None:
+        return all_inf_row(scores[0], fully, what)
+    if unchanged(*scores, tol):  # not masked before the softmax: the mask acts after it, judged by weights
+        return waiting(free, what)
+    return fail
+
+
+def in_order(got, contract):
+    """{"out", "weights"} of a run, put back in order when they come back swapped (an attention
+    mistake, judged there)."""
+    out, weights = got.get("out"), got.get("weights")
+    if (
+        isinstance(out, torch.Tensor)
+        and isinstance(weights, torch.Tensor)
+        and contract["weights"] != contract["out"]
+        and tuple(out.shape) == contract["weights"]
+        and tuple(weights.shape) == contract["out"]
+    ):
+        out, weights = weights, out
+    return {"out": out, "weights": weights, "softmax_in": got.get("softmax_in")}
+
+
+def normalised(weights, shape):
+    """Whether `weights` of the (B, H, Lq, Lk) `shape` are a softmax over the keys: finite, not
+    negative, every row summing to 1."""
+    if not isinstance(weights, torch.Tensor) or tuple(weights.shape) != shape or not weights.is_floating_point():
+        return False
+    w = weights.detach().to(torch.float64)
+    return bool(torch.isfinite(w).all() and (w >= -NORMALISED).all() and ((w.sum(-1) - 1).abs() <= NORMALISED).all())
+
+
+def scores_of(got, free, masked, shape):
+    """(with the mask, without), what entered the softmax relative to its row (observers.
+    relative_to_row), both (B, H, Lq, Lk) float64; where no softmax was seen in either run and
+    the weights are no softmax's, the weights themselves (the scores, returned as they are);
+    None where there is nothing to compare."""
+    if free is None:
+        seen = masked["softmax_in"]
+        return (seen, None) if is_scores(seen, shape) else None
+    pair = (masked["softmax_in"], free["softmax_in"])
+    if all(is_scores(z, shape) for z in pair):
+        return pair
+    if pair == (None, None) and not normalised(free["weights"], shape):
+        weights = (masked["weights"], free["weights"])
+        if all(isinstance(w, torch.Tensor) and tuple(w.shape) == shape and w.is_floating_point() for w in weights):
+            return tuple(observers.relative_to_row(w, shape) for w in weights)
+    return None
+
+
+def is_scores(z, shape):
+    return isinstance(z, torch.Tensor) and z.dtype == torch.float64 and tuple(z.shape) == shape
+
+
+def no_effect(masked, free, scores, blocked, fully, tol):
+    """True when the mask changed nothing where it must change something, in the rows with a
+    blocked key and a key left: the same weights, output and softmax input as without it. (A row
+    with every key blocked may come out as it would without the mask.)"""
+    rows = (blocked.any(-1) & ~fully)[:, None, :]  # (B, 1, Lq)
+    if not rows.any():
+        return False
+    for name in ("weights", "out"):
+        a, b = masked[name], free[name]
+        if not (isinstance(a, torch.Tensor) and isinstance(b, torch.Tensor) and a.shape == b.shape and a.dim() == 4):
+            return False
+        if a.dtype != b.dtype or compare_tensor(a, b, tol, where=rows[..., None]) is not None:
+            return False
+    if scores is None or scores[1] is None:
+        return True
+    return unchanged(*(torch.where(rows[..., None], z, torch.zeros_like(z)) for z in scores), tol)
+
+
+def unchanged(with_mask, without, tol):
+    """True if the softmax input is the same with the mask as without (up to a shift of a row)."""
+    if without is None:
+        return False
+    shift = (with_mask - without).nan_to_num(0.0)
+    spread = shift.amax(-1) - shift.amin(-1)
+    return bool((spread <= 2 * allowed_error(without, tol).amax(-1)).all())
+
+
+def judge_scores(with_mask, without, blocked, fully, tol, what):
+    """What entered the softmax: blocked scores very negative relative to their row (rows with a
+    key left), the others what they are without the mask, up to a shift of the whole row."""
+    some_kept = (blocked & ~fully[..., None])[:, None]  # (B, 1, Lq, Lk): blocked, in a row with a key left
+    too_high = ~(with_mask <= BLOCKED_AT_MOST) & some_kept  # NaN counts as too high
+    if too_high.any():
+        index = first_index(too_high)
+        return Fail(
+            "mask_score_not_blocked",
+            {"what": what, "index": index, "got": with_mask[index].item(), "limit": BLOCKED_AT_MOST},
+        )
+    if without is None:
+        return None
+    kept = ~blocked[:, None] & ~fully[:, None, :, None]  # (B, 1, Lq, Lk)
+    shift = torch.where(kept, with_mask - without, torch.zeros_like(with_mask))
+    low = torch.where(kept, shift, torch.full_like(shift, float("inf"))).amin(-1, keepdim=True)
+    high = torch.where(kept, shift, torch.full_like(shift, -float("inf"))).amax(-1, keepdim=True)
+    middle = torch.where(torch.isfinite(low) & torch.isfinite(high), (low + high) / 2, torch.zeros_like(low))
+    off = torch.where(kept, (shift - middle).abs().nan_to_num(float("inf")), torch.zeros_like(shift))
+    allowed = allowed_error(without, tol)
+    if (off > allowed).any():
+        index = first_index(off > allowed)
+        return Fail(
+            "mask_changes_kept_scores",
+            {"what": what, "index": index, "diff": off[index].item(), "tolerance": allowed[index].item()},
+        )
+    return None
+
+
+def all_inf_row(with_mask, fully, what):
+    """A Fail where every score of a fully blocked row entered the softmax as -inf (a softmax of
+    it is NaN); None otherwise. (Where the weights can be judged, they say this themselves.)"""
+    nan_rows = torch.isnan(with_mask).all(-1) & fully[:, None]  # (B, H, Lq)
+    if nan_rows.any():
+        b, _, i = first_index(nan_rows)
+        return Fail("mask_row_all_inf", {"what": what, "batch": b, "query": i})
+    return None
+
+
+def judge_weights(masked, free, v, blocked, fully, tol, what):
+    """Where the unmasked attention is a softmax over the keys: the masked weights are the unmasked
+    ones renormalised over the keys left (blocked keys exactly 0), the output follows the weights
+    as it does without the mask, and everything stays finite (rows with every key blocked too)."""
+    weights, out = masked["weights"].detach(), masked["out"].detach()
+    fail = finite(weights, out, fully, what) or leaked(weights, blocked, fully, what)
+    if fail:
+        return fail
+    kept = ~blocked[:, None]  # (B, 1, Lq, Lk)
+    rows = ~fully[:, None, :, None]  # (B, 1, Lq, 1): rows with a key left
+    alone = free["weights"].detach() * kept
+    alone = alone / alone.sum(-1, keepdim=True).where(rows, torch.ones(()))  # attention over the kept keys alone
+    fail = compare_tensor(weights, alone.to(weights.dtype), tol, name=f"weights ({what})", where=rows)
+    if fail is None:
+        fail = follows_weights(out, weights, free, v, rows, tol, what)
+    if fail is not None and fail.message_id == "values":
+        b, _, i, *_ = fail.params["index"]
+        return Fail(
+            "mask_changes_kept_keys",
+            {
+                "name": fail.params["name"],
+                "batch": b,
+                "query": i,
+                "diff": fail.params["max_abs"],
+                "tolerance": fail.params["tolerance"],
+            },
+        )
+    return fail
+
+
+def follows_weights(out, weights, free, v, rows, tol, what):
+    """Where the unmasked output is its weights @ v, the masked output is its weights @ v too."""
+    free_out, free_weights = free["out"].detach(), free["weights"].detach()
+    if free_out.dtype != out.dtype or compare_tensor(free_out, by_weights(free_weights, v, free_out), tol):
+        return None  # the output is computed another way: step attention judges how
+    return compare_tensor(out, by_weights(weights, v, out), tol, name=f"out ({what})", where=rows)
+
+
+def by_weights(weights, v, like):
+    return (weights.to(torch.float64) @ v.to(torch.float64)).to(like.dtype)
+
+
+def finite(weights, out, fully, what):
     for name, value in (("weights", weights), ("out", out)):
         if not torch.isfinite(value).all():
             index = first_index(~torch.isfinite(value))
@@ -62,103 +245,51 @@ def judge_mask_values(got, weights, out, mask, tol, what):
             return Fail(
                 message, {"name": f"{name} ({what})", "index": index, "got": value[index].item(), "expected": 0.0}
             )
+    return None
+
+
+def judge_alone(masked, scores, blocked, fully, tol, what):
+    """The unmasked attention raised: the masked run alone. Its softmax input (blocked scores very
+    negative); and where its weights sum to 1 over the keys left, blocked keys weigh 0 and
+    everything is finite."""
+    if scores is not None:
+        fail = judge_scores(scores[0], None, blocked, fully, tol, what) or all_inf_row(scores[0], fully, what)
+        if fail:
+            return fail
+    weights, out = masked["weights"].detach(), masked["out"].detach()  # of the contract's form (judge_masked)
+    sums = weights.to(torch.float64).sum(-1)  # (B, H, Lq)
+    if bool((((sums - 1).abs() <= NORMALISED) | fully[:, None]).all()):
+        return finite(weights, out, fully, what) or leaked(weights, blocked, fully, what)
+    if scores is not None:
+        return None
+    return Fail("mask_needs_attention_raised", {"what": what, "blocked_by": "attention"})
+
+
+def leaked(weights, blocked, fully, what):
+    """blocked_weight where a blocked key of a row with a key left weighs anything but 0."""
     leak = weights.abs() * (blocked & ~fully[..., None])[:, None]  # (B, H, Lq, Lk)
     if (leak > 0).any():
         index = first_index(leak > 0)
         return Fail("blocked_weight", {"name": f"weights ({what})", "value": leak[index].item(), "index": index})
-    if rows_agree(got["rows"], weights, out, blocked, tol):
-        return None
-    return compare_rows(got["rows"], weights, out, blocked, tol, what)
-
-
-def unnormalised_attention(rows, what):
-    """A Fail naming step attention when the student's attention WITHOUT a mask does not give
-    weights that sum to 1 over the keys (softmax over the wrong dim, no softmax): the masked
-    result cannot agree with it, but the mistake is attention's, and the message says so."""
-    sums = [
-        row["weights"].detach().sum(-1).reshape(-1)
-        for row in rows
-        if isinstance(row, dict) and isinstance(row.get("weights"), torch.Tensor) and row["weights"].numel()
-    ]
-    if not sums:
-        return None
-    sums = torch.cat([s.to(torch.float64) for s in sums])
-    if bool(((sums - 1).abs() <= 1e-3).all()):
-        return None
-    # blocked_by: not checked (runner.blocked): no points either way until attention is fixed
-    return Fail(
-        "mask_needs_attention",
-        {"name": f"weights ({what})", "low": sums.min().item(), "high": sums.max().item(), "blocked_by": "attention"},
-    )
-
-
-def compare_rows(rows, weights, out, blocked, tol, what):
-    """judge_masked's row by row comparison: the first row whose masked result differs."""
-    B, Lq = blocked.shape[:2]
-    for (b, i), row in zip(((b, i) for b in range(B) for i in range(Lq)), rows):
-        if row is None:
-            continue
-        keep = ~blocked[b, i]
-        for name, masked_row, free_row in (
-            ("weights", weights[b, :, i, keep], row["weights"]),
-            ("out", out[b, :, i], row["out"]),
-        ):
-            fail = compare_tensor(
-                free_row,
-                masked_row.reshape(free_row.shape)
-                if isinstance(free_row, torch.Tensor) and free_row.numel() == masked_row.numel()
-                else masked_row,
-                tol,
-                name=f"unmasked {name} of one query",
-            )
-            if fail and fail.message_id == "values":
-                return Fail(
-                    "mask_changes_kept_keys",
-                    {
-                        "name": f"{name} ({what})",
-                        "batch": b,
-                        "query": i,
-                        "diff": fail.params["max_abs"],
-                        "tolerance": fail.params["tolerance"],
-                    },
-                )
-            if fail:
-                return fail
     return None
 
 
-def rows_agree(rows, weights, out, blocked, tol):
-    """True if every row's unmasked attention has the masked one's dtype, device and size and
-    agrees with it within tolerance: what the row-by-row loop of judge_masked accepts, in one
-    comparison. False means "let the loop find the first row that differs, and say how"."""
-    B, Lq = blocked.shape[:2]
-    pairs = {"weights": ([], []), "out": ([], [])}  # name -> (unmasked rows, masked rows), flat
-    for (b, i), row in zip(((b, i) for b in range(B) for i in range(Lq)), rows):
-        if row is None:
-            continue
-        if not isinstance(row, dict):
-            return False
-        for name, masked_row in (("weights", weights[b, :, i, ~blocked[b, i]]), ("out", out[b, :, i])):
-            free_row = row.get(name)
-            if (
-                not isinstance(free_row, torch.Tensor)
-                or free_row.dtype != masked_row.dtype
-                or free_row.device != masked_row.device
-                or free_row.numel() != masked_row.numel()
-            ):
-                return False
-            pairs[name][0].append(free_row.reshape(-1))
-            pairs[name][1].append(masked_row.reshape(-1))
-    return all(
-        not free or passes_everywhere(torch.cat(free), torch.cat(masked), tol) for free, masked in pairs.values()
+def waiting(free, what):
+    """Not judged while the unmasked attention is wrong: the mask acts after its softmax, where
+    only weights that are a softmax over the keys can tell whether it acts right. Scores
+    nothing, in the step's maximum (runner.blocked)."""
+    sums = free["weights"].detach().to(torch.float64).sum(-1) if isinstance(free["weights"], torch.Tensor) else None
+    low, high = (sums.min().item(), sums.max().item()) if sums is not None and sums.numel() else (0.0, 0.0)
+    return Fail(
+        "mask_needs_attention", {"name": f"weights ({what})", "low": low, "high": high, "blocked_by": "attention"}
     )
 
 
 class MaskedAttention(Check):
-    """Helper: attention with a mask, judged against the student's own unmasked attention."""
+    """Helper: attention with a mask, judged against the student's own attention without it."""
 
     what = "mask_label.mask"  # message ids: the masks named in the messages and pictures
-    observer = observers.masked_and_per_row
+    observer = observers.masked_and_unmasked
 
     def judge(self, inputs, got, expected, tol):
         return judge_masked(got, inputs["q"], inputs["k"], inputs["v"], inputs["mask"], tol, messages.render(self.what))
@@ -166,6 +297,8 @@ class MaskedAttention(Check):
     def picture(self, inputs, got, expected):
         """The first head's masked weights, the student's next to softmax over the kept keys."""
         q, k, mask = inputs["q"], inputs["k"], inputs["mask"]
+        if isinstance(got, dict) and got.get("square") is True:
+            q, k, _, mask = observers.square(q, k, inputs["v"], mask)
         scores = (q @ k.transpose(-2, -1)) / q.shape[-1] ** 0.5
         blocked = mask.expand(scores.shape)
         want = torch.softmax(scores.masked_fill(blocked, float("-inf")), dim=-1).nan_to_num(0.0)

@@ -13,6 +13,7 @@ import torch.nn.functional as F
 
 from autograder.assignments.mha.observers import multi_head_attention as observers
 from autograder.assignments.mha.observers.multi_head_attention import LAYERS, WRITTEN_OUT
+from autograder.engine import earlier
 from autograder.engine.check import (
     Check,
     Fail,
@@ -60,21 +61,21 @@ def oracle(states, query, key, value, num_heads=H, bias=True, causal=False, pad_
 
 # ---------------------------------------------------------------------------- earlier steps' functions
 #
-# The module runs functions graded in earlier steps. When one of them is wrong, the module's
-# output is wrong too, but the mistake is that step's. A check whose values are wrong therefore
-# also gets the module's run with those functions written out (observers.with_earlier_steps).
+# The module may call functions graded in earlier steps (heads, attention, masks). When one of them
+# is wrong, the module's output is wrong too, but the mistake is that step's. A check whose values
+# are wrong therefore also gets the module's run with those functions written out
+# (observers.with_earlier_steps), and passes when that run is right and the judge itself finds
+# one of those functions wrong on the probe (engine/earlier.py).
 
 
-def judge_with_earlier_steps(got, judge_own):
-    """judge_own(observations) on the module's own run; where it fails and the run with the
-    earlier steps' functions written out passes, the module is right: the mistake is charged
-    in that earlier step alone (issue 22: one mistake, one charge)."""
-    own = {key: value for key, value in got.items() if key != WRITTEN_OUT}
-    fail = judge_own(own)
-    written_out = got.get(WRITTEN_OUT)
-    if fail is None or not isinstance(written_out, dict) or written_out.get("values") is None:
-        return fail
-    return fail if judge_own(written_out["values"]) else None
+def judge_with_earlier_steps(got, judge_own, tol=None):
+    """judge_own(observations) on the module's own run; where it fails (or the run raised) and the
+    run with the earlier steps' wrong functions written out passes, the module is right: the
+    mistake is charged in that earlier step alone (issue 22: one mistake, one charge)."""
+    return earlier.judge_with_earlier_steps(got, judge_own, observers.EARLIER, tol or DEFAULT_TOL)
+
+
+DEFAULT_TOL = {torch.float64: (1e-7, 1e-9), torch.float32: (1e-4, 1e-5)}  # grading.yml's defaults
 
 
 class AgainstTorch(Check):
@@ -102,7 +103,7 @@ class AgainstTorch(Check):
         return inputs
 
     def judge(self, inputs, got, expected, tol):
-        return judge_with_earlier_steps(got, lambda own: compare(own, expected, tol))
+        return judge_with_earlier_steps(got, lambda own: compare(own, expected, tol), tol)
 
     def expected(self, states, query, key, value, pad_mask):
         key = query if key is None else key
@@ -181,7 +182,7 @@ class AllPaddingRowFinite(Check):
         return oracle(states, query, query, query, pad_mask=pad_mask)
 
     def judge(self, inputs, got, expected, tol):
-        return judge_with_earlier_steps(got, lambda own: self.judge_own(inputs, own, expected, tol))
+        return judge_with_earlier_steps(got, lambda own: self.judge_own(inputs, own, expected, tol), tol)
 
     def judge_own(self, inputs, got, expected, tol):
         has_keys = ~inputs["pad_mask"].all(-1)[:, None, None]  # (B, 1, 1): all-padding rows are unspecified
@@ -340,7 +341,7 @@ class RandomConfigurations(Check):
 
     def judge(self, inputs, got, expected, tol):
         expected = {key: value for key, value in expected.items() if key != WRITTEN_OUT}  # the reference's run
-        return judge_with_earlier_steps(got, lambda own: compare(own, expected, tol))
+        return judge_with_earlier_steps(got, lambda own: compare(own, expected, tol), tol)
 
 
 # ### PROBES (unscored: run when the step fails, to explain why)

@@ -1,25 +1,105 @@
 """Observers of step `masking`: the student's padding_mask and causal_mask, and the mask path of
-their scaled_dot_product_attention."""
+their scaled_dot_product_attention.
+
+The mask path is observed where the mask acts: on what enters the softmax. The student's
+attention runs twice on the same q, k, v (same shapes: a view or reshape computes the same thing
+in both runs), once with the mask and once without, and each time the input of its softmax is
+recorded (torch.softmax, F.softmax, Tensor.softmax, nn.Softmax, log_softmax, and exp for a
+softmax written out by hand). A mistake of the unmasked path (a wrong scale, a softmax over the
+wrong dim, a missing transpose) changes both runs alike and leaves the mask's effect visible.
+"""
 
 import torch
+from torch.overrides import TorchFunctionMode
 
 from autograder.assignments.mha.observers.attention import attend
 
+# What a softmax is computed with, by the name a TorchFunctionMode sees (func.__name__).
+SOFTMAX_CALLS = frozenset(
+    {"softmax", "_softmax", "special_softmax", "log_softmax", "_log_softmax", "special_log_softmax", "exp", "exp_"}
+)
+FLOOR = 1e4  # scores this far below their row's largest are reported as -FLOOR: all alike "blocked"
 
-def masked_and_per_row(mha, q, k, v, mask):
-    """Masked attention on (B, H, Lq, d), and for each (b, i) unmasked attention of query i over
-    only the keys it may see (None where it may see none)."""
-    masked = attend(mha, q, k, v, mask=mask)
-    blocked = mask.expand(q.shape[0], 1, q.shape[2], k.shape[2])[:, 0]  # (B, Lq, Lk)
-    rows = []
-    for b in range(q.shape[0]):
-        for i in range(q.shape[2]):
-            keep = ~blocked[b, i]
-            if keep.any():
-                rows.append(attend(mha, q[b : b + 1, :, i : i + 1], k[b : b + 1, :, keep], v[b : b + 1, :, keep]))
-            else:
-                rows.append(None)
-    return {**masked, "rows": rows}
+
+class SoftmaxInput(TorchFunctionMode):
+    """Records the input of the last softmax-like call on a tensor of `shape`'s size whose last two
+    dims are the scores' (Lq, Lk) (heads folded into the batch too). One tensor at most: student
+    code may call exp a million times."""
+
+    def __init__(self, shape):
+        super().__init__()
+        self.shape = tuple(shape)
+        self.size = 1
+        for n in self.shape:
+            self.size *= n
+        self.last = None
+
+    def __torch_function__(self, func, types, args=(), kwargs=None):
+        kwargs = kwargs or {}
+        if getattr(func, "__name__", None) in SOFTMAX_CALLS:
+            x = args[0] if args else kwargs.get("input", kwargs.get("self"))
+            if (
+                isinstance(x, torch.Tensor)
+                and x.is_floating_point()
+                and x.dim() >= 2
+                and tuple(x.shape[-2:]) == self.shape[-2:]
+                and x.numel() == self.size
+            ):
+                self.last = x.detach().clone()  # before an in-place exp_ changes it
+        return func(*args, **kwargs)
+
+
+def relative_to_row(x, shape):
+    """x (float64, of `shape`) minus the largest entry of its row (the last dim), cut off at
+    -FLOOR: the same for every way of writing a mask fill (-1e9, finfo.min, -inf, an additive
+    -1e4) and for a softmax written with a max or logsumexp subtracted. A row whose entries are
+    all -inf comes out NaN (a softmax of it is NaN)."""
+    y = x.detach().to(device="cpu", dtype=torch.float64).reshape(shape)
+    top = y.amax(-1, keepdim=True) if y.numel() else y
+    return (y - top).clamp(min=-FLOOR)
+
+
+def _attend_recording(mha, q, k, v, mask):
+    """attend(), and the input of the softmax it ran (relative_to_row), or None if none was seen."""
+    shape = (*q.shape[:-1], k.shape[-2])  # (B, H, Lq, Lk)
+    recorder = SoftmaxInput(shape)
+    with recorder:
+        got = attend(mha, q, k, v) if mask is None else attend(mha, q, k, v, mask=mask)
+    seen = None if recorder.last is None else relative_to_row(recorder.last, shape)
+    return {**got, "softmax_in": seen}
+
+
+def square(q, k, v, mask):
+    """(q, k, v, mask) with every size equal to Lk: each axis longer than 1 taken cyclically
+    (index i % its length) up to Lk entries. A transposition mistake (q @ k, k.transpose(1, 2))
+    runs there; the judge rebuilds the same inputs to judge them."""
+    n = k.shape[-2]
+
+    def cut(x):
+        for axis, length in enumerate(x.shape):
+            if length > 1 and length != n:
+                x = x.index_select(axis, torch.arange(n, device=x.device) % length)
+        return x
+
+    return cut(q), cut(k), cut(v), cut(mask)
+
+
+def masked_and_unmasked(mha, q, k, v, mask):
+    """{"out", "weights", "softmax_in"} of masked attention; "free": the same of unmasked attention
+    on the same q, k, v (None if it raised); "square": whether both ran on square(q, k, v, mask)
+    instead (they do when the unmasked attention raises on the check's own sizes)."""
+    on_square = False
+    try:
+        free = _attend_recording(mha, q, k, v, None)
+    except Exception:  # noqa: BLE001 - student code: the unmasked path is step attention's
+        try:
+            free = _attend_recording(mha, *square(q, k, v, mask)[:3], None)
+            q, k, v, mask = square(q, k, v, mask)
+            on_square = True
+        except Exception:  # noqa: BLE001 - student code: then the masked run alone, on the check's sizes
+            free = None
+    masked = _attend_recording(mha, q, k, v, mask)
+    return {**masked, "free": free, "square": on_square}
 
 
 def padding_mask(mha, ids, pad_id=None):

@@ -1,14 +1,15 @@
 """Observers of step `multi_head_attention`: the student's whole MultiHeadAttention module, with
 the grader's weights loaded into its projections wherever and however it keeps them."""
 
-import sys
 import weakref
 
 import torch
 import torch.nn as nn
 
 from autograder.assignments.mha.observers._projections import PROJECTIONS, find_projections, load_projections
+from autograder.harness import earlier
 from autograder.harness.contract import ContractError
+from autograder.harness.earlier import WRITTEN_OUT, Earlier  # noqa: F401 - WRITTEN_OUT: the checks read it here
 
 LAYERS = PROJECTIONS  # the four projections, by role
 _roles = weakref.WeakKeyDictionary()  # module -> {role: Slot}, for the gradient observers
@@ -53,10 +54,12 @@ def describe_slot(slot):
 
 # ---------------------------------------------------------------------------- earlier steps' functions
 #
-# The module runs functions graded in earlier steps. When one of them is wrong, the module's
-# output is wrong too, but the mistake is that step's. To tell, a run whose values may be wrong
-# is made once more with those functions written out (below) in place of the student's, in
-# every file of the package that uses them; the judge decides what the two runs mean.
+# The module may call functions graded in earlier steps. When one of them is wrong, the module's
+# output is wrong too, but the mistake is that step's: a run whose values may be wrong is made
+# once more with those functions written out (below) in place of the student's
+# (harness/earlier.py), and the judge decides what the two runs mean (engine/earlier.py).
+# Each written-out function is self-contained (its imports inside): its code stands in for the
+# student's function, in the student's module.
 
 
 def split_by_hand(x, num_heads):
@@ -69,73 +72,79 @@ def merge_by_hand(x):
     return x.transpose(1, 2).reshape(B, L, H * d_k)
 
 
-# (step, the file of the package, {function: (written out, a call that tells it apart: f(by_hand) -> args)})
+def attention_by_hand(q, k, v, mask=None):
+    import torch
+
+    scores = q @ k.transpose(-2, -1) / q.shape[-1] ** 0.5
+    if mask is not None:
+        scores = scores.masked_fill(mask, torch.finfo(scores.dtype).min)
+    weights = scores.softmax(dim=-1)
+    return weights @ v, weights
+
+
+def causal_mask_by_hand(seq_len, device=None):
+    import torch
+
+    return torch.ones(seq_len, seq_len, dtype=torch.bool, device=device).triu(1)
+
+
+def padding_mask_by_hand(ids, pad_id=0):
+    return (ids == pad_id)[:, None, None, :]
+
+
+def _probe_tokens():
+    return torch.arange(2 * 3 * 6, dtype=torch.float64).reshape(2, 3, 6)  # (B, L, D), H = 2
+
+
+def _probe_heads():
+    """(B, H, L, d_k) heads laid out as attention gives them (weights @ v is contiguous), and as
+    split_by_hand gives them (a transposed view)."""
+    heads = split_by_hand(_probe_tokens(), 2)
+    return [heads.contiguous(), heads]
+
+
+def _probe_attention():
+    """(q, k, v) of all different sizes, and a mask with padding (one sequence all padding) and
+    the causal future blocked: B=3, H=2, Lq=5, Lk=7, d_k=4, d_v=6."""
+    rng = torch.Generator().manual_seed(2026)
+    q, k, v = (torch.randn(3, 2, n, d, generator=rng, dtype=torch.float64) for n, d in ((5, 4), (7, 4), (7, 6)))
+    padding = torch.arange(7)[None, :] >= torch.tensor([7, 4, 0])[:, None]  # (B, Lk)
+    mask = padding[:, None, None, :] | torch.ones(5, 7, dtype=torch.bool).triu(1)  # (B, 1, Lq, Lk)
+    return q, k, v, mask
+
+
+def _attention_calls():
+    q, k, v, mask = _probe_attention()
+    return [((q, k, v), {}), ((q, k, v), {"mask": mask})]
+
+
+def _attention_care(args, kwargs):
+    """Rows with every key blocked: any finite result (the contract fixes only that)."""
+    mask = kwargs.get("mask")
+    return None if mask is None else ~mask.all(-1, keepdim=True)  # (B, 1, Lq, 1)
+
+
 EARLIER = [
-    (
-        "split_heads",
-        "heads",
-        {
-            "split_heads": (split_by_hand, lambda x: (x, 2)),
-            "merge_heads": (merge_by_hand, lambda x: (split_by_hand(x, 2),)),
-        },
-    )
+    Earlier("split_heads", "heads", "split_heads", split_by_hand, lambda: [((_probe_tokens(), 2), {})]),
+    Earlier("split_heads", "heads", "merge_heads", merge_by_hand, lambda: [((heads,), {}) for heads in _probe_heads()]),
+    Earlier(
+        "attention", "attention", "scaled_dot_product_attention", attention_by_hand, _attention_calls, _attention_care
+    ),
+    Earlier("masking", "masking", "causal_mask", causal_mask_by_hand, lambda: [((5,), {}), ((1,), {})]),
+    Earlier(
+        "masking",
+        "masking",
+        "padding_mask",
+        padding_mask_by_hand,
+        lambda: [((torch.tensor([[5, 7, 9, 0, 0], [4, 0, 0, 0, 0]]),), {})],
+    ),
 ]
-WRITTEN_OUT = "with_earlier_steps_written_out"  # the observation of the second run
-
-
-def wrong_functions(mha, file, functions):
-    """{name: the student's function} of `functions` in mha.<file> that give another result than
-    the written-out one on a small input (or raise). Empty when the file cannot be loaded."""
-    try:
-        module = getattr(mha, file)
-    except Exception:  # noqa: BLE001 - a broken or missing file: its own step says so
-        return {}
-    x = torch.arange(2 * 3 * 6, dtype=torch.float64).reshape(2, 3, 6)
-    wrong = {}
-    for name, (by_hand, arguments) in functions.items():
-        theirs = getattr(module, name, None)
-        if not callable(theirs):
-            continue
-        try:
-            same = torch.equal(theirs(*arguments(x)), by_hand(*arguments(x)))
-        except Exception:  # noqa: BLE001 - student code
-            same = False
-        if not same:
-            wrong[name] = theirs
-    return wrong
 
 
 def with_earlier_steps(mha, run):
-    """run() (the module's observations), and where an earlier step's function is wrong, under
-    WRITTEN_OUT: {"step": ..., "functions": [...], "values": run() with them written out} (None
-    if that run raised)."""
-    got = run()
-    loaded = getattr(mha, "_module", None)  # a package loaded from files (not the mistakes' model)
-    for step, file, functions in EARLIER if loaded is not None else ():
-        wrong = wrong_functions(mha, file, functions)
-        if not wrong:
-            continue
-        package = loaded.__name__ + "."
-        patched = [
-            (module, name, value)
-            for key, module in list(sys.modules.items())
-            if key.startswith(package)
-            for name, value in vars(module).items()
-            if any(value is theirs for theirs in wrong.values())
-        ]
-        try:
-            for module, name, value in patched:
-                fixed = next(functions[n][0] for n, theirs in wrong.items() if theirs is value)
-                setattr(module, name, fixed)
-            values = run()
-        except Exception:  # noqa: BLE001 - student code
-            values = None
-        finally:
-            for module, name, value in patched:
-                setattr(module, name, value)
-        got[WRITTEN_OUT] = {"step": step, "functions": sorted(wrong), "values": values}
-        break
-    return got
+    """run() (the module's observations), and, where an earlier step's function is wrong, the run
+    with them written out (harness.earlier.with_earlier_steps)."""
+    return earlier.with_earlier_steps(mha, EARLIER, run)
 
 
 # ---------------------------------------------------------------------------- observers
