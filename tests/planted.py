@@ -54,6 +54,10 @@ MHA_SCALE = "/ math.sqrt(q.size(-1))"
 MHA_PAD = "blocked = blocked | pad_mask[:, None, None, :]"
 MHA_FILL = "torch.finfo(scores.dtype).min)  # (B, H, Lq, Lk)"
 LIN = "nn.Linear(d_model, d_model, bias=bias)"
+MHA_SCORES = "scores = q @ k.transpose(-2, -1) / math.sqrt(q.size(-1))  # (B, H, Lq, Lk)"
+MHA_CAUSAL = "blocked = torch.ones_like(blocked).triu(diagonal=1)  # (Lq, Lk)"
+MHA_FILL_LINE = "scores = scores.masked_fill(blocked, torch.finfo(scores.dtype).min)  # (B, H, Lq, Lk)"
+MHA_DROPOUT = "weights = self.dropout(weights)  # (B, H, Lq, Lk)"
 
 PLANTED = [
     # ------------------------------------------------------------------ padding
@@ -387,6 +391,39 @@ PLANTED = [
     P("weights_before_softmax", "attention", "attention.py", [("return out, weights", "return out, scores")]),
     P("no_softmax", "attention", "attention.py", [(SOFTMAX, "weights = scores")]),
     P("output_upcast", "attention", "attention.py", [("out = weights @ v", "out = weights.double() @ v.double()")]),
+    # operator precedence: d_k ** 1/2 is d_k / 2 (equal to sqrt(d_k) only at d_k = 4), d_k ** -1/2 is 1 / (2 d_k)
+    P("scale_precedence", "attention", "attention.py", [("/ math.sqrt(d_k)", "/ d_k ** 1/2")]),
+    P(
+        "scale_precedence_negative",
+        "attention",
+        "attention.py",
+        [("/ math.sqrt(d_k)", "* d_k ** -1/2")],
+        "scale_precedence",
+    ),
+    # the size of axis 1 (the heads of (B, H, L, d_k)) taken for d_k
+    P("scale_by_num_heads", "attention", "attention.py", [("/ math.sqrt(d_k)", "/ math.sqrt(q.shape[1])")]),
+    # F.softmax without dim: PyTorch picks dim 1 for 4-D (the heads) and 0 for 3-D (the batch)
+    P(
+        "softmax_without_dim",
+        "attention",
+        "attention.py",
+        [(SOFTMAX, "weights = torch.nn.functional.softmax(scores)")],
+        "softmax_wrong_dim",
+    ),
+    P(
+        "softmax_over_dim_1",
+        "attention",
+        "attention.py",
+        [(SOFTMAX, "weights = scores.softmax(1)")],
+        "softmax_wrong_dim",
+    ),
+    # k re-read as (..., d_k, Lk) with view: the shape of k^T, not its numbers
+    P(
+        "k_viewed_not_transposed",
+        "attention",
+        "attention.py",
+        [("q @ k.transpose(-2, -1)", "q @ k.view(*k.shape[:-2], k.shape[-1], k.shape[-2])")],
+    ),
     # ------------------------------------------------------------------ masking
     P("mask_fill_zero", "masking", "attention.py", [("torch.finfo(scores.dtype).min)", "0.0)")]),
     P("mask_fill_zero_multiply", "masking", "attention.py", [(FILL, "scores = scores * ~mask")], "mask_fill_zero"),
@@ -426,6 +463,8 @@ PLANTED = [
         [("torch.finfo(scores.dtype).min)", "-torch.inf)")],
         "fully_masked_nan",
     ),
+    # +inf for the blocked scores: the blocked keys win the softmax (NaN rows)
+    P("mask_fill_positive", "masking", "attention.py", [("torch.finfo(scores.dtype).min)", 'float("inf"))')]),
     P("mask_on_queries", "masking", "masking.py", [("[:, None, None, :]", "[:, None, :, None]")]),
     P(
         "mask_on_queries_unsqueeze",
@@ -481,6 +520,13 @@ PLANTED = [
         "output_projection",
         "output.py",
         [(f"self.w_o = {LIN}\n", "self.w_o = nn.Linear(d_model, d_model)\n")],
+    ),
+    # the heads added up instead of placed side by side: (B, L, d_k)
+    P(
+        "heads_summed",
+        "output_projection",
+        "output.py",
+        [("heads.transpose(1, 2).contiguous().view(B, L, H * d_k)", "heads.sum(1)")],
     ),
     # ------------------------------------------------------------------ multi_head_attention
     P(
@@ -542,6 +588,57 @@ PLANTED = [
         "multi_head_attention",
         "mha.py",
         [(MHA_PAD, "blocked = blocked | pad_mask[:, None, :, None]")],
+    ),
+    # the padding mask without its head axis: (B, 1, Lk) lines the batch up with the heads
+    P(
+        "mask_missing_head_axis",
+        "multi_head_attention",
+        "mha.py",
+        [(MHA_PAD, "blocked = blocked | pad_mask.unsqueeze(1)")],
+    ),
+    # heads folded into the batch head-major (h * B + b), the mask tiled sample-major
+    P(
+        "mask_heads_order",
+        "multi_head_attention",
+        "mha.py",
+        [
+            (
+                MHA_FILL_LINE,
+                "B, H = scores.shape[:2]\n"
+                "        folded = scores.transpose(0, 1).reshape(H * B, Lq, Lk)\n"
+                "        tiled = blocked.expand(B, 1, Lq, Lk).reshape(B, Lq, Lk).repeat_interleave(H, dim=0)\n"
+                "        folded = folded.masked_fill(tiled, torch.finfo(scores.dtype).min)\n"
+                "        scores = folded.view(H, B, Lq, Lk).transpose(0, 1)",
+            )
+        ],
+    ),
+    # the causal mask sized (Lq, Lq), as for self-attention
+    P(
+        "causal_mask_square",
+        "multi_head_attention",
+        "mha.py",
+        [(MHA_CAUSAL, "blocked = torch.triu(torch.ones(Lq, Lq, dtype=torch.bool, device=scores.device), 1)")],
+    ),
+    # tril taken for the blocked set: the past and the token itself blocked, the future seen
+    P(
+        "mha_causal_inverted",
+        "multi_head_attention",
+        "mha.py",
+        [(MHA_CAUSAL, "blocked = torch.tril(torch.ones_like(blocked))")],
+    ),
+    # the bool mask added to the scores: blocked scores grow by 1
+    P(
+        "mha_mask_added",
+        "multi_head_attention",
+        "mha.py",
+        [(MHA_FILL_LINE, "scores = scores + blocked")],
+    ),
+    # the output layer made inside forward: fresh random weights on every call
+    P(
+        "layers_created_in_forward",
+        "multi_head_attention",
+        "mha.py",
+        [("return self.w_o(out)", "return nn.Linear(self.d_model, self.d_model).to(out)(out)")],
     ),
     P("mha_scale_by_d_model", "multi_head_attention", "mha.py", [(MHA_SCALE, "/ math.sqrt(self.d_model)")]),
     P("mha_no_scale", "multi_head_attention", "mha.py", [(MHA_SCALE, "")]),
@@ -698,11 +795,6 @@ class RealBug(Planted):
 def R(name, step, file, patches, diagnosis, new_model=False):
     return RealBug(name, step, diagnosis, file, patches, new_model=new_model)
 
-
-MHA_SCORES = "scores = q @ k.transpose(-2, -1) / math.sqrt(q.size(-1))  # (B, H, Lq, Lk)"
-MHA_CAUSAL = "blocked = torch.ones_like(blocked).triu(diagonal=1)  # (Lq, Lk)"
-MHA_FILL_LINE = "scores = scores.masked_fill(blocked, torch.finfo(scores.dtype).min)  # (B, H, Lq, Lk)"
-MHA_DROPOUT = "weights = self.dropout(weights)  # (B, H, Lq, Lk)"
 
 REAL_BUGS = [
     # ------------------------------------------------------------------ attention

@@ -88,16 +88,25 @@ def _load(assignment_id, step_id):
 class Mistake:
     """A known mistake: `id` (its diagnosis message is `diagnosis.<id>`) and its variants, each a
     dict of knobs of the assignment's mistakes/model.py. `also_breaks` names other steps it
-    genuinely breaks as well (besides the steps that integrate everything)."""
+    genuinely breaks as well (besides the steps that integrate everything). `says` gives a
+    variant its own message, `diagnosis.<says>` (None: `diagnosis.<id>`), where the ways of making
+    the mistake need different words (a softmax over the heads is not one over the queries); the
+    diagnosis id stays `id`."""
 
     id: str
     variants: tuple
     also_breaks: tuple = ()
+    says: tuple = ()  # per variant: its own message id (without `diagnosis.`), or None
     assignment: str = None  # set by mistakes_of
 
-    def __init__(self, id: str, *variants: dict, also_breaks: tuple = ()):
+    def __init__(self, id: str, *variants: dict, also_breaks: tuple = (), says: tuple = ()):
         self.id, self.variants, self.also_breaks = id, tuple(variants), tuple(also_breaks)
+        self.says = tuple(says) + (None,) * (len(self.variants) - len(says))
         self.assignment = None
+
+    def message_id(self, variant: int) -> str:
+        """The message id (without `diagnosis.`) that names variant number `variant`."""
+        return self.says[variant] or self.id
 
     def packages(self) -> list:
         """One model package per variant (made once per process)."""

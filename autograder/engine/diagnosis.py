@@ -5,8 +5,11 @@ Two sources of evidence, neither of which changes a score:
 * Known mistakes (autograder/mistakes/<step>.py): each is one or more settings of a model of
   the computation (mistakes/model.py) with one specific error in it. A mistake is reported when
   one of its variants reproduces the student's observation on at least one failing check and
-  fails no check that the student passes; of those, a mistake whose reproduced failures are a
-  strict subset of another's is left out (the more specific explanation wins).
+  fails no check that the student passes; its evidence is the set of failures its best variant
+  reproduces, and that variant's message names it. A wrong name is worse than none, so of the
+  mistakes that fit, one whose evidence is a strict subset of another's is left out (the more
+  specific explanation wins), two with the same evidence are both left out (it cannot tell
+  them apart), and the rest are said strongest first (the most failures reproduced exactly).
   Where the instructor grades, the variants run on the checks' inputs (hidden ones included).
   In the student release they cannot (the model is a reference): the release ships, per public
   check, fingerprints of what each variant observes (autograder/fingerprints.py), and the
@@ -14,7 +17,9 @@ Two sources of evidence, neither of which changes a score:
 * Probes (Check subclasses with a `diagnosis` id): behavioural tests of the student's code that
   need no reference, e.g. "a projection receives no gradient". Where a probe and a mistake share
   an id, the probe decides: two mistakes can fail with the same output (the same device error,
-  say) while a probe can still tell them apart.
+  say) while a probe can still tell them apart. A probe that finds something may void other
+  diagnoses (its `voids`): a module whose output changes from call to call makes every probe
+  that compares two calls meaningless.
 
 When neither finds anything, the diagnosis says so and repeats the closest evidence.
 """
@@ -82,7 +87,7 @@ def diagnose(module, records, observe, student, tol, reference=None, fingerprint
     if not failing:
         return []
     step_id, assignment_id = module.__name__.rsplit(".", 1)[-1], module.ASSIGNMENT
-    found = []
+    found, voided = [], set()
     for probe in getattr(module, "PROBES", []):
         inputs = probe.inputs(_generator(probe))
         observation = observe(probe, student, inputs)
@@ -90,13 +95,17 @@ def diagnose(module, records, observe, student, tol, reference=None, fingerprint
             fail = judged(probe, inputs, observation.values, None, tol)
             if fail is not None and fail.message_id != "unreadable_observation":
                 found.append(entry(probe.diagnosis, **fail.params))
-    probed = {probe.diagnosis for probe in getattr(module, "PROBES", [])}
+                voided |= set(getattr(probe, "voids", ()))
+    found = [e for e in found if e["id"] not in voided]
+    probed = {probe.diagnosis for probe in getattr(module, "PROBES", [])} | voided
     if reference is not None:
-        explained = {
-            m.id: best(variant_evidence(package, records, observe, tol) for package in m.packages())
-            for m in mistakes_of(assignment_id, step_id)
-            if m.id not in probed
-        }
+        explained = {}
+        for m in mistakes_of(assignment_id, step_id):
+            strongest = m.id not in probed and best_variant(
+                variant_evidence(package, records, observe, tol) for package in m.packages()
+            )
+            if strongest:
+                explained[m.id] = (m.message_id(strongest[0]), strongest[1])
     else:
         from autograder.engine.fingerprints import evidence, load
 
@@ -106,7 +115,8 @@ def diagnose(module, records, observe, student, tol, reference=None, fingerprint
     if reference is None:
         known |= set(shipped.get("steps", {}).get(step_id, {}).get("order", ()))
     symptoms = [e for e in found if e["id"] not in known]
-    found = [e for e in found if e["id"] in known] + [entry(i) for i in most_specific(explained)] + symptoms
+    named = most_specific({i: reproduced for i, (_, reproduced) in explained.items()})
+    found = [e for e in found if e["id"] in known] + [entry(i, says=explained[i][0]) for i in named] + symptoms
     if not found:
         closest = next((r.fail for r in failing if r.observation.error is None), failing[0].fail)
         found.append(entry("no_known_mistake", evidence=messages.render(closest.message_id, **closest.params)))
@@ -119,12 +129,30 @@ def diagnose(module, records, observe, student, tol, reference=None, fingerprint
 # has no padding_idx at all, which also shows on the check that the pad row is zero).
 
 
+class Evidence(frozenset):
+    """The ids of the student's failing checks that a mistake variant reproduces exactly, and
+    `also_failing`: those of the student's failing checks that the variant fails too, reproduced
+    or not. Where both fail differently, the observation may hold random parts (a fresh layer's
+    initial weights, dropout in train()) or a second mistake; where the variant passes, it
+    leaves that failure unexplained. So of two variants that reproduce the same checks, the one
+    that also fails more of the others explains more."""
+
+    def __new__(cls, reproduced=(), also_failing=()):
+        evidence = super().__new__(cls, reproduced)
+        evidence.also_failing = frozenset(also_failing) | evidence
+        return evidence
+
+
+def strength(evidence) -> tuple:
+    """How strongly a variant's evidence names its mistake: the failures it reproduces exactly,
+    then the failures it shares."""
+    return len(evidence), len(getattr(evidence, "also_failing", evidence))
+
+
 def variant_evidence(package, records, observe, tol):
-    """The ids of the failing checks that the mistake variant `package` reproduces, or None if
-    it fails a check the student passes. Failures that say nothing about the computation are
-    left out. Where both fail differently, nothing follows: the observation may hold random
-    parts (a fresh layer's initial weights, dropout in train()), or a second mistake."""
-    reproduced = set()
+    """The Evidence of the mistake variant `package` on a step's records, or None if it fails a
+    check the student passes. Failures that say nothing about the computation are left out."""
+    reproduced, also_failing = set(), set()
     for record in records:
         if record.fail is not None and record.fail.message_id in NOT_EVIDENCE:
             continue
@@ -133,21 +161,38 @@ def variant_evidence(package, records, observe, tol):
         if record.fail is None:
             if fails:
                 return None
-        elif fails and same_observation(record.observation, observation, tol):
-            reproduced.add(record.check.id)
-    return reproduced
+        elif fails:
+            also_failing.add(record.check.id)
+            if same_observation(record.observation, observation, tol):
+                reproduced.add(record.check.id)
+    return Evidence(reproduced, also_failing)
+
+
+def best_variant(evidences):
+    """(index, evidence) of the consistent variant with the strongest evidence (the first of
+    equals), or None: no variant reproduces a failure."""
+    found = [(index, e) for index, e in enumerate(evidences) if e]
+    return max(found, key=lambda item: strength(item[1])) if found else None
 
 
 def best(evidences):
     """The largest reproduced set among the consistent variants (None: no variant explains)."""
-    sets = [e for e in evidences if e]
-    return max(sets, key=len) if sets else None
+    strongest = best_variant(evidences)
+    return strongest[1] if strongest else None
 
 
 def most_specific(explained):
-    """Ids whose reproduced set is not strictly inside another's, in catalog order."""
+    """The ids to name, strongest evidence first (catalog order among equals): each id whose
+    reproduced set is not strictly inside another's, nor equal to another's that explains at
+    least as much (two mistakes with the same evidence cannot be told apart: naming either
+    could be wrong)."""
     kept = {i: e for i, e in explained.items() if e}
-    return [i for i, e in kept.items() if not any(e < other for j, other in kept.items() if j != i)]
+
+    def outdone(i, e):
+        return any(e < other or (e == other and strength(e) <= strength(other)) for j, other in kept.items() if j != i)
+
+    named = [i for i, e in kept.items() if not outdone(i, e)]
+    return sorted(named, key=lambda i: tuple(-n for n in strength(kept[i])))
 
 
 _mistake_observations = {}
@@ -203,9 +248,11 @@ def mistake_fails(package, record, observation, tol):
         return known[3]
 
 
-def entry(diagnosis_id, **params):
-    """{"id", "message"}: the message printable (its parameters can hold what student code made)."""
-    return {"id": diagnosis_id, "message": printable(messages.render(f"diagnosis.{diagnosis_id}", **params))}
+def entry(diagnosis_id, says=None, **params):
+    """A diagnosis: its id, and its message (`diagnosis.<says>`: a variant's own words, where it has
+    them), printable (its parameters can hold what student code made)."""
+    message = messages.render(f"diagnosis.{says or diagnosis_id}", **params)
+    return {"id": diagnosis_id, "message": printable(message)}
 
 
 def same_observation(student, mistake, tol):
@@ -251,5 +298,6 @@ def public_message_ids(config) -> set:
     keep = {"no_known_mistake"}
     for step in config.steps:
         keep |= set(shipped.get(step.id, {}).get("order", ()))
+        keep |= set(shipped.get(step.id, {}).get("says", {}).values())
         keep |= {probe.diagnosis for probe in modules[step.id].PROBES}
     return keep

@@ -172,7 +172,7 @@ def generate(config) -> dict:
     steps = {}
     for step in config.steps:
         checks = [c for c in config.step_modules()[step.id].CHECKS if c.visibility == "public"]
-        table, order = {}, []
+        table, order, says = {}, [], {}
         for check in checks:
             inputs = check_inputs(check, check_seed(check))
             if check.requires == "cuda":
@@ -193,10 +193,12 @@ def generate(config) -> dict:
                     groups.setdefault(json.dumps(fp, sort_keys=True), (fp, []))[1].append(f"{mistake.id}#{number}")
                     if mistake.id not in order:
                         order.append(mistake.id)
+                    if mistake.message_id(number) != mistake.id:  # a variant with its own words
+                        says[f"{mistake.id}#{number}"] = mistake.message_id(number)
             if groups:
                 table[key(check, inputs)] = [{"variants": variants, "fp": fp} for fp, variants in groups.values()]
         if table:
-            steps[step.id] = {"order": order, "checks": table}
+            steps[step.id] = {"order": order, "checks": table, **({"says": says} if says else {})}
     return {"version": VERSION, "sources": sources_digest(config.id), "steps": steps}
 
 
@@ -247,11 +249,11 @@ def load(assignment_id: str, path: Path = None) -> dict:
 
 
 def evidence(fingerprints: dict, step_id: str, records: list, tol: dict) -> dict:
-    """{mistake id: the failing checks it reproduces} for the known mistakes that the fingerprints
-    say explain the step's records, by diagnosis.variant_evidence's rule: a variant that fails
-    no check the student passes (a variant absent from a check's fingerprints passes it) and
-    reproduces at least one failure."""
-    from autograder.engine.diagnosis import NOT_EVIDENCE, best
+    """{mistake id: (the message id of its strongest variant, the failing checks it reproduces)}
+    for the known mistakes that the fingerprints say explain the step's records, by
+    diagnosis.variant_evidence's rule: a variant that fails no check the student passes (a
+    variant absent from a check's fingerprints passes it) and reproduces at least one failure."""
+    from autograder.engine.diagnosis import NOT_EVIDENCE, Evidence, best_variant
 
     step = fingerprints.get("steps", {}).get(step_id)
     if not step:
@@ -263,7 +265,7 @@ def evidence(fingerprints: dict, step_id: str, records: list, tol: dict) -> dict
                 variants.setdefault(variant, {})[check_key] = group["fp"]
     found = {}
     for variant, fps in variants.items():
-        reproduced = set()
+        reproduced, also_failing = set(), set()
         for record in records:
             if record.fail is not None and record.fail.message_id in NOT_EVIDENCE:
                 continue
@@ -273,11 +275,20 @@ def evidence(fingerprints: dict, step_id: str, records: list, tol: dict) -> dict
             if record.fail is None:  # the variant fails a check the student passes
                 reproduced = None
                 break
+            also_failing.add(record.check.id)
             if observation_matches(record.observation, fp, tol):
                 reproduced.add(record.check.id)
-        found.setdefault(variant.split("#")[0], []).append(reproduced)
-    explained = {mistake_id: best(found[mistake_id]) for mistake_id in step["order"] if mistake_id in found}
-    return {mistake_id: e for mistake_id, e in explained.items() if e}
+        evidence_of_variant = None if reproduced is None else Evidence(reproduced, also_failing)
+        found.setdefault(variant.split("#")[0], []).append((variant, evidence_of_variant))
+    says = step.get("says", {})
+    explained = {}
+    for mistake_id in step["order"]:
+        variants = sorted(found.get(mistake_id, ()), key=lambda item: int(item[0].split("#")[1]))
+        strongest = best_variant(reproduced for _, reproduced in variants)
+        if strongest:
+            variant = variants[strongest[0]][0]
+            explained[mistake_id] = (says.get(variant, mistake_id), strongest[1])
+    return explained
 
 
 def shipped_ids(fingerprints: dict) -> set:

@@ -32,7 +32,9 @@ class AgainstTorch(Check):
     """Helper: (out, weights) of the student's attention against PyTorch's, on `shape` inputs.
     `outputs` names the observations judged (both, or one for a finer-grained check)."""
 
-    shape = {"lead": (2, 3), "lq": 5, "lk": 7, "d_k": 4, "d_v": 6}
+    # d_k = 8, not 4: d_k / 2 == sqrt(d_k) only at 4, and `d_k ** 1/2` (operator precedence: d_k / 2)
+    # would pass. All sizes differ, so that an axis mistaken for another shows.
+    shape = {"lead": (2, 3), "lq": 5, "lk": 7, "d_k": 8, "d_v": 6}
     dtype = torch.float64
     outputs = ("out", "weights")
     observer = observers.outputs
@@ -74,7 +76,7 @@ def weights_picture(got, expected, title):
 
 class Weights(AgainstTorch):
     """weights = softmax(q k^T / sqrt(d_k)) over the keys: (B, H, Lq, Lk), rows sum to 1.
-    Heads batched as (B, H, L, d), sizes B=2, H=3, Lq=5, Lk=7, d_k=4, d_v=6 (all different)."""
+    Heads batched as (B, H, L, d), sizes B=2, H=3, Lq=5, Lk=7, d_k=8, d_v=6 (all different)."""
 
     id = "weights"
     outputs = ("weights",)
@@ -93,14 +95,15 @@ class ThreeDims(AgainstTorch):
     """Works for any number of leading dims, e.g. (B, L, d) without a head axis."""
 
     id = "three_dims"
-    shape = {"lead": (2,), "lq": 5, "lk": 7, "d_k": 4, "d_v": 6}
+    shape = {"lead": (2,), "lq": 5, "lk": 7, "d_k": 8, "d_v": 6}
 
 
 class SquareKeys(AgainstTorch):
-    """Lk == d_k: a shape where q @ k (without the transpose) would run, but give other numbers."""
+    """Lk == d_k: a shape where q @ k (without the transpose) would run, but give other numbers.
+    B=2, H=4, Lq=3, Lk=d_k=6, d_v=5: another head size and head count than the other checks."""
 
     id = "square_keys"
-    shape = {"lead": (2, 2), "lq": 3, "lk": 4, "d_k": 4, "d_v": 5}
+    shape = {"lead": (2, 4), "lq": 3, "lk": 6, "d_k": 6, "d_v": 5}
 
 
 class Float32(AgainstTorch):

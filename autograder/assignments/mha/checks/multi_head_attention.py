@@ -407,3 +407,26 @@ class DropoutInEval(Check):
         ):
             return Fail("dropout_in_eval", {})
         return None
+
+
+class LayersCreatedInForward(Check):
+    """With dropout 0, after eval(), two identical calls give identical outputs: where they do not,
+    the module's weights change from call to call (layers made in forward, with fresh random
+    weights each time, never the loaded ones). Every probe that compares two calls then compares
+    two different modules: those diagnoses are void."""
+
+    diagnosis = "layers_created_in_forward"
+    observer = observers.repeated_in_eval
+    arguments = {"p": 0.0}
+    voids = ("dropout_in_eval", "query_rows_mixed")
+
+    def inputs(self, rng):
+        return {"states": weights(rng), "query": randn(rng, 2, 5, D)}
+
+    def judge(self, inputs, got, expected, tol):
+        first, *others = got["outputs"]
+        if all(isinstance(o, torch.Tensor) for o in got["outputs"]) and any(
+            o.shape == first.shape and not torch.equal(o, first) for o in others
+        ):
+            return Fail("layers_created_in_forward", {})
+        return None

@@ -13,6 +13,7 @@ MISTAKES = [
     Mistake("mask_ignored", {"mask_place": "ignored"}),
     Mistake("mask_inverted", {"mask_invert": True}),
     Mistake("fully_masked_nan", {"fill": "-inf"}),
+    Mistake("mask_fill_positive", {"fill": "+inf"}),  # -float('-inf') is +inf: blocked keys win
     Mistake("mask_on_queries", {"padding_mask_shape": "queries"}),
     Mistake("padding_mask_not_broadcastable", {"padding_mask_shape": "flat"}, {"padding_mask_shape": "three_dims"}),
     Mistake("padding_mask_inverted", {"padding_mask_invert": True}),

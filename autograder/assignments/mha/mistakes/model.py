@@ -78,6 +78,8 @@ DEFAULTS = {
     "mha_heads": "split",
     "mha_mask_device": "scores",
     "mha_mask_buffer": True,
+    "mha_pad_tiling": None,
+    "mha_layers_in_forward": False,
 }
 
 
@@ -242,6 +244,8 @@ def merge_heads(K, x):
         return x.transpose(1, 2).view(B, L, H * d_k)
     if K.merge == "interleaved":
         return x.permute(0, 2, 3, 1).reshape(B, L, H * d_k)
+    if K.merge == "sum":  # the heads added up: (B, L, d_k), which no (D -> D) layer takes
+        return x.sum(dim=1)
     raise ValueError(K.merge)
 
 
@@ -253,6 +257,17 @@ def scale_of(K, q, k, v, heads=None):
     d_k = q.size(-1)
     if K.scale == "d_k":
         return math.sqrt(d_k)
+    # ** binds before /: `d_k ** 1/2` is (d_k ** 1) / 2, `d_k ** -1/2` is (d_k ** -1) / 2
+    if K.scale == "half":  # scores / d_k ** 1/2
+        return d_k / 2
+    if K.scale == "half_factor":  # scores * d_k ** 1/2
+        return 2 / d_k
+    if K.scale == "negative_half":  # scores * d_k ** -1/2
+        return 2 * d_k
+    if K.scale == "negative_half_divisor":  # scores / d_k ** -1/2
+        return 1 / (2 * d_k)
+    if K.scale == "size_1":  # sqrt(q.size(1)): the number of heads of (B, H, L, d_k), Lq of (B, L, d_k)
+        return math.sqrt(q.size(1))
     if K.scale == "none":
         return 1.0
     if K.scale == "d_k_not_sqrt":
@@ -268,7 +283,10 @@ def scale_of(K, q, k, v, heads=None):
 
 def attend(K, q, k, v, mask=None, heads=None):
     scale = scale_of(K, q, k, v, heads)
-    scores = q @ k.transpose(*K.k_transpose) if K.k_transpose else q @ k
+    if K.k_transpose == "view":  # k re-read as (..., d_k, Lk): the shape of k^T, not its numbers
+        scores = q @ k.reshape(*k.shape[:-2], k.shape[-1], k.shape[-2])
+    else:
+        scores = q @ k.transpose(*K.k_transpose) if K.k_transpose else q @ k
     if K.scale_place == "scores":
         scores = scores / scale
     if mask is not None:
@@ -280,7 +298,7 @@ def attend(K, q, k, v, mask=None, heads=None):
         elif K.mask_place == "add":  # scores + mask: a bool mask adds 1, blocks nothing
             scores = scores + blocked
     if K.softmax:
-        weights = torch.softmax(scores, dim=K.softmax_dim)
+        weights = torch.softmax(scores, dim=softmax_dim(K, scores))
     else:
         weights = scores
     if K.scale_place == "weights":
@@ -293,8 +311,16 @@ def attend(K, q, k, v, mask=None, heads=None):
     return (weights, out) if K.returns == "weights_out" else (out, weights)
 
 
+def softmax_dim(K, scores):
+    """The softmax's dim; "implicit" is what nn.Softmax() and F.softmax without dim pick: dim 0
+    for 0-, 1- and 3-D tensors (the batch of (B, L, L)), dim 1 otherwise (the heads of (B, H, L, L))."""
+    if K.softmax_dim == "implicit":
+        return 0 if scores.dim() in (0, 1, 3) else 1
+    return K.softmax_dim
+
+
 def fill_value(K, scores):
-    return {"min": torch.finfo(scores.dtype).min, "zero": 0.0, "-inf": float("-inf")}[K.fill]
+    return {"min": torch.finfo(scores.dtype).min, "zero": 0.0, "-inf": float("-inf"), "+inf": float("inf")}[K.fill]
 
 
 # ---------------------------------------------------------------------------- masks
@@ -374,6 +400,8 @@ def multi_head_attention(K):
             value = key if value is None else value
             sources = {"query": query, "key": key, "value": value}
             layers = {"w_q": self.w_q, "w_k": self.w_k, "w_v": self.w_v}
+            if K.mha_layers_in_forward:  # new layers on every call: fresh random weights, never the loaded ones
+                layers = {name: nn.Linear(self.d_model, self.d_model).to(query) for name in layers}
             q = self.split(layers[K.q_from](query))
             k = self.split(layers[K.k_from](sources[K.mha_key_from]))
             v = self.split(layers[K.v_from](sources[K.mha_value_from]))
@@ -386,15 +414,26 @@ def multi_head_attention(K):
             if self.causal and K.mha_causal != "ignored":
                 if not K.mha_mask_buffer:
                     blocked = self.future[:Lq, :Lk]
+                elif K.mha_causal == "square":  # (Lq, Lq), as for self-attention
+                    blocked = torch.ones(Lq, Lq, dtype=torch.bool, device=device).triu(diagonal=1)
+                elif K.mha_causal == "tril":  # tril taken as the blocked set: the past and the token itself
+                    blocked = torch.ones_like(blocked).tril()
                 else:
                     diagonal = {"top_left": 1, "bottom_right": 1 + Lk - Lq, "with_diagonal": 0}[K.mha_causal]
                     blocked = torch.ones_like(blocked).triu(diagonal=diagonal)
             if pad_mask is not None and K.mha_pad_mask != "ignored":
                 pad = ~pad_mask if K.mha_pad_mask == "inverted" else pad_mask
-                blocked = blocked | (pad[:, None, :, None] if K.mha_pad_mask == "queries" else pad[:, None, None, :])
-            if K.mask_place == "fill":
+                blocked = blocked | {
+                    "queries": lambda: pad[:, None, :, None],
+                    "no_head_axis": lambda: pad[:, None, :],  # (B, 1, Lk): B lines up with the heads
+                }.get(K.mha_pad_mask, lambda: pad[:, None, None, :])()
+            if K.mha_pad_tiling is not None:
+                scores = masked_with_tiled_mask(K, scores, blocked)
+            elif K.mask_place == "fill":
                 scores = scores.masked_fill(blocked, fill_value(K, scores))
-            weights = torch.softmax(scores, dim=K.softmax_dim)
+            elif K.mask_place == "add":  # the 0/1 mask added: blocked scores grow by 1, nothing is blocked
+                scores = scores + blocked.to(scores.dtype)
+            weights = torch.softmax(scores, dim=softmax_dim(K, scores))
             if K.mha_dropout == "weights":
                 weights = self.dropout(weights)
             elif K.mha_dropout == "always":
@@ -404,3 +443,20 @@ def multi_head_attention(K):
             return self.dropout(out) if K.mha_dropout == "output" else out
 
     return MultiHeadAttention
+
+
+def masked_with_tiled_mask(K, scores, blocked):
+    """The heads folded into the batch and the (B, ...) mask tiled to match, in the other order:
+    "repeat" tiles it batch after batch (row b * H + h gets sample (b * H + h) mod B's mask) where
+    the rows are b * H + h; "repeat_interleave" repeats each sample H times (row i gets sample
+    i // H's) where the rows are h * B + b. Either way a head sees another sample's padding."""
+    B, H, Lq, Lk = scores.shape
+    mask = blocked.expand(B, 1, Lq, Lk).reshape(B, Lq, Lk)
+    if K.mha_pad_tiling == "repeat":
+        flat = scores.reshape(B * H, Lq, Lk)
+        return flat.masked_fill(mask.repeat(H, 1, 1), fill_value(K, scores)).view(B, H, Lq, Lk)
+    if K.mha_pad_tiling == "repeat_interleave":
+        flat = scores.transpose(0, 1).reshape(H * B, Lq, Lk)
+        filled = flat.masked_fill(mask.repeat_interleave(H, dim=0), fill_value(K, scores))
+        return filled.view(H, B, Lq, Lk).transpose(0, 1)
+    raise ValueError(K.mha_pad_tiling)

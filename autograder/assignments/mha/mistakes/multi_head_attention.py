@@ -19,6 +19,13 @@ MISTAKES = [
     Mistake("mha_pad_mask_ignored", {"mha_pad_mask": "ignored"}),
     Mistake("mha_pad_mask_inverted", {"mha_pad_mask": "inverted"}),
     Mistake("mha_mask_on_queries", {"mha_pad_mask": "queries"}),
+    Mistake("mask_missing_head_axis", {"mha_pad_mask": "no_head_axis"}),
+    Mistake("mask_heads_order", {"mha_pad_tiling": "repeat"}, {"mha_pad_tiling": "repeat_interleave"}),
+    Mistake("causal_mask_square", {"mha_causal": "square"}),
+    Mistake("mha_causal_inverted", {"mha_causal": "tril"}),
+    Mistake("mha_mask_added", {"mask_place": "add"}),
+    # Random outputs match nothing: the probe of the same id (checks/multi_head_attention.py) decides.
+    Mistake("layers_created_in_forward", {"mha_layers_in_forward": True}),
     Mistake("out_missing_bias", {"out_bias": "never"}),
     Mistake(
         "mha_bias_always_on",

@@ -10,6 +10,7 @@ MISTAKES = [
     Mistake("out_no_merge_transpose", {"merge": "no_transpose"}),
     Mistake("out_merge_interleaved", {"merge": "interleaved"}),
     Mistake("out_merge_view_not_contiguous", {"merge": "view_not_contiguous"}),
+    Mistake("heads_summed", {"merge": "sum"}),
     Mistake("out_missing_bias", {"out_bias": "never"}),
     Mistake("out_bias_always_on", {"out_bias": "always"}),
 ]
