@@ -60,14 +60,17 @@ def load_rows(layer, state, path, block, d_in, whole=False):
 
 
 def load_parameter_rows(weight, bias, state, owner, weight_name, bias_name, block, d_in, whole=False):
-    """load_rows for a weight parameter (d_out rows or a multiple, d_in columns) and its bias
-    parameter (None: no bias) wherever they are kept: an nn.Linear's, or parameters that forward
-    applies with F.linear. `owner`, `weight_name`, `bias_name`: how messages name them."""
+    """load_rows for a weight parameter (d_out rows or a multiple, d_in columns; a parameter of
+    more axes counts its leading ones as rows: (3, D, d_in) holds 3 D rows) and its bias
+    parameter (None: no bias, else as many numbers as rows) wherever they are kept: an
+    nn.Linear's, or parameters that forward applies with F.linear. `owner`, `weight_name`,
+    `bias_name`: how messages name them."""
     d_out = state["weight"].shape[0]
     rows = slice(block * d_out, (block + 1) * d_out)
     want = tuple(state["weight"].shape) if whole else (f"a multiple of {d_out}", d_in)
     shape = tuple(weight.shape)
-    if len(shape) != 2 or shape[1] != d_in or (shape[0] != d_out if whole else shape[0] < rows.stop):
+    count = weight.shape[:-1].numel() if weight.dim() else 0
+    if weight.dim() < 2 or shape[-1] != d_in or (shape != want if whole else count < rows.stop):
         raise ContractError(
             "bad_attribute", owner=owner, name=weight_name, expected=f"shape {want}", got=f"shape {shape}"
         )
@@ -75,15 +78,11 @@ def load_parameter_rows(weight, bias, state, owner, weight_name, bias_name, bloc
         expected = "a bias" if "bias" in state else "no bias (bias=False)"
         got = "a bias" if bias is not None else "no bias"
         raise ContractError("bad_attribute", owner=owner, name=bias_name, expected=expected, got=got)
-    if bias is not None and tuple(bias.shape) != shape[:1]:
+    if bias is not None and bias.numel() != count:
         raise ContractError(
-            "bad_attribute",
-            owner=owner,
-            name=bias_name,
-            expected=f"shape {shape[:1]}",
-            got=f"shape {tuple(bias.shape)}",
+            "bad_attribute", owner=owner, name=bias_name, expected=f"{count} numbers", got=f"shape {tuple(bias.shape)}"
         )
     with torch.no_grad():
-        weight[rows].copy_(state["weight"])
+        (weight if weight.dim() == 2 else weight.view(-1, d_in))[rows].copy_(state["weight"])
         if bias is not None:
-            bias[rows].copy_(state["bias"])
+            (bias if bias.dim() == 1 else bias.view(-1))[rows].copy_(state["bias"])

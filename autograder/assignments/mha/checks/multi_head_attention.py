@@ -232,7 +232,9 @@ class Dropout(Check):
         if got["p"] is not None and got["p"] != 0.5:
             where = got.get("where") or "dropout"  # an nn.Dropout's path, or 'F.dropout()'
             name = f"{where[:-2]}(p)" if where.endswith("()") else f"{where}.p"
-            return Fail("bad_attribute", {"owner": "MultiHeadAttention", "name": name, "expected": 0.5, "got": got["p"]})
+            return Fail(
+                "bad_attribute", {"owner": "MultiHeadAttention", "name": name, "expected": 0.5, "got": got["p"]}
+            )
         first, second = got["eval"]
         if (
             isinstance(first, torch.Tensor)

@@ -146,22 +146,25 @@ def linear_calls(module):
 
 def parameter_rows(tensor, names):
     """(dotted name, first row) where `tensor` is one of the module's parameters (names: {id:
-    name}) or a block of whole rows of one (a slice, split, chunk or view that keeps its rows);
-    None otherwise (a transposed or computed tensor)."""
-    if not isinstance(tensor, torch.Tensor):
+    name}) or a block of whole rows of one, its leading axes read as rows (a slice, split, chunk
+    or view of an (R, d_in) weight, or w[i] of a (3, D, d_in) one); None otherwise (a
+    transposed or computed tensor)."""
+    if not isinstance(tensor, torch.Tensor) or not tensor.dim():
         return None
     if id(tensor) in names:
         return names[id(tensor)], 0
     base = tensor._base
-    if base is None or id(base) not in names or base.dim() != tensor.dim() or not tensor.dim():
+    if base is None or id(base) not in names or tensor.dim() > 2 or not base.is_contiguous():
         return None
-    if tensor.shape[1:] != base.shape[1:] or tensor.stride()[1:] != base.stride()[1:]:
+    width = base.shape[-1] if tensor.dim() == 2 else 1
+    if tensor.dim() == 2 and (tensor.shape[1] != width or tensor.stride(1) != 1):
         return None
-    step = base.stride(0)
+    if tensor.dim() == 1 and tensor.stride(0) != 1:
+        return None
+    if tensor.dim() == 2 and tensor.shape[0] > 1 and tensor.stride(0) != width:
+        return None
     offset = tensor.storage_offset() - base.storage_offset()
-    if step <= 0 or offset % step or (tensor.shape[0] > 1 and tensor.stride(0) != step):
-        return None
-    return names[id(base)], offset // step
+    return (names[id(base)], offset // width) if offset % width == 0 else None
 
 
 def places(module, calls, d_model):
@@ -183,9 +186,8 @@ def places(module, calls, d_model):
             continue
         name, first = weight
         rows = call.weight.shape[0]
-        label = f"F.linear on {name}" + (
-            f"[{first}:{first + rows}]" if rows != module.get_parameter(name).shape[0] else ""
-        )
+        whole = module.get_parameter(name).shape[:-1].numel()
+        label = f"F.linear on {name}" + (f" rows {first}:{first + rows}" if rows != whole else "")
         bias = parameter_rows(call.bias, names)
         path, _, attribute = name.rpartition(".")
         if first % d_model or rows % d_model or width != rows:
@@ -204,10 +206,10 @@ def places(module, calls, d_model):
 def describe(module, seen) -> str:
     """'c_attn (never called), F.linear on c_attn.weight[0:12] (query), c_proj (other)': every
     nn.Linear of the module and every F.linear seen, with what each was applied to."""
-    order = {path: set() for path, layer in module.named_modules() if isinstance(layer, torch.nn.Linear)}
+    order = {path: {} for path, layer in module.named_modules() if isinstance(layer, torch.nn.Linear)}
     for label, source in seen:
-        order.setdefault(label, set()).add(source)
-    text = ", ".join(f"{label} ({' and '.join(sorted(sources)) or 'never called'})" for label, sources in order.items())
+        order.setdefault(label, {})[source] = True  # a dict keeps the order they were seen in
+    text = ", ".join(f"{label} ({' and '.join(sources) or 'never called'})" for label, sources in order.items())
     return (text[: DESCRIPTION_LIMIT - 3] + "...") if len(text) > DESCRIPTION_LIMIT else text
 
 

@@ -38,7 +38,8 @@ def gradient_sizes(module, *inputs):
     sizes = {}
     for role in LAYERS:
         grad = roles[role].parameter(module).grad
-        sizes[role] = None if grad is None else grad[roles[role].rows(d_model)].abs().sum().item()
+        rows = roles[role].rows(d_model)
+        sizes[role] = None if grad is None else grad.reshape(-1, grad.shape[-1])[rows].abs().sum().item()
     sizes["shared"] = [
         (role, other, roles[role].describe())
         for i, role in enumerate(LAYERS)
