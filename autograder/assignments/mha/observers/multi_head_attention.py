@@ -72,7 +72,7 @@ class _Dropouts(TorchFunctionMode):
             named.update(kwargs)
             x, p, on = named.get("input"), named.get("p", 0.5), named.get(arguments[2], True)
             where = self.inside[-1] if self.inside else DROPOUT_NAMES[func]
-            if isinstance(x, torch.Tensor) and isinstance(p, (int, float)):
+            if isinstance(x, torch.Tensor) and isinstance(p, (int, float)) and isinstance(on, (bool, int)):
                 self.calls.append({"where": where, "p": float(p), "on": bool(on), "size": x.numel()})
         return output
 
