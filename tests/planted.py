@@ -205,12 +205,6 @@ PLANTED = [
         "qkv_shared_weight",
     ),
     P(
-        "qkv_roles_swapped",
-        "qkv_projection",
-        "projection.py",
-        [("q = self.w_q(x)", "q = self.w_k(x)"), ("k = self.w_k(x)", "k = self.w_q(x)")],
-    ),
-    P(
         "qkv_fused_split_per_head",
         "qkv_projection",
         "projection.py",

@@ -191,3 +191,239 @@ def test_a_lengths_based_mask_passes_and_the_hidden_check_still_catches_an_ignor
         assert failing(grade_with_hidden(lengths, config, seed=seed), "multi_head_attention") == []
     ignored = planted(submission, MHA, ("if pad_mask is not None:", "if False:"))
     assert "random_configurations" in failing(grade_with_hidden(ignored, config, seed=1), "multi_head_attention")
+
+
+# ---------------------------------------------------------------------------- parts found by what they do (issue 22)
+
+
+class SlicedFused(torch.nn.Module):
+    """nanoGPT's cross-attention: one fused c_attn whose weight rows are cut and applied with
+    F.linear; c_attn itself is never called."""
+
+    def __init__(self, d):
+        super().__init__()
+        self.d = d
+        self.c_attn = torch.nn.Linear(d, 3 * d).double()
+        self.c_proj = torch.nn.Linear(d, d).double()
+
+    def forward(self, query, key=None, value=None, pad_mask=None):
+        key = query if key is None else key
+        value = key if value is None else value
+
+        def block(x, i):
+            rows = slice(i * self.d, (i + 1) * self.d)
+            return torch.nn.functional.linear(x, self.c_attn.weight[rows], self.c_attn.bias[rows])
+
+        q, k, v = block(query, 0), block(key, 1), block(value, 2)
+        return self.c_proj(torch.softmax(q @ k.transpose(-2, -1), -1) @ v)
+
+
+class StackedParameters(torch.nn.Module):
+    """nn.MultiheadAttention's layout: q, k, v stacked in one bare parameter, chunked, applied
+    with F.linear; the output projection a bare parameter too."""
+
+    def __init__(self, d):
+        super().__init__()
+        self.in_proj_weight = torch.nn.Parameter(torch.randn(3 * d, d, dtype=torch.float64))
+        self.in_proj_bias = torch.nn.Parameter(torch.randn(3 * d, dtype=torch.float64))
+        self.out_weight = torch.nn.Parameter(torch.randn(d, d, dtype=torch.float64))
+
+    def forward(self, query, key=None, value=None, pad_mask=None):
+        key = query if key is None else key
+        value = key if value is None else value
+        weights, biases = self.in_proj_weight.chunk(3), self.in_proj_bias.chunk(3)
+        q, k, v = (torch.nn.functional.linear(x, w, b) for x, w, b in zip((query, key, value), weights, biases))
+        return torch.nn.functional.linear(torch.softmax(q @ k.transpose(-2, -1), -1) @ v, self.out_weight)
+
+
+def by_definition(states, query, key, value):
+    def project(x, role):
+        return torch.nn.functional.linear(x, states[role]["weight"], states[role].get("bias"))
+
+    q, k, v = project(query, "w_q"), project(key, "w_k"), project(value, "w_v")
+    return project(torch.softmax(q @ k.transpose(-2, -1), -1) @ v, "w_o")
+
+
+@pytest.mark.parametrize("module_class", [SlicedFused, StackedParameters])
+def test_F_linear_on_blocks_of_a_weight_is_found_and_loaded(module_class):
+    from autograder.assignments.mha.observers._projections import load_projections
+
+    module = module_class(6)
+    roles = find_projections(module, 6)
+    assert [roles[role].block for role in ("w_q", "w_k", "w_v")] == [0, 1, 2]
+    assert len({roles[role].parameter(module).data_ptr() for role in ("w_q", "w_k", "w_v")}) == 1
+    rng = torch.Generator().manual_seed(3)
+    with_bias = module_class is SlicedFused
+    states = {
+        role: {
+            "weight": torch.randn(6, 6, generator=rng, dtype=torch.float64),
+            **({"bias": torch.randn(6, generator=rng, dtype=torch.float64)} if with_bias or role != "w_o" else {}),
+        }
+        for role in ("w_q", "w_k", "w_v", "w_o")
+    }
+    load_projections(module, roles, states)
+    query, key, value = (torch.randn(2, n, 6, generator=rng, dtype=torch.float64) for n in (3, 5, 5))
+    with torch.no_grad():
+        assert torch.allclose(module(query, key, value), by_definition(states, query, key, value))
+
+
+def test_a_module_without_projections_is_told_what_was_seen():
+    from autograder.engine.messages import render
+
+    with pytest.raises(ContractError) as caught:
+        find_projections(RawParameters(6), 6)
+    text = render(caught.value.what, **caught.value.params)
+    assert "F.linear on weights rows 0:6 (query)" in text, text
+    assert "F.linear on the module's parameters" in text
+
+
+class ModuleListQKV(torch.nn.Module):
+    """The Annotated Transformer's clones: three layers in a list, used out of list order."""
+
+    def __init__(self, d, bias=True):
+        super().__init__()
+        self.linears = torch.nn.ModuleList(torch.nn.Linear(d, d, bias=bias) for _ in range(3))
+
+    def forward(self, x):
+        first, second, third = (layer(x) for layer in self.linears)
+        return third, first, second
+
+
+class QueryKeyValue(torch.nn.Module):
+    """HF BERT's names."""
+
+    def __init__(self, d, bias=True):
+        super().__init__()
+        self.query, self.key, self.value = (torch.nn.Linear(d, d, bias=bias) for _ in range(3))
+
+    def forward(self, x):
+        return self.query(x), self.key(x), self.value(x)
+
+
+class SharedKeyLayer(QueryKeyValue):
+    """A mistake: k computed with the query's layer."""
+
+    def forward(self, x):
+        return self.query(x), self.query(x), self.value(x)
+
+
+@pytest.mark.parametrize(
+    "module_class,expected",
+    [
+        (ModuleListQKV, {"w_q": "linears.2", "w_k": "linears.0", "w_v": "linears.1"}),
+        (QueryKeyValue, {"w_q": "query", "w_k": "key", "w_v": "value"}),
+        (SharedKeyLayer, {"w_q": "query", "w_k": "query", "w_v": "value"}),
+    ],
+)
+def test_qkv_projections_are_told_apart_by_the_output_they_give(module_class, expected):
+    from autograder.assignments.mha.observers._projections import find_qkv
+
+    roles = find_qkv(module_class(5).double(), 5)
+    assert {role: slot.path for role, slot in roles.items()} == expected
+
+
+def test_a_qkv_projection_that_cannot_be_told_apart_says_what_it_saw():
+    from autograder.assignments.mha.observers._projections import find_qkv
+    from autograder.engine.messages import render
+
+    class Summed(QueryKeyValue):
+        def forward(self, x):  # every output from all three layers: no layer is one output's
+            total = self.query(x) + self.key(x) + self.value(x)
+            return total, 2 * total, 3 * total
+
+    with pytest.raises(ContractError) as caught:
+        find_qkv(Summed(4).double(), 4)
+    text = render(caught.value.what, **caught.value.params)
+    assert caught.value.what == "qkv_layers_not_found"
+    assert "query (q and k and v), key (q and k and v), value (q and k and v)" in text, text
+
+
+EMBEDDINGS = {
+    "subclass": """
+class TokenEmbedding(nn.Embedding):
+    def __init__(self, vocab_size, d_model, pad_id=0):
+        super().__init__(vocab_size, d_model, padding_idx=pad_id)
+""",
+    "functional_with_positions": """
+class TokenEmbedding(nn.Module):
+    def __init__(self, vocab_size, d_model, pad_id=0):
+        super().__init__()
+        self.pad_id = pad_id
+        self.positions = nn.Parameter(torch.zeros(64, d_model))  # looked up by position, not by id
+        self.wte = nn.Parameter(torch.randn(vocab_size, d_model))
+        with torch.no_grad():
+            self.wte[pad_id] = 0
+
+    def forward(self, ids):
+        where = torch.arange(ids.shape[1], device=ids.device)
+        return F.embedding(ids, self.wte, padding_idx=self.pad_id) + 0 * F.embedding(where, self.positions)
+""",
+}
+
+
+@pytest.mark.parametrize("name", EMBEDDINGS)
+def test_the_embedding_table_is_the_one_forward_looks_the_ids_up_in(config, submission, name):
+    root = submission(
+        files={
+            "embedding.py": "import torch\nimport torch.nn as nn\nimport torch.nn.functional as F\n" + EMBEDDINGS[name]
+        }
+    )
+    result = grade(root, config, reference=SOLUTIONS, seed=3, steps=["embedding"])
+    assert result.step("embedding").score == result.step("embedding").max_score, failing(result, "embedding")
+
+
+def test_an_embedding_that_cannot_be_found_says_what_was_seen():
+    from autograder.assignments.mha.observers.embedding import embedding_table
+    from autograder.engine.messages import render
+
+    class Indexed(torch.nn.Module):  # a bare parameter indexed by hand: no lookup to see
+        def __init__(self):
+            super().__init__()
+            self.table = torch.nn.Parameter(torch.randn(7, 3))
+            self.extra = torch.nn.Embedding(4, 3)
+
+        def forward(self, ids):
+            return self.table[ids]
+
+    with pytest.raises(ContractError) as caught:
+        embedding_table(Indexed(), 7)
+    text = render(caught.value.what, **caught.value.params)
+    assert caught.value.what == "embedding_not_found"
+    assert "extra (nn.Embedding, never looked up)" in text and "F.embedding(ids, table, padding_idx=pad_id)" in text
+
+
+DROPOUT_RATE_WRONG = {
+    "attn_drop": [
+        ("self.dropout = nn.Dropout(dropout)\n", "self.attn_drop = nn.Dropout(0.1)\n"),
+        (DROPOUT, "weights = self.attn_drop(weights)"),
+    ],
+    "functional": [
+        ("self.dropout = nn.Dropout(dropout)\n", "self.rate = 0.1\n"),
+        (DROPOUT, "weights = F.dropout(weights, self.rate, training=self.training)"),
+    ],
+}
+
+
+@pytest.mark.parametrize("name,where", [("attn_drop", "attn_drop.p"), ("functional", "F.dropout(p)")])
+def test_a_dropout_of_any_name_is_found_and_a_wrong_rate_is_named(config, submission, name, where):
+    root = planted(submission, MHA, *DROPOUT_RATE_WRONG[name])
+    source = (root / "mha" / MHA).read_text()
+    if "import torch.nn.functional as F" not in source:
+        (root / "mha" / MHA).write_text("import torch.nn.functional as F\n" + source)
+    result = grade(root, config, seed=5, steps=["multi_head_attention"])
+    assert failing(result, "multi_head_attention") == ["dropout"]
+    message = next(c.message for c in result.step("multi_head_attention").checks if c.id == "dropout")
+    assert f"MultiHeadAttention.{where}: expected 0.5, got 0.1" in message, message
+
+
+def test_layers_used_in_other_roles_than_their_names_are_graded_by_what_they_do(config, submission):
+    """q from the layer called w_k and k from w_q computes what the contract asks: each output
+    has its own projection; the names are not what is graded."""
+    root = planted(
+        submission,
+        "projection.py",
+        ("q = self.w_q(x)", "q = self.w_k(x)"),
+        ("k = self.w_k(x)", "k = self.w_q(x)"),
+    )
+    result = grade(root, config, reference=SOLUTIONS, seed=5, steps=["qkv_projection"])
+    assert failing(result, "qkv_projection") == []

@@ -75,3 +75,32 @@ def test_each_watch_has_its_own_record_of_calls():
         torch.softmax(q, -1)
     assert first == ["torch.nn.functional.scaled_dot_product_attention"]
     assert second == []
+
+
+class SwappableQKV(torch.nn.Module):
+    """QKVProjection-like: which layer gives q depends on a constructor argument."""
+
+    def __init__(self, d, swap=False):
+        super().__init__()
+        self.swap = swap
+        self.a, self.b, self.c = (torch.nn.Linear(d, d).double() for _ in range(3))
+
+    def forward(self, x):
+        first, second = (self.b, self.a) if self.swap else (self.a, self.b)
+        return first(x), second(x), self.c(x)
+
+
+def test_qkv_roles_are_kept_per_class_and_arguments_and_equal_the_traced_ones(monkeypatch):
+    from autograder.assignments.mha.observers._projections import find_qkv
+
+    traced = []
+    real = check_module.trace_qkv
+    monkeypatch.setattr(check_module, "trace_qkv", lambda m, d: traced.append(type(m)) or real(m, d))
+    plain = paths(find_qkv(SwappableQKV(4), 4))
+    assert plain == {"w_q": "a", "w_k": "b", "w_v": "c"}
+    assert paths(find_qkv(SwappableQKV(4), 4, key=(False,))) == plain
+    assert paths(find_qkv(SwappableQKV(4), 4, key=(False,))) == plain  # from the cache
+    assert len(traced) == 2
+    assert paths(find_qkv(SwappableQKV(4, swap=True), 4, key=(True,))) == {"w_q": "b", "w_k": "a", "w_v": "c"}
+    assert paths(find_qkv(SwappableQKV(5), 5, key=(False,))) == plain  # another size: traced anew
+    assert len(traced) == 4

@@ -20,8 +20,9 @@ pad_mask (B, Lk)는 패딩 키에서 True이고, 패딩은 pad_batch가 만드�
 nn.Linear나 nn.LazyLinear 층을 모듈 안 어디에 두어도 됩니다 (여러분의 QKVProjection /
 OutputProjection 안도 괜찮습니다): query, key, value, 결합된 헤드에 각각 적용하는 (D -> D) 층
 네 개; 또는 출력을 q, k, v 순서로 D씩 자르는 합친 (D -> 3*D) 층 하나 (FusedQKVProjection처럼;
-q 층 옆에 k, v용 D -> 2*D 층도 됩니다). nn.Parameter와 F.linear로 직접 쓴 프로젝션은 구별할 수
-없으니 층을 쓰세요. 아래 이름들은 TODO가 제안하는 이름입니다.
+q 층 옆에 k, v용 D -> 2*D 층도 됩니다). 층의 가중치나 nn.Parameter를 (또는 그 행을 잘라) F.linear로
+적용해도 됩니다. 드롭아웃도 이름과 상관없이 (nn.Dropout, 또는 F.dropout(..., training=self.training))
+하는 일로 찾습니다. 아래 이름들은 TODO가 제안하는 이름입니다.
 
 정밀도: float64 입력에 내부 계산을 float32로 해도 (float32 소프트맥스, float32 스케일) 인정합니다.
 단, 결과는 입력의 dtype으로 돌려주세요.
@@ -46,9 +47,10 @@ How the grader finds your projections: by what they do, not by their names. Any 
 with nn.Linear or nn.LazyLinear layers, anywhere inside the module (in your own QKVProjection /
 OutputProjection too): four (D -> D) layers applied to the query, the key, the value and the
 merged heads; one fused (D -> 3*D) layer whose output is cut into q, k, v blocks of D in that
-order (as FusedQKVProjection does; D -> 2*D for k, v next to a q layer works too). Projections
-written as bare nn.Parameter with F.linear cannot be told apart: use layers. The names below are
-the suggestion the TODO makes.
+order (as FusedQKVProjection does; D -> 2*D for k, v next to a q layer works too). A layer's
+weight or an nn.Parameter applied with F.linear (whole, or cut into blocks of rows) works too.
+Dropout is found the same way, whatever its name (an nn.Dropout, or F.dropout(...,
+training=self.training)). The names below are the suggestion the TODO makes.
 
 Precision: float32 arithmetic inside (a float32 softmax, a float32 scale) is accepted on float64
 inputs, as long as the result comes back in the input's dtype.

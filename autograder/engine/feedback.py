@@ -49,6 +49,8 @@ ERRORS = (
     "missing_attribute",
     "bad_attribute",
     "projections_not_found",
+    "qkv_layers_not_found",
+    "embedding_not_found",
     "worker_crashed",
     "worker_exited",
     "not_implemented",

@@ -43,6 +43,8 @@ CONTRACT_FAILURES = frozenset(
         "bad_attribute",
         "wrong_type",
         "projections_not_found",
+        "qkv_layers_not_found",
+        "embedding_not_found",
         "device_mismatch",
     }
 )

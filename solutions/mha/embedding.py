@@ -12,6 +12,9 @@ i번째 행이 토큰 i의 벡터이고, (B, L) 모양의 id 텐서를 조회하
 그 행에는 그래디언트(gradient)를 주지 않습니다. 아래 예시에서 패딩 id 0이 두 번 쓰였는데도
 0번 행의 그래디언트는 0입니다.
 
+채점기는 테이블을 이름이 아니라 forward가 id를 조회하는 곳으로 찾습니다: 어떤 이름의 nn.Embedding이든
+(하위 클래스, nn.Sequential 안도 됩니다), 모듈의 파라미터에 적용한 F.embedding이든 괜찮습니다.
+
 [English]
 Why: a token id (5, 2, 7, ...) is only a label, with no size and no direction. Attention takes
 dot products of vectors, so each token must become a vector of d_model numbers.
@@ -23,6 +26,9 @@ Padding tokens carry no meaning, so their vector should be all zeros and should 
 trained. `nn.Embedding(..., padding_idx=pad_id)` does both: it zeroes that row at creation and
 gives it no gradient. In the example below the pad id 0 is used twice, yet row 0 gets a zero
 gradient.
+
+The grader finds the table by where forward looks the ids up, not by its name: an nn.Embedding
+of any name (a subclass, one inside an nn.Sequential) or F.embedding on a parameter of the module.
 
 예시 / Example (이 예시는 TODO가 정한 이름 `self.embedding`을 씁니다 / uses the name the TODO asks
 for, `self.embedding`):

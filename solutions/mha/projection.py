@@ -14,9 +14,10 @@
 
 흔한 버그: k와 v도 w_q로 계산하기. q, k, v는 각자 자기 가중치가 필요합니다.
 
-채점기는 여러분의 층에 가중치를 넣습니다: QKVProjection에서는 이름 w_q, w_k, w_v로 찾고 (같은 크기의
-층 세 개는 이름 말고는 구별할 수 없습니다), FusedQKVProjection에서는 c_attn에, 또는 이름과 상관없이
-클래스의 유일한 층에 넣습니다. nn.LazyLinear도 됩니다.
+채점기는 여러분의 층에 가중치를 넣습니다: QKVProjection에서는 이름이 아니라 하는 일로 찾습니다 (각 층의
+출력이 q, k, v 중 어느 것이 되는지; 리스트나 nn.ModuleList에 두어도 되고, 이름이 달라도 됩니다).
+FusedQKVProjection에서는 c_attn에, 또는 이름과 상관없이 (3*D, D) 크기의 유일한 층에 넣습니다.
+nn.LazyLinear도 됩니다.
 
 [English]
 Why: in attention a token plays three roles: a query ("what I am looking for"), a key ("the label
@@ -33,9 +34,10 @@ Two ways to write it, both used in practice and both asked for here:
 
 A classic bug: projecting k and v with w_q too. Each of q, k, v needs its own weights.
 
-The grader loads its weights into your layers: in QKVProjection by the names w_q, w_k, w_v (three
-layers of one size cannot be told apart otherwise); in FusedQKVProjection into c_attn, or into
-the class's only layer, whatever its name. nn.LazyLinear works too.
+The grader loads its weights into your layers: in QKVProjection it finds them by what they do,
+not by their names (whose output becomes q, k or v; a list or an nn.ModuleList works too); in
+FusedQKVProjection into c_attn, or into the class's one (3*D, D) layer, whatever its name.
+nn.LazyLinear works too.
 
 예시 / Example: D = 2, bias 없음 / no bias; W_q = I, W_k = 2I, W_v는 두 특성을 맞바꿈 / W_v swaps
 the two features. 합친 층의 가중치 (3*D, D)는 W_q, W_k, W_v를 위에서 아래로 쌓은 것입니다 / the fused

@@ -196,10 +196,12 @@ class AllPaddingRowFinite(Check):
 
 
 class Dropout(Check):
-    """`dropout` is an nn.Dropout(p): off after eval() (= no dropout), active in train(), on the
-    attention WEIGHTS: each output is then sum_j c_j v_j with every c_j either 0 or
-    weight_j / (1 - p). (w_v and w_o are the identity here and d_k > Lk, so the c_j can be read
-    back from the output; dropout on the output instead zeroes entries that no such sum gives.)"""
+    """Dropout with the module's p (an nn.Dropout of any name, or F.dropout(training=
+    self.training): found by what forward does): off after eval() (= no dropout), active in
+    train(), on the attention WEIGHTS: each output is then sum_j c_j v_j with every c_j either 0
+    or weight_j / (1 - p). (w_v and w_o are the identity here and d_k > Lk, so the c_j can be
+    read back from the output; dropout on the output instead zeroes entries that no such sum
+    gives. Dropout written by hand, with no dropout call to see, is judged by that alone.)"""
 
     id = "dropout"
     D, H, LQ, LK = 16, 2, 4, 5  # d_k = 8 > Lk
@@ -228,9 +230,11 @@ class Dropout(Check):
         return judge_with_earlier_steps(got, lambda own: self.judge_own(inputs, own, expected, tol))
 
     def judge_own(self, inputs, got, expected, tol):
-        if got["p"] != 0.5:
+        if got["p"] is not None and got["p"] != 0.5:
+            where = got.get("where") or "dropout"  # an nn.Dropout's path, or 'F.dropout()'
+            name = f"{where[:-2]}(p)" if where.endswith("()") else f"{where}.p"
             return Fail(
-                "bad_attribute", {"owner": "MultiHeadAttention", "name": "dropout.p", "expected": 0.5, "got": got["p"]}
+                "bad_attribute", {"owner": "MultiHeadAttention", "name": name, "expected": 0.5, "got": got["p"]}
             )
         first, second = got["eval"]
         if (
@@ -301,7 +305,7 @@ class Gradients(Check):
     def judge(self, inputs, got, expected, tol):
         for name in LAYERS:
             if not got.get(name):
-                return Fail("grad_missing", {"name": f"{got.get('where', {}).get(name, name)}.weight"})
+                return Fail("grad_missing", {"name": got.get("parameters", {}).get(name, name)})
         for role, other, where in got.get("shared", ()):
             return Fail("projection_shared", {"role": ROLE_WORDS[role], "other": ROLE_WORDS[other], "where": where})
         return None

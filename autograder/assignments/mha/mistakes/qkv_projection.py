@@ -6,13 +6,12 @@ to students (autograder/fingerprints.py); never imported where student code runs
 
 import itertools
 
-from . import Mistake, SHARED, SWAPPED
+from . import Mistake, SHARED
 
 MISTAKES = [
     # k and/or v (or q) computed with another projection's layer, at call time (k = self.w_q(x))
     # or by making two attributes one layer (self.w_k = self.w_q)
     Mistake("qkv_shared_weight", *SHARED),
-    Mistake("qkv_roles_swapped", *SWAPPED),
     Mistake("qkv_fused_split_per_head", {"fused_split": "per_pair"}, {"fused_split": "interleaved"}),
     Mistake("qkv_fused_split_wrong_dim", {"fused_split": "wrong_dim"}),
     Mistake(

@@ -4,6 +4,7 @@ scenario both times, and what came out where."""
 
 import torch
 
+from autograder.assignments.mha.observers.embedding import embedding_table
 from autograder.assignments.mha.observers.multi_head_attention import _roles, build
 from autograder.harness.contract import ContractError
 from autograder.harness.fake_cuda import Simulation, is_data_dependent, is_device_mismatch
@@ -54,14 +55,14 @@ def _run_module(mha, place, modules, states, query, pad_mask):
     outputs["train"] = trained = module(query, pad_mask=pad_mask)
     if place.kind == "real":
         trained.sum().backward()
-        outputs["w_q.grad"] = _roles[module]["w_q"].layer(module).weight.grad
+        outputs["w_q.grad"] = _roles[module]["w_q"].parameter(module).grad
     return outputs
 
 
 def _build_embedding(mha, table, ids):
     module = mha.embedding.TokenEmbedding(11, 6, pad_id=0).double()
     with torch.no_grad():
-        module.embedding.weight.copy_(table)
+        embedding_table(module, 11).weight.copy_(table)  # found by what forward looks up, any name
     return {"embedding": module}
 
 

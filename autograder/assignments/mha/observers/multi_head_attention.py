@@ -2,9 +2,12 @@
 the grader's weights loaded into its projections wherever and however it keeps them."""
 
 import weakref
+from contextlib import contextmanager
 
 import torch
 import torch.nn as nn
+import torch.nn.functional as F
+from torch.overrides import TorchFunctionMode
 
 from autograder.assignments.mha.observers._projections import PROJECTIONS, find_projections, load_projections
 from autograder.harness import earlier
@@ -29,27 +32,91 @@ def build(mha, states, num_heads=3, dropout=0.0, bias=True, causal=False):
 
 def gradient_sizes(module, *inputs):
     """{role: total |gradient| of its weight rows (None: no gradient)} after one backward,
-    "shared": [(role, role that uses the same weights, where)] and "where": {role: its layer}."""
+    "shared": [(role, role that uses the same weights, where)], "where": {role: its place} and
+    "parameters": {role: its weight parameter}."""
     module(*inputs).pow(2).sum().backward()
     roles = _roles[module]
-    d_model = roles["w_o"].layer(module).weight.shape[1]
+    d_model = roles["w_o"].parameter(module).shape[1]
     sizes = {}
     for role in LAYERS:
-        grad = roles[role].layer(module).weight.grad
-        sizes[role] = None if grad is None else grad[roles[role].block * d_model :][:d_model].abs().sum().item()
+        grad = roles[role].parameter(module).grad
+        rows = roles[role].rows(d_model)
+        sizes[role] = None if grad is None else grad.reshape(-1, grad.shape[-1])[rows].abs().sum().item()
     sizes["shared"] = [
-        (role, other, describe_slot(roles[role]))
+        (role, other, roles[role].describe())
         for i, role in enumerate(LAYERS)
         for other in LAYERS[:i]
         if roles[other] == roles[role]
     ]
-    sizes["where"] = {role: describe_slot(roles[role]) for role in LAYERS}
+    sizes["where"] = {role: roles[role].describe() for role in LAYERS}
+    sizes["parameters"] = {role: roles[role].weight_name() for role in LAYERS}
     return sizes
 
 
-def describe_slot(slot):
-    """'w_q', or 'qkv.c_attn block 2' for the second d_model rows of a fused layer."""
-    return f"{slot.path} block {slot.block + 1}" if slot.block else slot.path
+# ---------------------------------------------------------------------------- dropout, by what it does
+
+
+class _Dropouts(TorchFunctionMode):
+    """Records every dropout forward applies (F.dropout, torch.dropout, an nn.Dropout of any
+    name): where (the nn.Dropout's path, or the function), its p, whether it was on, and how many
+    numbers it was applied to."""
+
+    def __init__(self, inside):
+        super().__init__()
+        self.calls, self.inside = [], inside
+
+    def __torch_function__(self, func, types, args=(), kwargs=None):
+        kwargs = kwargs or {}
+        output = func(*args, **kwargs)
+        arguments = DROPOUT_ARGUMENTS.get(func)
+        if arguments is not None:
+            named = dict(zip(arguments, args))
+            named.update(kwargs)
+            x, p, on = named.get("input"), named.get("p", 0.5), named.get(arguments[2], True)
+            where = self.inside[-1] if self.inside else DROPOUT_NAMES[func]
+            if isinstance(x, torch.Tensor) and isinstance(p, (int, float)) and isinstance(on, (bool, int)):
+                self.calls.append({"where": where, "p": float(p), "on": bool(on), "size": x.numel()})
+        return output
+
+
+DROPOUT_ARGUMENTS = {  # function -> the names of its first three arguments
+    F.dropout: ("input", "p", "training"),
+    torch.dropout: ("input", "p", "train"),
+    torch.dropout_: ("input", "p", "train"),
+}
+DROPOUT_NAMES = {F.dropout: "F.dropout()", torch.dropout: "torch.dropout()", torch.dropout_: "torch.dropout_()"}
+
+
+@contextmanager
+def dropouts(module):
+    """Yields the list of dropout calls (_Dropouts) that forward makes inside the block."""
+    inside, handles = [], []
+
+    def enter(path):
+        return lambda layer, args: inside.append(path or type(layer).__name__)
+
+    def leave(layer, args, output):
+        inside.pop()
+
+    try:
+        for path, layer in module.named_modules():
+            if isinstance(layer, nn.modules.dropout._DropoutNd):
+                handles.append(layer.register_forward_pre_hook(enter(path)))
+                handles.append(layer.register_forward_hook(leave))
+        mode = _Dropouts(inside)
+        with mode:
+            yield mode.calls
+    finally:
+        for handle in handles:
+            handle.remove()
+
+
+def attention_dropout(calls, size):
+    """{"p", "where"} of the dropout that acted on `size` numbers (the attention weights), else of
+    the first that acted at all; {"p": None} where none did."""
+    on = [call for call in calls if call["on"]]
+    chosen = next((call for call in on if call["size"] == size), on[0] if on else None)
+    return {"p": None, "where": None} if chosen is None else {"p": chosen["p"], "where": chosen["where"]}
 
 
 # ---------------------------------------------------------------------------- earlier steps' functions
@@ -166,22 +233,21 @@ def padded_outputs(mha, states, query, pad_mask):
 
 
 def dropout(mha, states, query, key, value, num_heads, p):
-    """{"p", "eval": two outputs after eval(), "train": three after train() (seeded)}, with earlier
-    steps written out too."""
+    """{"p", "where": the attention dropout found by what forward does (_Dropouts; p None where
+    no dropout acted), "eval": two outputs after eval(), "train": three after train() (seeded)},
+    with earlier steps written out too."""
+    size = query.shape[0] * num_heads * query.shape[1] * key.shape[1]  # the weights (B, H, Lq, Lk)
 
     def run():
         module = build(mha, states, num_heads=num_heads, dropout=p)
-        layer = getattr(module, "dropout", None)
-        if not isinstance(layer, nn.Dropout):
-            raise ContractError(
-                "missing_attribute", owner="MultiHeadAttention", name="dropout", expected="an nn.Dropout"
-            )
         eval_out = [module(query, key, value).detach() for _ in range(2)]
         module.train()
         with torch.random.fork_rng(devices=[]):
             torch.manual_seed(0)  # the same masks every run: a diagnosis sees what the grade saw
-            train_out = [module(query, key, value).detach() for _ in range(3)]
-        return {"p": layer.p, "eval": eval_out, "train": train_out}
+            with dropouts(module) as calls:
+                train_out = [module(query, key, value).detach()]
+            train_out += [module(query, key, value).detach() for _ in range(2)]
+        return {**attention_dropout(calls, size), "eval": eval_out, "train": train_out}
 
     return with_earlier_steps(mha, run)
 

@@ -1,7 +1,12 @@
-"""Observers of step `qkv_projection`: the student's QKVProjection and FusedQKVProjection."""
+"""Observers of step `qkv_projection`: the student's QKVProjection and FusedQKVProjection.
+
+QKVProjection's three projections are found by what they do (_projections.find_qkv: the layer
+whose output q, k or v is), whatever they are called or however they are kept; the fused layer
+is the module's one nn.Linear of (3 d_model, d_model) (harness.layers.load_linear)."""
 
 import torch
 
+from autograder.assignments.mha.observers._projections import QKV, find_qkv, load_projections
 from autograder.harness.contract import ContractError, describe
 from autograder.harness.layers import load_linear
 
@@ -13,10 +18,11 @@ def three(result, name):
 
 
 def separate(mha, states, x, bias=True):
-    """{"q", "k", "v"} of QKVProjection(d_model, bias) holding `states` in w_q, w_k, w_v."""
-    module = mha.projection.QKVProjection(x.shape[-1], bias=bias).double()
-    for name in ("w_q", "w_k", "w_v"):
-        load_linear(module, name, states[name])
+    """{"q", "k", "v"} of QKVProjection(d_model, bias) holding `states` in the projections that
+    give q, k and v."""
+    d_model = x.shape[-1]
+    module = mha.projection.QKVProjection(d_model, bias=bias).double()
+    load_projections(module, find_qkv(module, d_model, key=(bias,)), states)
     return three(module(x), "QKVProjection.forward(x)")
 
 
@@ -31,8 +37,9 @@ def separate_layers(mha, d_model):
     """{} when QKVProjection(d_model, bias) takes (d_model, d_model) weights, with and without bias."""
     for bias in (True, False):
         module = mha.projection.QKVProjection(d_model, bias=bias)
-        for name in ("w_q", "w_k", "w_v"):
-            load_linear(module, name, _zeros(d_model, d_model, bias))
+        load_projections(
+            module, find_qkv(module, d_model, key=(bias,)), {role: _zeros(d_model, d_model, bias) for role in QKV}
+        )
     return {}
 
 
