@@ -248,15 +248,37 @@ def test_guard_library_is_built_once_and_cached():
     assert library.exists()
 
 
+AGREEING = {
+    **{name: changes for name, changes in BAD_ON_CUDA.items()},
+    **{name: changes for name, (changes, _) in DIFFERS_FROM_CPU.items()},
+    "item_then_cpu_mask": ITEM_THEN_CPU_MASK,
+    "moved_in_apply": MOVED_IN_APPLY,
+    "legal_item": LEGAL_ITEM,
+    **{name: name for name in NOT_DEVICE_MISTAKES},
+}
+
+
 @pytest.mark.cuda
 @pytest.mark.skipif(not cuda_available(), reason="needs a CUDA device")
-@pytest.mark.parametrize("name", [None, *sorted(BAD_ON_CUDA)])
+@pytest.mark.parametrize("name", [None, *AGREEING])
 def test_real_and_simulated_modes_agree(submission, name):
-    path = make(submission, BAD_ON_CUDA[name]) if name else SOLUTIONS
+    """The same verdicts on a real GPU (values compared but dropout's, gradients too) and on the
+    simulated device."""
+    if name is None:
+        path = SOLUTIONS
+    elif isinstance(AGREEING[name], str):
+        path = submission(next(m for m in PLANTED + REAL_BUGS if m.name == name))
+    else:
+        path = make(submission, AGREEING[name])
     real = grade_with_hidden(path, with_mode("real"), seed=3).step("cuda")
     simulated = grade_with_hidden(path, with_mode("simulated"), seed=3).step("cuda")
     assert real.mode == "mode_real"
-    assert [c.passed for c in real.checks] == [c.passed for c in simulated.checks], name
+    assert [(c.id, c.passed) for c in real.checks] == [(c.id, c.passed) for c in simulated.checks], [
+        (c.id, c.message) for c in real.checks + simulated.checks if c.passed is False
+    ]
+    assert [c.message_id for c in real.checks] == [c.message_id for c in simulated.checks]
+    if name is None:
+        assert real.score == real.max_score == 5
 
 
 def test_backward_still_works_after_the_fake_guard_is_loaded_first():
