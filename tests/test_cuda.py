@@ -4,6 +4,8 @@ Each bad submission below is right on the CPU, so it must lose points in the cud
 
 import pytest
 
+from planted import PLANTED, REAL_BUGS
+
 from autograder.engine import config as grading_config
 from autograder.harness import fake_cuda
 from autograder.engine.runner import cuda_available, grade
@@ -42,6 +44,75 @@ BAD_ON_CUDA = {
             "        return self.embedding(ids) + 0 * pad",
         )
     },
+    # right on the CPU, other numbers on a GPU: the device run must agree with the CPU run
+    "branch_on_is_cuda": {
+        "output.py": (
+            "return self.w_o(merged)  # (B, L, D)",
+            "return self.w_o(merged) * (2.0 if merged.is_cuda else 1.0)",
+        )
+    },
+}
+# Code that does something else on a GPU than on the CPU, and the failure it gets.
+DIFFERS_FROM_CPU = {
+    "branch_on_is_cuda": (BAD_ON_CUDA["branch_on_is_cuda"], "device_values_differ"),
+    "other_dtype_on_cuda": (
+        {
+            "output.py": (
+                "return self.w_o(merged)  # (B, L, D)",
+                "return self.w_o(merged).float() if merged.is_cuda else self.w_o(merged)",
+            )
+        },
+        "device_run_differs",
+    ),
+    "raises_on_the_cpu_only": (
+        {
+            "output.py": (
+                "return self.w_o(merged)  # (B, L, D)",
+                "if not merged.is_cuda:\n            raise ValueError('runs on a GPU only')\n        return self.w_o(merged)",
+            )
+        },
+        "failed_on_cpu_only",
+    ),
+}
+# Mistakes in values or shapes, judged in their own steps: the cuda step, which compares the
+# device run with the same code's CPU run, has nothing to charge (issue 22: no double charge).
+NOT_DEVICE_MISTAKES = [
+    "out_missing_bias",  # a bias-less layer: the grader's biased weights no longer need to fit
+    "mha_out_missing_bias",
+    "rb_heads_summed",  # wrong values and shapes, the same on both devices
+    "rb_mha_layers_made_in_forward",  # fresh layers in forward: the same seed on both runs
+    "rb_mha_mask_missing_head_axis",  # raises on the CPU as on the device, at the same line
+    "merge_view_not_contiguous",
+    "k_not_transposed",
+]
+# A plain tensor attribute that the module moves itself, in _apply (which .to() calls): right on a GPU.
+MOVED_IN_APPLY = {
+    "mha.py": [
+        (
+            "        self.dropout = nn.Dropout(dropout)\n",
+            "        self.dropout = nn.Dropout(dropout)\n"
+            "        self.future = torch.triu(torch.ones(64, 64, dtype=torch.bool), diagonal=1)\n\n"
+            "    def _apply(self, fn, *args, **kwargs):\n"
+            "        self.future = fn(self.future)\n"
+            "        return super()._apply(fn, *args, **kwargs)\n",
+        ),
+        ("blocked = torch.ones_like(blocked).triu(diagonal=1)  # (Lq, Lk)", "blocked = self.future[:Lq, :Lk]"),
+    ]
+}
+# .item() on the queries, then the causal mask made on the CPU: the device mistake comes after it
+ITEM_THEN_CPU_MASK = {
+    "mha.py": [
+        (
+            "        scores = q @ k.transpose(-2, -1) / math.sqrt(q.size(-1))  # (B, H, Lq, Lk)\n",
+            "        if bool(torch.isnan(q).any().item()):\n"
+            "            raise ValueError('nan in the queries')\n"
+            "        scores = q @ k.transpose(-2, -1) / math.sqrt(q.size(-1))  # (B, H, Lq, Lk)\n",
+        ),
+        (
+            "blocked = torch.ones_like(blocked).triu(diagonal=1)  # (Lq, Lk)",
+            "blocked = torch.ones(Lq, Lk, dtype=torch.bool).triu(diagonal=1)  # (Lq, Lk)",
+        ),
+    ]
 }
 LEGAL_ITEM = {
     "mha.py": (
@@ -92,9 +163,49 @@ def test_plain_attribute_is_diagnosed_as_not_a_buffer(submission):
     assert [d["id"] for d in result.step("cuda").diagnoses] == ["mask_not_buffer"]
 
 
-@pytest.mark.xfail(strict=True, reason="the simulated device has no tensor values yet: .item() stops it")
 def test_a_correct_item_call_is_not_a_device_error(submission):
+    """The simulated device carries values: .item(), an if on a tensor and .tolist() work there."""
     result = grade_with_hidden(make(submission, LEGAL_ITEM), with_mode("simulated"))
+    assert full_marks(result) == []
+
+
+def test_a_device_mistake_after_an_item_call_is_still_caught(submission):
+    """A simulation without values stopped at the .item() (simulation_stopped) and never saw the
+    CPU mask made after it."""
+    result = grade_with_hidden(make(submission, ITEM_THEN_CPU_MASK), with_mode("simulated"))
+    assert full_marks(result) == ["cuda"]
+    check = next(c for c in result.step("cuda").checks if c.id == "multi_head_attention")
+    assert check.message_id == "device_mismatch" and "mha/mha.py, line" in check.message
+    assert [d["id"] for d in result.step("cuda").diagnoses] == ["cpu_tensor_in_forward"]
+
+
+@pytest.mark.parametrize("name", sorted(DIFFERS_FROM_CPU))
+def test_a_device_run_that_differs_from_the_cpu_run_fails(submission, name):
+    """Code that does something else on a GPU than on the CPU (here: it asks x.is_cuda) fails the
+    cuda check that runs it, with a message that says so; the steps judged on the CPU do not notice."""
+    changes, message_id = DIFFERS_FROM_CPU[name]
+    result = grade_with_hidden(make(submission, changes), with_mode("simulated"))
+    failed = [c for c in result.step("cuda").checks if c.passed is False]
+    assert [c.id for c in failed] == ["output_projection"]
+    assert failed[0].message_id == message_id, failed[0].message
+    assert "x.is_cuda" in failed[0].message
+
+
+@pytest.mark.parametrize("name", NOT_DEVICE_MISTAKES)
+def test_a_mistake_that_is_not_about_the_device_costs_nothing_in_cuda(submission, name):
+    """The cuda step builds the student's modules with their own weights and compares the device
+    run with the CPU run of the same module: a value mistake (its own step's) changes both alike."""
+    mistake = next(m for m in PLANTED + REAL_BUGS if m.name == name)
+    result = grade_with_hidden(submission(mistake), with_mode("simulated"))
+    cuda = result.step("cuda")
+    assert cuda.score == cuda.max_score, [(c.id, c.message) for c in cuda.checks if c.passed is False]
+    assert mistake.step in full_marks(result)
+
+
+def test_a_module_that_moves_its_own_tensors_in_apply_passes(submission):
+    """.to() on the simulated device is the module's own .to(): a module that moves a plain tensor
+    attribute in _apply, as .to() on a GPU then does, gets full marks."""
+    result = grade_with_hidden(make(submission, MOVED_IN_APPLY), with_mode("simulated"))
     assert full_marks(result) == []
 
 
@@ -137,15 +248,37 @@ def test_guard_library_is_built_once_and_cached():
     assert library.exists()
 
 
+AGREEING = {
+    **{name: changes for name, changes in BAD_ON_CUDA.items()},
+    **{name: changes for name, (changes, _) in DIFFERS_FROM_CPU.items()},
+    "item_then_cpu_mask": ITEM_THEN_CPU_MASK,
+    "moved_in_apply": MOVED_IN_APPLY,
+    "legal_item": LEGAL_ITEM,
+    **{name: name for name in NOT_DEVICE_MISTAKES},
+}
+
+
 @pytest.mark.cuda
 @pytest.mark.skipif(not cuda_available(), reason="needs a CUDA device")
-@pytest.mark.parametrize("name", [None, *sorted(BAD_ON_CUDA)])
+@pytest.mark.parametrize("name", [None, *AGREEING])
 def test_real_and_simulated_modes_agree(submission, name):
-    path = make(submission, BAD_ON_CUDA[name]) if name else SOLUTIONS
+    """The same verdicts on a real GPU (values compared but dropout's, gradients too) and on the
+    simulated device."""
+    if name is None:
+        path = SOLUTIONS
+    elif isinstance(AGREEING[name], str):
+        path = submission(next(m for m in PLANTED + REAL_BUGS if m.name == name))
+    else:
+        path = make(submission, AGREEING[name])
     real = grade_with_hidden(path, with_mode("real"), seed=3).step("cuda")
     simulated = grade_with_hidden(path, with_mode("simulated"), seed=3).step("cuda")
     assert real.mode == "mode_real"
-    assert [c.passed for c in real.checks] == [c.passed for c in simulated.checks], name
+    assert [(c.id, c.passed) for c in real.checks] == [(c.id, c.passed) for c in simulated.checks], [
+        (c.id, c.message) for c in real.checks + simulated.checks if c.passed is False
+    ]
+    assert [c.message_id for c in real.checks] == [c.message_id for c in simulated.checks]
+    if name is None:
+        assert real.score == real.max_score == 5
 
 
 def test_backward_still_works_after_the_fake_guard_is_loaded_first():

@@ -1,19 +1,26 @@
 """Observers of step `cuda`: the student's code run on the CPU and on a CUDA device ('real', a GPU,
-or 'simulated', fake tensors on a fake cuda:0: autograder/harness/fake_cuda.py), the same
-scenario both times, and what came out where."""
+or 'simulated': autograder/harness/fake_cuda.py), the same scenario both times, and what came out
+where.
+
+The modules are the student's own, with their own initial weights (drawn after
+torch.manual_seed(seed)); nothing of the grader is loaded into them. One module is built, and each
+run gets its own copy, so both runs start from the same weights and the same random state: a
+correct module computes the same on both devices, right or wrong as its values may be (other steps
+judge those). What is left to see is the device: whether the code runs there, keeps its tensors
+there and agrees with its own CPU run.
+"""
+
+import copy
 
 import torch
 
-from autograder.assignments.mha.observers.embedding import embedding_table
-from autograder.assignments.mha.observers.multi_head_attention import _roles, build
 from autograder.harness.contract import ContractError
 from autograder.harness.fake_cuda import Simulation, is_data_dependent, is_device_mismatch
-from autograder.harness.layers import load_linear
-from autograder.harness.observe import where_text
+from autograder.harness.observe import where, where_text
 
 
 class Place:
-    """Where a scenario runs: 'cpu', 'real' (a CUDA GPU) or 'simulated' (fake cuda:0)."""
+    """Where a scenario runs: 'cpu', 'real' (a CUDA GPU) or 'simulated' (the simulated cuda:0)."""
 
     def __init__(self, kind):
         self.kind = kind
@@ -26,7 +33,19 @@ class Place:
     def module(self, module, move_plain_tensors=False):
         if self.simulation:
             return self.simulation.module(module, move_plain_tensors)
-        return module.to(self.device)
+        module = module.to(self.device)
+        if move_plain_tensors:
+            for sub in module.modules():
+                for name, value in list(vars(sub).items()):
+                    if isinstance(value, torch.Tensor):
+                        object.__setattr__(sub, name, value.to(self.device))
+        return module
+
+    def values(self, value):
+        """A result's values as a CPU tensor (None where the device has none: fake tensors on 'meta')."""
+        if self.simulation:
+            return self.simulation.cpu_values(value)
+        return value.detach().cpu()
 
     def __enter__(self):
         if self.simulation:
@@ -40,54 +59,51 @@ class Place:
 
 
 # ---------------------------------------------------------------------------- scenarios
-# Each: build(mha, **inputs) -> {name: module} (on the CPU), then run(mha, place, modules, **inputs)
-# with the modules and tensor inputs already on the place -> {name: tensor}.
+# Each: build(mha) -> {name: module} (on the CPU, or None: nothing to build), then
+# run(mha, place, modules, gradients, **inputs) with the modules and tensor inputs already on the
+# place -> {name: result}. `gradients`: also backward, where the device can (a real GPU).
 
 
-def _build_module(mha, states, **inputs):
-    return {"mha": build(mha, states, dropout=0.1, causal=True)}
+def _build_module(mha):
+    return {"mha": mha.mha.MultiHeadAttention(12, 3, dropout=0.1, causal=True).double().eval()}
 
 
-def _run_module(mha, place, modules, states, query, pad_mask):
+def _run_module(mha, place, modules, gradients, query, pad_mask):
     module = modules["mha"]
     outputs = {"eval": module(query, pad_mask=pad_mask)}
+    if gradients:
+        outputs["eval"].sum().backward()
+        grads = [p.grad.flatten() for p in module.parameters() if p.grad is not None]
+        outputs["gradients"] = torch.cat(grads) if grads else None
     module.train()
-    outputs["train"] = trained = module(query, pad_mask=pad_mask)
-    if place.kind == "real":
-        trained.sum().backward()
-        outputs["w_q.grad"] = _roles[module]["w_q"].parameter(module).grad
+    outputs["train"] = module(query, pad_mask=pad_mask)
     return outputs
 
 
-def _build_embedding(mha, table, ids):
-    module = mha.embedding.TokenEmbedding(11, 6, pad_id=0).double()
-    with torch.no_grad():
-        embedding_table(module, 11).weight.copy_(table)  # found by what forward looks up, any name
-    return {"embedding": module}
+def _build_embedding(mha):
+    return {"embedding": mha.embedding.TokenEmbedding(11, 6, pad_id=0).double()}
 
 
-def _run_embedding(mha, place, modules, table, ids):
+def _run_embedding(mha, place, modules, gradients, ids):
     return {"vectors": modules["embedding"](ids)}
 
 
-def _build_output(mha, state, heads):
-    module = mha.output.OutputProjection(12).double()
-    load_linear(module, "w_o", state)
-    return {"projection": module}
+def _build_output(mha):
+    return {"projection": mha.output.OutputProjection(12).double()}
 
 
-def _run_output(mha, place, modules, state, heads):
+def _run_output(mha, place, modules, gradients, heads):
     return {"out": modules["projection"](heads)}
 
 
-def _run_masks(mha, place, modules, ids):
+def _run_masks(mha, place, modules, gradients, ids):
     return {
         "causal_mask": mha.masking.causal_mask(4, device=place.device),
         "padding_mask": mha.masking.padding_mask(ids),
     }
 
 
-def _run_attention(mha, place, modules, q, k, v, mask):
+def _run_attention(mha, place, modules, gradients, q, k, v, mask):
     out, weights = mha.attention.scaled_dot_product_attention(q, k, v, mask=mask)
     return {"out": out, "weights": weights}
 
@@ -101,45 +117,92 @@ SCENARIOS = {
 }
 
 
-def run_scenario(scenario, mha, kind, inputs, move_plain_tensors=False):
-    """The scenario on `kind`: modules built on the CPU and moved, tensor inputs placed, then run
-    on the device. Device mismatches become a clear ContractError; a simulation that stops at
-    an op needing tensor values gives None."""
-    make, run = SCENARIOS[scenario]
-    place = Place(kind)
+def built_twice(scenario, mha, seed):
+    """Two copies of the scenario's modules, built on the CPU after torch.manual_seed(seed): a deep
+    copy, or where the student's module cannot be copied, a second build from the same seed."""
+    make = SCENARIOS[scenario][0]
+    if make is None:
+        return {}, {}
+    torch.manual_seed(seed)
+    first = make(mha)
     try:
-        built = make(mha, **inputs) if make else {}
-        modules = {name: place.module(module, move_plain_tensors) for name, module in built.items()}
-        placed = {
-            name: place.tensor(value) if isinstance(value, torch.Tensor) else value for name, value in inputs.items()
-        }
-        with place:
-            return run(mha, place, modules, **placed)
-    except Exception as error:  # noqa: BLE001 - sorted into the cases below
-        if is_data_dependent(error):
-            return None  # .item() and friends are legal on CUDA; the simulation stops there
+        return first, copy.deepcopy(first)
+    except Exception:  # noqa: BLE001 - student modules may hold what deepcopy refuses
+        torch.manual_seed(seed)
+        return first, make(mha)
+
+
+def run_scenario(scenario, mha, kind, inputs, modules, seed, gradients=False, move_plain_tensors=False):
+    """The scenario on `kind` with `modules` (built on the CPU): the modules and tensor inputs are
+    moved there, then run after torch.manual_seed(seed). Returns (place, {name: result})."""
+    run = SCENARIOS[scenario][1]
+    place = Place(kind)
+    moved = {name: place.module(module, move_plain_tensors) for name, module in modules.items()}
+    placed = {name: place.tensor(value) if isinstance(value, torch.Tensor) else value for name, value in inputs.items()}
+    torch.manual_seed(seed)
+    with place:
+        return place, run(mha, place, moved, gradients, **placed)
+
+
+def _attempt(*args, **kwargs):
+    """run_scenario's (place, outputs, None), or (None, None, the exception it raised)."""
+    try:
+        place, outputs = run_scenario(*args, **kwargs)
+        return place, outputs, None
+    except Exception as error:  # noqa: BLE001 - student code; sorted by on_device
+        return None, None, error
+
+
+def _same_failure(cpu_error, device_error, mha):
+    """Both runs stopped with the same exception at the same line of the student's code: the device
+    changed nothing there. (A TODO left, or a failure of the grader's contract, is no such case.)"""
+    if isinstance(device_error, (NotImplementedError, ContractError)):
+        return False
+    place = where(device_error, mha)
+    return type(cpu_error) is type(device_error) and place is not None and where(cpu_error, mha) == place
+
+
+def _described(name, value, cpu_value, place):
+    if not isinstance(value, torch.Tensor) or not isinstance(cpu_value, torch.Tensor):
+        return {"device": None, "type": type(value).__name__, "cpu_type": type(cpu_value).__name__}
+    return {
+        "device": str(value.device),
+        "shape": tuple(value.shape),
+        "cpu_shape": tuple(cpu_value.shape),
+        "cpu_values": cpu_value.detach(),
+        "device_values": place.values(value),
+    }
+
+
+def on_device(mha, mode, scenario, seed=0, **inputs):
+    """The scenario on the CPU and on the graded device, with copies of the same module:
+    {"mode", "outputs": {name: {"device", "shape", "cpu_shape", "cpu_values", "device_values"} (or
+    {"device": None, "type", "cpu_type"} for a result that is not a tensor)}}, or instead of
+    outputs "same_failure" (both runs raised the same exception at the same place),
+    "failed_on_cpu_only" (the CPU run raised, the device run did not) or
+    "stopped_at_data_dependent_op" (fake tensors without values met .item() and the like).
+    A device mismatch is a ContractError that says where."""
+    for_cpu, for_device = built_twice(scenario, mha, seed)
+    gradients = mode == "real"
+    _, cpu, cpu_error = _attempt(scenario, mha, "cpu", inputs, for_cpu, seed, gradients)
+    place, seen, error = _attempt(scenario, mha, mode, inputs, for_device, seed, gradients)
+    if error is not None:
+        if is_data_dependent(error):  # the 'meta' fallback only: .item() needs values
+            return {"mode": mode, "stopped_at_data_dependent_op": True, "outputs": {}}
         if is_device_mismatch(error):
             raise ContractError(
                 "device_mismatch",
-                device=place.device,
+                device=Place(mode).device,
                 where=where_text(error, mha),
                 detail=str(error).splitlines()[0][:160],
             ) from None
-        raise
-
-
-def on_device(mha, mode, scenario, **inputs):
-    """The scenario on the CPU and on the graded device: {"mode", "outputs": {name: {"device",
-    "shape", "cpu_shape"(, "cpu", "gpu" on a real GPU)}}}, or "stopped_at_data_dependent_op"."""
-    cpu = run_scenario(scenario, mha, "cpu", inputs)
-    seen = run_scenario(scenario, mha, mode, inputs)
-    if seen is None:
-        return {"mode": mode, "stopped_at_data_dependent_op": True, "outputs": {}}
-    outputs = {}
-    for name, value in seen.items():
-        outputs[name] = {"device": str(value.device), "shape": tuple(value.shape), "cpu_shape": tuple(cpu[name].shape)}
-        if mode == "real":
-            outputs[name].update(cpu=cpu[name].detach(), gpu=value.detach().cpu())
+        if cpu_error is not None and _same_failure(cpu_error, error, mha):
+            return {"mode": mode, "same_failure": type(error).__name__, "outputs": {}}
+        raise error
+    if cpu_error is not None:
+        text = f"{type(cpu_error).__name__}: {str(cpu_error).strip().splitlines()[0] if str(cpu_error).strip() else ''}"
+        return {"mode": mode, "failed_on_cpu_only": text[:200], "outputs": {}}
+    outputs = {name: _described(name, value, cpu.get(name), place) for name, value in seen.items()}
     return {"mode": mode, "outputs": outputs}
 
 
@@ -165,13 +228,16 @@ def plain_tensors(mha):
     return {"attributes": found}
 
 
-def mismatch_with_tensors_moved(mha, **inputs):
+def mismatch_with_tensors_moved(mha, seed=0, **inputs):
     """{"mismatch": where a device mismatch still happens with every tensor attribute moved, or None}."""
     kind = "real" if torch.cuda.is_available() else "simulated"
+    modules, _ = built_twice("multi_head_attention", mha, seed)
     try:
-        run_scenario("multi_head_attention", mha, kind, inputs, move_plain_tensors=True)
-    except ContractError as error:
-        if error.what == "device_mismatch":
-            return {"mismatch": error.params["where"] or "?"}
+        run_scenario("multi_head_attention", mha, kind, inputs, modules, seed, move_plain_tensors=True)
+    except Exception as error:  # noqa: BLE001 - student code: only a device mismatch answers the question
+        if is_device_mismatch(error):
+            return {"mismatch": where_text(error, mha) or "?"}
+        if is_data_dependent(error):
+            return {"mismatch": None}
         raise
     return {"mismatch": None}

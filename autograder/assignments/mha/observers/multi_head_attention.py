@@ -11,7 +11,6 @@ from torch.overrides import TorchFunctionMode
 
 from autograder.assignments.mha.observers._projections import PROJECTIONS, find_projections, load_projections
 from autograder.harness import earlier
-from autograder.harness.contract import ContractError
 from autograder.harness.earlier import WRITTEN_OUT, Earlier  # noqa: F401 - WRITTEN_OUT: the checks read it here
 
 LAYERS = PROJECTIONS  # the four projections, by role
