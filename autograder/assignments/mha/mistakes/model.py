@@ -423,10 +423,13 @@ def multi_head_attention(K):
                     blocked = torch.ones_like(blocked).triu(diagonal=diagonal)
             if pad_mask is not None and K.mha_pad_mask != "ignored":
                 pad = ~pad_mask if K.mha_pad_mask == "inverted" else pad_mask
-                blocked = blocked | {
-                    "queries": lambda: pad[:, None, :, None],
-                    "no_head_axis": lambda: pad[:, None, :],  # (B, 1, Lk): B lines up with the heads
-                }.get(K.mha_pad_mask, lambda: pad[:, None, None, :])()
+                blocked = (
+                    blocked
+                    | {
+                        "queries": lambda: pad[:, None, :, None],
+                        "no_head_axis": lambda: pad[:, None, :],  # (B, 1, Lk): B lines up with the heads
+                    }.get(K.mha_pad_mask, lambda: pad[:, None, None, :])()
+                )
             if K.mha_pad_tiling is not None:
                 scores = masked_with_tiled_mask(K, scores, blocked)
             elif K.mask_place == "fill":
