@@ -184,9 +184,10 @@ def test_the_log_and_the_result_tell_nothing_of_the_hidden_checks(document, tmp_
         assert "device" not in text  # the hidden check's id, its message, the hidden-only diagnosis
     assert "student printed" not in log  # it could print the hidden checks' inputs
     assert "hidden checks: 3" in log  # a count and points
-    # The public checks alone (a student's own run): what the submission printed is shown.
+    # The public checks alone (a student's own run): what the submission printed is shown, once:
+    # in the first step's log (every step is graded in one run, the output is the whole run's).
     public = (
-        f"python -m autograder.routes.classroom masking --assignment mha --path {submission} --config grading.yml "
+        f"python -m autograder.routes.classroom padding --assignment mha --path {submission} --config grading.yml "
         '--output "$GITHUB_OUTPUT"'
     )
     log, result = run_masking(public, tmp_path)
