@@ -60,6 +60,7 @@ class Assignment:
     steps: list
     path: Path = None
     budget: float = DEFAULT_BUDGET  # seconds one submission may take in all
+    seed: int | None = None  # grading.yml defaults.seed: the hidden checks' seed when a grading gives none
     simulate_cuda: bool = True  # False: a step graded on the simulated device is not run (pytest without --cuda)
 
     @property
@@ -379,19 +380,20 @@ class _Builder:
         defaults = data.get("defaults") or {}
         timeout = float(defaults.get("timeout", DEFAULT_TIMEOUT))
         budget = float(defaults.get("budget", DEFAULT_BUDGET))
+        seed = defaults.get("seed")
         tolerance = self.tolerance(
             defaults.get("tolerance"), {self.dtype(name): pair for name, pair in DEFAULT_TOLERANCE.items()}
         )
         if "assignments" not in data:  # the short form (the schema's `if`)
             entry = {"id": data["id"], "title": data["assignment"], "steps": data["steps"]}
-            return [self.assignment(entry, (), timeout, tolerance, budget, title_key="assignment")]
+            return [self.assignment(entry, (), timeout, tolerance, budget, seed, title_key="assignment")]
         self.unique(data["assignments"], ("assignments",), "assignment")
         return [
-            self.assignment(entry, ("assignments", i), timeout, tolerance, budget)
+            self.assignment(entry, ("assignments", i), timeout, tolerance, budget, seed)
             for i, entry in enumerate(data["assignments"])
         ]
 
-    def assignment(self, entry, key_path, timeout, tolerance, budget=DEFAULT_BUDGET, title_key="title"):
+    def assignment(self, entry, key_path, timeout, tolerance, budget=DEFAULT_BUDGET, seed=None, title_key="title"):
         assignment_id = entry["id"]
         known = assignments.known()
         if assignment_id not in known:
@@ -409,7 +411,9 @@ class _Builder:
             for i, step in enumerate(entry["steps"])
         ]
         budget = float(entry.get("budget", budget))
-        return Assignment(id=assignment_id, title=entry["title"], steps=steps, path=self.where.path, budget=budget)
+        return Assignment(
+            id=assignment_id, title=entry["title"], steps=steps, path=self.where.path, budget=budget, seed=seed
+        )
 
     def step(self, entry, key_path, timeout, tolerance, modules):
         step_id = entry["id"]

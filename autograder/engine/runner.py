@@ -11,7 +11,6 @@ only exchange plain data, the inputs and the observations.
 
 import copy
 import functools
-import random
 import threading
 import time
 import zlib
@@ -35,6 +34,15 @@ __all__ = ["Observation", "grade", "observe"]  # Observation: engine/observation
 def check_inputs(check, seed):
     """The check's inputs, made from a generator seeded for this check."""
     return check.inputs(torch.Generator().manual_seed(seed))
+
+
+def default_seed(config) -> int:
+    """The hidden checks' seed when a grading gives none: grading.yml's `defaults.seed`, else one
+    made from the assignment id. Fixed, so every run and every route draws the same hidden inputs
+    (a random one made a grade depend on chance: a mistake that shows only at some sizes)."""
+    if config.seed is not None:
+        return config.seed
+    return zlib.crc32(f"mha-lab/{config.id}".encode()) % (2**31)
 
 
 def check_seed(check, grading_seed=None):
@@ -356,7 +364,7 @@ def grade_package(submission, config, reference, seed, steps, isolate, memory_by
     package = config.package
     hidden = reference is not None
     if hidden and seed is None:
-        seed = random.SystemRandom().randrange(2**31)
+        seed = default_seed(config)
     reference_package = load_reference(reference, package) if hidden else None
     package_error = None
     if not (Path(submission) / package).is_dir():

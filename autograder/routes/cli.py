@@ -20,7 +20,6 @@ package the submission holds. Student code runs in sandboxed worker processes
 """
 
 import argparse
-import random
 import sys
 import warnings
 from pathlib import Path
@@ -90,7 +89,11 @@ def main(argv=None):
         help="directory holding the reference package (default: solutions/; none in the student kit)",
     )
     grade.add_argument("--public-only", action="store_true", help="skip the hidden checks")
-    grade.add_argument("--seed", type=int, help="seed for the hidden checks (default: random)")
+    grade.add_argument(
+        "--seed",
+        type=int,
+        help="seed for the hidden checks (default: grading.yml's defaults.seed, else one made from the assignment id)",
+    )
     grade.add_argument(
         "--workers", type=int, help="batch: submissions graded at once (default: cores; --in-process: 1)"
     )
@@ -322,7 +325,7 @@ def run_grade(args):
         from autograder.sandbox import fork_server
 
         fork_server.start("autograder.harness.serve")
-    from autograder.engine.runner import grade
+    from autograder.engine.runner import default_seed, grade
 
     if args.assignment:
         chosen = [grading_config.choose(graded, args.assignment, args.config or grading_config.default_path())]
@@ -351,7 +354,7 @@ def run_grade(args):
             )
             return 2
     isolate = not args.in_process
-    seed = args.seed if args.seed is not None else random.SystemRandom().randrange(2**31)
+    seed = args.seed if args.seed is not None else default_seed(chosen[0])
     warnings.simplefilter("ignore")  # warnings from torch or student code never reach our stderr
     from autograder.routes.plots import pictures_for
 
@@ -399,7 +402,7 @@ def run_grade(args):
         return run_gradescope(paths[0], chosen[0], reference, seed, isolate, args.gradescope)
     for number, config in enumerate(chosen):
         result = grade(
-            paths[0], config, reference=reference, seed=seed, isolate=isolate, pictures=pictures_for(args.plots)
+            paths[0], config, reference=reference, seed=args.seed, isolate=isolate, pictures=pictures_for(args.plots)
         )
         print(("\n" if number else "") + results.table(result))
         if result.output:

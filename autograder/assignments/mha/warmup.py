@@ -36,6 +36,9 @@ def warm_up(simulation=None, real_gpu=False):
         torch.randn(5, 3, dtype=torch.float64),
     )
     _exercise(*args, linear)
+    # masks made on the 'meta' device (the causal_mask_device check): its first triu imports
+    # torch._dynamo, seconds, and that import makes a cache folder, which a worker may not
+    torch.ones(4, 4, dtype=torch.bool, device="meta").triu(1)
     if not real_gpu:  # a backward starts the autograd engine's device threads: no CUDA before a fork
         linear(args[0]).sum().backward()
     if simulation is not None:
