@@ -9,7 +9,7 @@ submission by submission, so that a noisy machine slows both alike), and sandbox
 (all checks: public, hidden, simulated cuda, diagnosis) with the CPU it used; the same batch as
 a TA runs it (`python -m autograder grade`, start-up and cold caches included); the isolation
 overhead; and, on the same machine, `nbgrader autograde` time per notebook on the kit's own
-course (autograder/course.py) filled with the same submissions (needs the instructor extra:
+course (autograder/routes/course.py) filled with the same submissions (needs the instructor extra:
 nbgrader; skipped without it). The rows before the CLI row run with warm caches, as the bulk of
 a class-sized batch does (one seed: shared inputs, expectations and known-mistake runs).
 Prints figures; asserts nothing.

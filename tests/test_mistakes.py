@@ -61,7 +61,7 @@ def failing_checks(result, step):
 
 @pytest.mark.parametrize("step,mistake", all_mistakes(), ids=lambda v: getattr(v, "id", v))
 def test_student_kit_gives_the_same_diagnosis(config, submission, step, mistake):
-    """Public checks only, no reference: the diagnosis comes from autograder/fingerprints.json.
+    """Public checks only, no reference: the diagnosis comes from autograder/assignments/<id>/fingerprints.json.
     It is what the student reads first: the first line under the step's row of the score table
     (the step's verdict, engine/feedback.py), in a block of at most 8 lines and 1,200 characters."""
     from autograder.engine import messages

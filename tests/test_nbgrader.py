@@ -222,7 +222,7 @@ def test_feedback_shows_what_failed_but_no_hidden_check_source(course):
 
 
 def classroom_points(submission):
-    """{step: points} from `python -m autograder.classroom STEP --reference solutions` per step."""
+    """{step: points} from `python -m autograder.routes.classroom STEP --reference solutions` per step."""
     points = {}
     for step in STEPS:
         out = io.StringIO()

@@ -1,6 +1,6 @@
 """The class report (`python -m autograder report`): its numbers, its HTML, and a real class.
 
-Fast tests feed report.py hand-made result dicts (the README's JSON shape); the slow one grades
+Fast tests feed report.py hand-made result dicts (the JSON shape of docs/instructors.md); the slow one grades
 a small class for real (the reference, the skeleton, planted mistakes, two near-copies) and
 checks the report against the JSONs the grader wrote; one opens the HTML in headless Chromium.
 """

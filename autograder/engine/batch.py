@@ -92,7 +92,7 @@ def grade_batch(
     """Grade `paths` into `out`; returns {id: GradeResult} (submission_ids) in the order of `paths`, with None
     for a submission the grader itself failed on (a worker that would not start, say): it gets
     no JSON, so the next run grades it again, and an empty row in grades.csv.
-    `shard` (K, N): grade only the submissions of shard K of N (autograder/shard.py); the ids are
+    `shard` (K, N): grade only the submissions of shard K of N (autograder/engine/shard.py); the ids are
     those of the whole list, so the shards merge into what one run gives.
     `pictures(id)`: the runner's `pictures` callable for submission `id` (--plots: the route saves
     each student's pictures in a folder of its own), or None; drawn one at a time.

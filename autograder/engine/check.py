@@ -163,7 +163,7 @@ def compare(got, expected, tol, name="output"):
     return None
 
 
-# A float64 result also passes when it is as close as float32 arithmetic gets (README, "Tolerance"):
+# A float64 result also passes when it is as close as float32 arithmetic gets (docs/how-grading-works.md, "Tolerance"):
 # softmax(..., dtype=torch.float32), a float32 scale tensor or float32 intermediates are correct
 # code. Float32 rounding of a computation grows with the largest values in it, so the bound is
 # relative to |expected| + max|expected|. benchmarks/tolerance.py measured correct float32-style

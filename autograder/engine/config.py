@@ -9,7 +9,7 @@ grading.yml is the single source of grading truth. It lists the assignments (eac
 its folder autograder/assignments/<id>/, a title and its steps in order) and, per step, its
 points, title, optional per-check weights, an all-or-nothing switch, tolerances, forbidden calls
 and the per-check time limit. A course with one assignment may write its keys at the top level
-instead of under `assignments:`. See README.md ("grading.yml reference") for every key.
+instead of under `assignments:`. See docs/grading-yml.md for every key.
 """
 
 import difflib

@@ -2,7 +2,7 @@
 
 Two sources of evidence, neither of which changes a score:
 
-* Known mistakes (autograder/mistakes/<step>.py): each is one or more settings of a model of
+* Known mistakes (autograder/assignments/<id>/mistakes/<step>.py): each is one or more settings of a model of
   the computation (mistakes/model.py) with one specific error in it. A mistake is reported when
   one of its variants reproduces the student's observation on at least one failing check and
   fails no check that the student passes; its evidence is the set of failures its best variant
@@ -12,7 +12,7 @@ Two sources of evidence, neither of which changes a score:
   them apart), and the rest are said strongest first (the most failures reproduced exactly).
   Where the instructor grades, the variants run on the checks' inputs (hidden ones included).
   In the student release they cannot (the model is a reference): the release ships, per public
-  check, fingerprints of what each variant observes (autograder/fingerprints.py), and the
+  check, fingerprints of what each variant observes (autograder/engine/fingerprints.py), and the
   student's observations are compared with those. Same rule, same diagnoses on public checks.
 * Probes (Check subclasses with a `diagnosis` id): behavioural tests of the student's code that
   need no reference, e.g. "a projection receives no gradient". Where a probe and a mistake share

@@ -16,7 +16,7 @@ The language: `lang` given to `render` (the routes' `--lang ko|en`, which set MH
 this process and the processes it starts), else the environment variable MHA_LAB_LANG, else the
 locale (LC_ALL, LC_MESSAGES, LANG: `ko...` is Korean), else English. An unknown language is English.
 
-Editing the texts (instructors, developers; with Babel): README.md, "Messages in English and
+Editing the texts (instructors, developers; with Babel): docs/development.md, "Messages in English and
 Korean": `pybabel extract -F babel.cfg` with the keywords of catalogs.KEYWORDS lists the ids the
 code passes literally (render, template, Fail, ContractError, SubmissionError); a new id goes into
 its domain's `.pot` template, then `pybabel update --no-wrap -i autograder/locale/autograder.pot

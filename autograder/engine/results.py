@@ -77,7 +77,7 @@ class GradeResult:
         return next(step for step in self.steps if step.id == step_id)
 
     def to_json(self):
-        """The result as the documented JSON object (see README: 'JSON result')."""
+        """The result as the documented JSON object (see docs/instructors.md, 'JSON result')."""
         return {
             "assignment": self.assignment,
             "submission": self.submission,

@@ -9,7 +9,7 @@ steps whose files run it score zero (runner.forbidden_in_source).
 
 What is allowed, and why (derived from public attention implementations: nanoGPT, minGPT, the
 annotated transformer, Raschka's book, lucidrains' and labml's implementations, course
-solutions; see the README's Security model):
+solutions; see docs/security-model.md):
 
 * Modules (ALLOWED_MODULES): torch and the public parts of it a model uses (nn, functional,
   init, linalg, fft, special, autograd, amp, cuda, backends, optim, testing ...), math, numpy

@@ -46,7 +46,7 @@ from torch.utils._python_dispatch import TorchDispatchMode
 from autograder import cache_base
 
 GUARD_SOURCE = r"""
-// Registers c10's fake device guard for CUDA in a CPU-only PyTorch (see autograder/fake_cuda.py).
+// Registers c10's fake device guard for CUDA in a CPU-only PyTorch (see autograder/harness/fake_cuda.py).
 #include <c10/core/impl/FakeGuardImpl.h>
 namespace {
 struct RegisterFakeCudaGuard {
@@ -480,7 +480,7 @@ def is_data_dependent(error):
 
 
 def main():
-    """`python -m autograder.fake_cuda`: build the guard library afresh and say why it fails
+    """`python -m autograder.harness.fake_cuda`: build the guard library afresh and say why it fails
     (the grader falls back to the meta device then, and only says that it did)."""
     with tempfile.TemporaryDirectory() as tmp:
         if build_guard(Path(tmp) / "fake_cuda_guard.so"):

@@ -17,7 +17,7 @@ os._exit(0) ends only the worker (that check fails). The result is written to th
 after grading. A step switched off in grading.yml (`mode: off`) is left out of the workflow.
 
 Either way the classroom-resources/autograding-grading-reporter step sums the results. The
-release holds the public checks only; see README.md for adding the hidden ones.
+release holds the public checks only; see docs/classroom.md for adding the hidden ones.
 """
 
 import argparse

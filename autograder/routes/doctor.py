@@ -7,7 +7,7 @@ then the same probe with each sandbox layer added one at a time (autograder/sand
 the raw error where one fails; the worker server's fork hygiene; finally the reference graded in
 the sandbox, compared with the in-process grade. Without a GPU it says so and checks the
 simulated device the cuda step then uses. Exits 1 if anything FAILs. SKIP is a layer this
-platform does not offer: grading works without it (README, Security model).
+platform does not offer: grading works without it (docs/security-model.md).
 """
 
 import json

@@ -329,7 +329,7 @@ python3 -m venv /autograder/venv
 
 RUN_AUTOGRADER = """#!/usr/bin/env bash
 # Gradescope: grade /autograder/submission, write /autograder/results/results.json.
-# To try it locally (README.md, "Releasing to students"): MHA_LAB_GRADESCOPE_ROOT replaces
+# To try it locally (the kit's docs/gradescope.md): MHA_LAB_GRADESCOPE_ROOT replaces
 # /autograder, MHA_LAB_PYTHON the Python that setup.sh installs ($ROOT/venv/bin/python).
 set -uo pipefail
 ROOT="${MHA_LAB_GRADESCOPE_ROOT:-/autograder}"

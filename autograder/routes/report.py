@@ -4,10 +4,10 @@
     data = build(entries, similarity=find_similar(entries, skeleton_dir))
     json.dumps(data)                                  # `report --json`; report_html renders it
 
-Everything here works on the result JSON dicts (README: "JSON result"), never on live grading
+Everything here works on the result JSON dicts (docs/instructors.md, "JSON result"), never on live grading
 objects, so the report can be rebuilt at any time from the out directories alone, and the
 aggregates are pure functions that tests feed with hand-made dicts. Rendering (HTML, charts,
-the report's own words in English and Korean) lives in autograder/report_html.py.
+the report's own words in English and Korean) lives in autograder/routes/report_html.py.
 """
 
 import ast

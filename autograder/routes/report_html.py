@@ -1,10 +1,10 @@
-"""The class report as one self-contained HTML file (autograder/report.py makes its data).
+"""The class report as one self-contained HTML file (autograder/routes/report.py makes its data).
 
 Rendered with Jinja2 from autograder/routes/templates/report.html.j2, autoescaped: student code,
 messages and ids are text, never markup. Charts are inline SVG drawn by the template's own
 macros (bars from the histograms), so the file opens offline: no script, no CDN, no image files.
 The report's own words are keyed by id in REPORT_CATALOG, English and Korean, kept apart from
-the student messages (autograder/messages.py) so they can move to a gettext catalog as a block.
+the student messages (autograder/engine/messages.py) so they can move to a gettext catalog as a block.
 """
 
 import base64

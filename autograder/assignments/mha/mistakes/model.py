@@ -7,7 +7,7 @@ computation, e.g. `scale="d_model"` or `k_from="w_q"`. A known mistake (see mist
 is a list of knob settings: it is recognised by what it computes, so every way of writing it
 that computes the same thing is recognised too.
 
-Instructor-only, like the rest of autograder/mistakes: it is a second reference.
+Instructor-only, like the rest of autograder/assignments/mha/mistakes/: it is a second reference.
 """
 
 import math
