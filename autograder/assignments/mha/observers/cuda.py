@@ -144,6 +144,36 @@ def run_scenario(scenario, mha, kind, inputs, modules, seed, gradients=False, mo
         return place, run(mha, place, moved, gradients, **placed)
 
 
+def _is_lazy(module):
+    """Whether `module` still has parameters or buffers without a shape (nn.LazyLinear before its
+    first call): a device copy of those has none to move."""
+    tensors = list(module.parameters()) + list(module.buffers())
+    return any(torch.nn.parameter.is_lazy(t) for t in tensors) if isinstance(module, torch.nn.Module) else False
+
+
+def _modes(module):
+    """The train/eval flag of every submodule, in order."""
+    return [sub.training for sub in module.modules()]
+
+
+def _materialized(ran, lazy):
+    """Copies of the modules in `lazy` ({name: their flags before the run}) as the CPU run left them
+    (their lazy layers shaped and filled), with those flags back and no gradients. A module that
+    cannot be copied keeps its unrun copy."""
+    copies = {}
+    for name, modes in lazy.items():
+        try:
+            module = copy.deepcopy(ran[name])
+        except Exception:  # noqa: BLE001 - student modules may hold what deepcopy refuses
+            continue
+        for sub, training in zip(module.modules(), modes):
+            sub.training = training
+        for parameter in module.parameters():
+            parameter.grad = None
+        copies[name] = module
+    return copies
+
+
 def _attempt(*args, **kwargs):
     """run_scenario's (place, outputs, None), or (None, None, the exception it raised)."""
     try:
@@ -184,7 +214,17 @@ def on_device(mha, mode, scenario, seed=0, **inputs):
     A device mismatch is a ContractError that says where."""
     for_cpu, for_device = built_twice(scenario, mha, seed)
     gradients = mode == "real"
+    lazy = {name: _modes(module) for name, module in for_cpu.items() if _is_lazy(module)}
     _, cpu, cpu_error = _attempt(scenario, mha, "cpu", inputs, for_cpu, seed, gradients)
+    if lazy and cpu_error is None:
+        # Lazy layers (nn.LazyLinear) take their shapes in their first call, drawing their weights
+        # from the seeded generator: both runs again from copies shaped by that call, so they
+        # draw the same dropout masks.
+        for_cpu, for_device = (
+            {**for_cpu, **_materialized(for_cpu, lazy)},
+            {**for_device, **_materialized(for_cpu, lazy)},
+        )
+        _, cpu, cpu_error = _attempt(scenario, mha, "cpu", inputs, for_cpu, seed, gradients)
     place, seen, error = _attempt(scenario, mha, mode, inputs, for_device, seed, gradients)
     if error is not None:
         if is_data_dependent(error):  # the 'meta' fallback only: .item() needs values
