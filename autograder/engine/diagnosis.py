@@ -31,6 +31,7 @@ from autograder.engine import messages
 from autograder.engine.text import printable
 from autograder.engine.check import Fail, compare, judged
 from autograder.engine.assignment import mistakes_of
+from autograder.engine.earlier import own_run
 
 # Failures that say nothing about the computation: nothing to diagnose.
 NOT_EVIDENCE = {
@@ -259,7 +260,7 @@ def same_observation(student, mistake, tol):
     """True if a mistake's observation reproduces the student's: equal values, or the same error."""
     if student.error is None and mistake.error is None:
         try:
-            return compare(student.values, mistake.values, tol) is None
+            return compare(own_run(student.values), own_run(mistake.values), tol) is None
         except Exception:  # noqa: BLE001 - values the student's code made: unreadable is no match
             return False
     if student.error is not None and mistake.error is not None:

@@ -20,6 +20,17 @@ from autograder.engine.check import Fail, compare
 from autograder.harness.earlier import OWN_RAISED, WRITTEN_OUT
 
 
+def own_run(values):
+    """An observation's values without the run with earlier functions written out: what the
+    submission's own code computed. Diagnosis compares only that: which earlier functions a
+    module calls says where its code lives, not what it computes (a module that scales by
+    sqrt(d_model) inline and a model of that mistake made through the attention function are
+    the same mistake)."""
+    if isinstance(values, dict) and WRITTEN_OUT in values:
+        return {key: value for key, value in values.items() if key != WRITTEN_OUT}
+    return values
+
+
 def judge_with_earlier_steps(got, judge_own, table, tol):
     """judge_own's verdict on the module's own run, unless the run with the earlier steps' wrong
     functions written out passes (see the module docstring)."""
