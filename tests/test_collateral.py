@@ -31,34 +31,14 @@ from planted import PLANTED, REAL_BUGS
 pytestmark = pytest.mark.slow
 
 # Measured today (seed 20261121), what each lost besides its own step.
-OUTSIDE_TODAY = {
-    "softmax_wrong_dim": "masking 6.32/7.89 (random_masked_attention charged, the step's maximum moved)",
-    "k_not_transposed": "masking 6.32/15",
-    "k_transposed_wrong_axes": "masking 6.32/15",
-    "returns_swapped": "masking 6.32/15",
-    "rb_k_view_not_transpose": "masking 9.47/15 (mask_changes_kept_keys, no known mistake)",
-}
+OUTSIDE_TODAY = {}
 INTEGRATION_TODAY = {
     **OUTSIDE_TODAY,
-    "k_not_transposed": "masking 6.32/15; cuda 4.29/5",
-    "k_transposed_wrong_axes": "masking 6.32/15; cuda 4.29/5",
     "merge_view_not_contiguous": "multi_head_attention 0/10; cuda 2.86/5",
     "causal_ignores_device": "cuda 4.29/5",
-    "out_merge_view_not_contiguous": "cuda 4.29/5",
-    "out_missing_bias": "cuda 4.29/5",
-    "rb_heads_summed": "cuda 4.29/5",
 }
 CUDA_TODAY = {
-    "merge_view_not_contiguous": "cuda 2.86/5",
-    "k_not_transposed": "cuda 4.29/5",
-    "k_transposed_wrong_axes": "cuda 4.29/5",
     "causal_ignores_device": "cuda 4.29/5 (a masking.py device mistake, judged in masking too)",
-    "out_merge_view_not_contiguous": "cuda 4.29/5",
-    "out_missing_bias": "cuda 4.29/5",
-    "mha_out_missing_bias": "cuda 2.86/5",
-    "rb_heads_summed": "cuda 4.29/5",
-    "rb_mha_mask_missing_head_axis": "cuda 2.86/5",
-    "rb_mha_layers_made_in_forward": "cuda 2.86/5",
 }
 CATALOG_INTEGRATION_TODAY = {
     "mha:scale_by_d_model": "multi_head_attention 0.53/10.00",

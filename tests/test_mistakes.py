@@ -77,7 +77,8 @@ def test_student_kit_gives_the_same_diagnosis(config, submission, step, mistake)
     block = block_of(table(result), step)
     said = next(d["message"] for d in result.step(step).diagnoses if d["id"] == mistake.diagnosis)
     assert said in (messages.render(f"diagnosis.{mistake.diagnosis}"), *variant_messages(mistake.diagnosis))
-    assert block[0].strip() == "x " + said, block
+    first = block[0].strip()  # the table cuts a long line with "…"
+    assert first == "x " + said or (first.endswith("…") and ("x " + said).startswith(first[:-1])), block
     assert len(block) <= 8 and sum(map(len, block)) <= 1200, block
 
 

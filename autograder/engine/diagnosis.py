@@ -260,7 +260,10 @@ def same_observation(student, mistake, tol):
     """True if a mistake's observation reproduces the student's: equal values, or the same error."""
     if student.error is None and mistake.error is None:
         try:
-            return compare(own_run(student.values), own_run(mistake.values), tol) is None
+            theirs, ours = own_run(student.values), own_run(mistake.values)
+            # both ways: compare() lets anything stand where its expectation is not finite, and
+            # a mistake's NaN rows must not pass for a student's numbers
+            return compare(theirs, ours, tol) is None and compare(ours, theirs, tol) is None
         except Exception:  # noqa: BLE001 - values the student's code made: unreadable is no match
             return False
     if student.error is not None and mistake.error is not None:
