@@ -21,7 +21,7 @@ from pathlib import Path
 from conftest import SOLUTIONS, grade_with_hidden
 
 from autograder.engine import config as grading_config
-from autograder.engine.assignment import mistakes_of, step_modules
+from autograder.engine.assignment import known, mistakes_of, step_modules
 from autograder.engine.runner import (
     cached_expectation,
     cached_inputs,
@@ -36,7 +36,13 @@ from autograder.engine.runner import (
 )
 
 SEED = 20261121  # the seed of tests/test_mistakes.py
-INTEGRATION_STEPS = {"multi_head_attention", "cuda", "decoder"}  # steps that run the whole module
+# steps that run the whole module, in every assignment (their checks modules say INTEGRATES)
+INTEGRATION_STEPS = {
+    step
+    for assignment_id in known()
+    for step, module in step_modules(assignment_id).items()
+    if getattr(module, "INTEGRATES", False)
+}
 
 
 @dataclass

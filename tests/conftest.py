@@ -8,6 +8,7 @@ from pathlib import Path
 import pytest
 
 from autograder.engine import config as grading_config
+from autograder.engine.assignment import step_modules
 from autograder.engine.runner import cuda_available, grade
 from planted import all_planted
 
@@ -19,8 +20,11 @@ KIT = Path(__file__).resolve().parent.parent
 SOLUTIONS = KIT / "solutions"
 ASSIGNMENTS = KIT / "assignments"
 # Steps whose points may also drop for a mistake made elsewhere: the integration step runs the
-# student's whole module by design, and the cuda step runs all of it on a GPU.
-INTEGRATION_STEPS = {"multi_head_attention", "cuda"}
+# student's whole module by design, and the cuda step runs all of it on a GPU (their checks
+# modules say INTEGRATES).
+INTEGRATION_STEPS = {
+    step for step, module in step_modules(grading_config.load().id).items() if getattr(module, "INTEGRATES", False)
+}
 
 
 def all_mistakes():

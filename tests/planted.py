@@ -111,6 +111,13 @@ PLANTED = [
         ],
         "pad_mutates_input",
     ),
+    # the mask from the ids: a real token equal to pad_id (0 by default) is taken for padding
+    P(
+        "pad_mask_from_ids",
+        "padding",
+        "padding.py",
+        [("    return ids, pad_mask  # (B, L), (B, L)", "    return ids, ids == pad_id  # (B, L), (B, L)")],
+    ),
     P(
         "pad_ignores_pad_id",
         "padding",

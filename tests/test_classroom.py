@@ -11,6 +11,7 @@ import pytest
 import yaml
 
 from actionlint import actionlint
+from autograder.engine import config as grading_config
 from autograder.routes.classroom import runner_id
 from planted import planted_of
 from autograder.routes.release import release
@@ -74,20 +75,7 @@ def test_workflow_wires_every_step_into_the_reporter(classroom_release):
     mode, root = classroom_release
     steps = workflow_steps(root)
     graded = graded_steps(root)
-    assert [s["id"] for s in graded] == [
-        runner_id(i)
-        for i in (
-            "padding",
-            "embedding",
-            "qkv_projection",
-            "split_heads",
-            "attention",
-            "masking",
-            "output_projection",
-            "multi_head_attention",
-            "cuda",
-        )
-    ]
+    assert [s["id"] for s in graded] == [runner_id(step.id) for step in grading_config.load(assignment="mha").steps]
     reporter = steps[-1]
     assert reporter["uses"] == "classroom-resources/autograding-grading-reporter@v1"
     # a step that fails (a grader error, a time-out) leaves the later steps and the report running

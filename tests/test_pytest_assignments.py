@@ -5,6 +5,7 @@ import shutil
 import subprocess
 import sys
 
+from autograder.engine import config as grading_config
 from conftest import ASSIGNMENTS, KIT, SOLUTIONS, cuda_available, replace_once
 
 
@@ -42,17 +43,7 @@ def test_untouched_skeleton_scores_zero_with_not_implemented_and_no_traceback(tm
     out = completed.stdout
     assert completed.returncode == 1
     assert "MHA Lab score (public checks)" in out
-    for step in (
-        "padding",
-        "embedding",
-        "qkv_projection",
-        "split_heads",
-        "attention",
-        "masking",
-        "output_projection",
-        "multi_head_attention",
-        "cuda",
-    ):
+    for step in (step.id for step in grading_config.load(assignment="mha").steps):
         assert "0.00 /" in table_line(out, step) and "not implemented yet" in table_line(out, step)
     assert "Traceback" not in out and "raise NotImplementedError" not in out
 

@@ -20,6 +20,7 @@ from pathlib import Path
 
 import pytest
 
+from autograder.engine import config as grading_config
 from autograder.routes import report, report_html
 from autograder.routes.report_html import REPORT_CATALOG, render
 from conftest import ASSIGNMENTS, KIT, SOLUTIONS
@@ -539,17 +540,7 @@ def tiny_png(path, width=12, height=5):
 
 
 # The steps of a whole assignment, with long ids: the student table must still fit the page.
-LONG_STEPS = [
-    "padding",
-    "embedding",
-    "qkv_projection",
-    "split_heads",
-    "attention",
-    "masking",
-    "output_projection",
-    "multi_head_attention",
-    "cuda",
-]
+LONG_STEPS = [step.id for step in grading_config.load(assignment="mha").steps]
 
 
 def many_steps(scores, diagnoses=()):

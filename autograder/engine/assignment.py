@@ -3,6 +3,7 @@
 An assignment is a folder `autograder/assignments/<id>/`:
 
     checks/<step>.py     one module per step id: its Check classes (public, hidden, probes), FILES
+                         (INTEGRATES = True on a step that runs the whole module)
     observers/<step>.py  the functions that run student code, one per kind of observation (the
                          worker loads these and nothing else of the assignment)
     mistakes/<step>.py   instructor-only: MISTAKES, known errors as knob settings of mistakes/model.py

@@ -10,6 +10,8 @@
     report D1 [D2] --html F  a class report (misconceptions, per step, similarity) as HTML / JSON
     skeleton [--check]     regenerate assignments/<id>/ and solutions/<id>.ipynb from solutions/<id>/
     fingerprints [--check] regenerate each assignment's fingerprints.json (the release's diagnosis)
+    generate [--check]     every generated file: message templates and compiled catalogs,
+                           fingerprints, skeletons (engine/generated.py)
     nbgrader COURSE_DIR    write an nbgrader course: nbgrader_config.py, source/<id>/<id>.ipynb
     release DIR            write what students get; gradescope ZIP: a Gradescope autograder
     doctor                 check the grading machine's sandbox layer by layer (GPU or not)
@@ -38,6 +40,7 @@ INSTRUCTOR_COMMANDS = (
     "nbgrader",
     "skeleton",
     "fingerprints",
+    "generate",
     "merge",
     "report",
     "student-notebook",
@@ -167,6 +170,11 @@ def main(argv=None):
     )
     fingerprints.add_argument("--check", action="store_true", help="only report whether it is up to date")
 
+    generate = commands.add_parser(
+        "generate", help="write every generated file: catalog templates, compiled catalogs, fingerprints, skeletons"
+    )
+    generate.add_argument("--check", action="store_true", help="only report what is out of date")
+
     merge = commands.add_parser("merge", help="merge batch out directories (e.g. shards) into one")
     merge.add_argument("dirs", nargs="+", type=Path, help="out directories of grade --out")
     merge.add_argument("--out", type=Path, required=True, help="the merged directory")
@@ -224,6 +232,8 @@ def run(args):
         return run_fingerprints(args)
     if args.command == "skeleton":
         return run_skeleton(args)
+    if args.command == "generate":
+        return run_generate(args)
     if args.command == "nbgrader":
         return run_nbgrader(args)
     if args.command in ("release", "gradescope"):
@@ -545,6 +555,20 @@ def run_fingerprints(args):
     for path in stale:
         print(f"out of date: {path.relative_to(KIT)}; run `python -m autograder fingerprints`", file=sys.stderr)
     return 1 if stale else 0
+
+
+def run_generate(args):
+    """Every generated file from its sources (engine/generated.py), then the skeletons."""
+    from autograder.engine import generated
+
+    changed = generated.stale() if args.check else generated.generate()
+    for path in changed:
+        print(f"{'out of date' if args.check else 'wrote'}: {path}")
+    skeleton_status = run_skeleton(args)
+    if args.check and changed:
+        print("run `python -m autograder generate` to regenerate", file=sys.stderr)
+        return 1
+    return skeleton_status
 
 
 if __name__ == "__main__":

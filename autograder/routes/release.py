@@ -45,7 +45,7 @@ STUDENT_PARTS = [
 ]
 # The engine's modules that only the instructor's commands use (a batch and its shards, making the
 # skeletons, compiling catalogs with Babel): left out of the engine that ships.
-INSTRUCTOR_ENGINE = ["batch.py", "shard.py", "skeleton.py", "catalogs.py"]
+INSTRUCTOR_ENGINE = ["batch.py", "shard.py", "skeleton.py", "catalogs.py", "generated.py"]
 ASSIGNMENT_PARTS = ["__init__.py", "fingerprints.json", "warmup.py"]  # and its compiled catalogs
 REQUIREMENTS = [
     f"torch=={GRADING_TORCH}",  # the grading's own: the same numerics, errors and warnings

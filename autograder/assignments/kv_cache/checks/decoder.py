@@ -14,6 +14,7 @@ from autograder.engine.check import Check, compare, linear_state, raised_verdict
 from autograder.engine.earlier import judge_with_earlier_steps
 
 FILES = ["decoder.py"]  # what the step grades (scanned for forbidden calls)
+INTEGRATES = True  # runs the whole module: a mistake of an earlier step may cost points here too
 
 LAYERS = ("w_q", "w_k", "w_v", "w_o")
 

@@ -28,6 +28,7 @@ from autograder.engine.check import (
 from .masking import causal_by_hand
 
 FILES = ["mha.py"]  # what the step grades (scanned for forbidden calls)
+INTEGRATES = True  # runs the whole module: a mistake of an earlier step may cost points here too
 
 D, H = 12, 3  # d_k = 4; Lq = 5 and Lk = 7 below: all sizes different, d_model not a square
 

@@ -72,6 +72,20 @@ class MaxLenLonger(Check):
         return padded(sequences, 0, max_len)
 
 
+class PadIdInSequence(Check):
+    """A real token equal to pad_id is a token: pad_mask says where padding was added, not which
+    ids equal pad_id (zeros are ordinary token ids with the default pad_id=0)."""
+
+    id = "pad_id_in_sequence"
+    observer = observers.pad
+
+    def inputs(self, rng):
+        return {"sequences": [[0, 5, 0], [7], [3, 0]]}
+
+    def expected(self, sequences):
+        return padded(sequences, 0, 3)
+
+
 class EmptySequence(Check):
     """An empty sequence in the batch becomes a row of padding."""
 

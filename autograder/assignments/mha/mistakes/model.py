@@ -139,6 +139,8 @@ def pad_batch(K, sequences, pad_id, max_len):
         mask[b, where] = False
     if K.pad_mask_true == "token":
         mask = ~mask
+    elif K.pad_mask_true == "pad_id":  # every id equal to pad_id, real tokens too
+        mask = ids == fill
     if K.pad_mutate == "extend":
         for seq in sequences:
             seq.extend([pad_id] * (L - len(seq)))
