@@ -3,6 +3,7 @@
 An assignment is a folder `autograder/assignments/<id>/`:
 
     checks/<step>.py     one module per step id: its Check classes (public, hidden, probes), FILES
+    checks/_<name>.py    helpers that several steps' checks share (public; never imported step to step)
     observers/<step>.py  the functions that run student code, one per kind of observation (the
                          worker loads these and nothing else of the assignment)
     mistakes/<step>.py   instructor-only: MISTAKES, known errors as knob settings of mistakes/model.py
@@ -33,7 +34,9 @@ def step_modules(assignment_id: str) -> dict:
     if assignment_id not in _step_modules:
         package = importlib.import_module(f"{PACKAGE}.{assignment_id}.checks")
         _step_modules[assignment_id] = {
-            info.name: _load(assignment_id, info.name) for info in pkgutil.iter_modules(package.__path__)
+            info.name: _load(assignment_id, info.name)
+            for info in pkgutil.iter_modules(package.__path__)
+            if not info.name.startswith("_")  # checks/_x.py: helpers that several steps' checks share
         }
     return _step_modules[assignment_id]
 

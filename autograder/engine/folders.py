@@ -21,4 +21,5 @@ def folder(assignment_id: str) -> Path:
 def step_ids(assignment_id: str) -> list:
     """The step ids an assignment has checks for, read from its folder without importing them
     (no torch: grading.yml is validated before anything heavy starts)."""
-    return sorted(info.name for info in pkgutil.iter_modules([str(folder(assignment_id) / "checks")]))
+    modules = pkgutil.iter_modules([str(folder(assignment_id) / "checks")])
+    return sorted(info.name for info in modules if not info.name.startswith("_"))  # _x.py: helpers of several steps

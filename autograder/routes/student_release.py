@@ -159,6 +159,9 @@ def write_release(out, graded, classroom, kit_repository=None):
         (there / "checks").mkdir()
         modules = config.step_modules()
         shutil.copyfile(here / "checks" / "__init__.py", there / "checks" / "__init__.py")
+        for path in sorted((here / "checks").glob("_*.py")):  # helpers of public checks (checks/_shared.py)
+            if path.name != "__init__.py":
+                shutil.copyfile(path, there / "checks" / path.name)
         for step_id, module in modules.items():
             hidden = {type(check).__name__ for check in module.CHECKS if check.visibility == "hidden"}
             source = (here / "checks" / f"{step_id}.py").read_text()
