@@ -1,5 +1,12 @@
-"""The layering rules of ARCHITECTURE.md: imports flow routes -> engine -> sandbox, and the engine,
-the sandbox and the routes name no assignment (everything assignment-specific is in its folder)."""
+"""The layering rules of ARCHITECTURE.md: imports flow routes -> engine -> sandbox, what runs beside
+student code (harness/, an assignment's observers/) imports nothing of the judge, no modules import
+each other in a circle, an assignment's check modules do not import one another, and the engine,
+the sandbox and the routes name no assignment (everything assignment-specific is in its folder).
+
+Every import counts, wherever it stands: a late import inside a function closes a circle as surely
+as one at the top (it only closes it later). A late import is kept only where it saves start-up
+time (torch, nbformat, a command's own modules), and it still flows downward.
+"""
 
 import ast
 import re
@@ -10,24 +17,177 @@ import pytest
 from autograder import KIT
 from autograder.engine import assignment as assignments
 
-LAYERS = ("routes", "engine", "sandbox")
-# What each layer may import from the kit (besides itself and autograder's top-level helpers).
-ALLOWED = {"routes": {"engine", "sandbox"}, "engine": {"sandbox"}, "sandbox": set()}
+LAYERS = ("routes", "engine", "harness", "sandbox")
+# What each part of the kit may import, besides itself and autograder's own top-level helpers:
+# routes -> engine -> sandbox; harness/ (beside student code) only the sandbox's plain-data wire,
+# and an assignment's observers/ (which the worker loads) the same; its checks and mistakes the
+# engine's check helpers and what the harness measures.
+ALLOWED = {
+    "routes": {"engine", "harness", "sandbox"},
+    "engine": {"harness", "sandbox"},
+    "harness": {"sandbox"},
+    "sandbox": set(),
+    "observers": {"harness", "sandbox"},
+    "assignments": {"engine", "harness", "sandbox", "observers"},
+}
 
 
-def kit_imports(source: str) -> set:
-    """The autograder subpackages a module's source imports ('engine', 'assignments', ...)."""
-    found = set()
+def part_of(module: str) -> str:
+    """The part of the kit a module belongs to: one of LAYERS, 'observers' (an assignment's
+    observers/), 'assignments' (the rest of an assignment's folder), or 'top' (autograder's own
+    modules: KIT, cache_base, __main__)."""
+    parts = module.split(".")
+    if len(parts) > 3 and parts[1] == "assignments" and parts[3] == "observers":
+        return "observers"
+    if len(parts) > 1 and parts[1] in (*LAYERS, "assignments") and (len(parts) > 2 or parts[1] != "__main__"):
+        return parts[1]
+    return "top"
+
+
+def module_name(path: Path, root: Path, package: str) -> str:
+    return ".".join((package, *path.relative_to(root).with_suffix("").parts)).removesuffix(".__init__")
+
+
+def imports_of(source: str, name: str, is_package: bool, known: set) -> list:
+    """(module, line) of every import in `source` (the module `name`) of a module in `known`,
+    wherever it stands (inside functions and conditions too). `from a import b` names a.b where
+    that is a module, else a; relative imports are resolved; `import a.b.c` names the nearest
+    module of `known`."""
+    found = []
     for node in ast.walk(ast.parse(source)):
-        names = []
         if isinstance(node, ast.Import):
-            names = [alias.name for alias in node.names]
-        elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
-            names = [node.module] + [f"{node.module}.{alias.name}" for alias in node.names]
-        for name in names:
-            parts = name.split(".")
-            if parts[0] == "autograder" and len(parts) > 1 and parts[1] in (*LAYERS, "assignments"):
-                found.add(parts[1])
+            targets = [alias.name for alias in node.names]
+        elif isinstance(node, ast.ImportFrom):
+            base = node.module or ""
+            if node.level:
+                parts = name.split(".") if is_package else name.split(".")[:-1]
+                parts = parts[: len(parts) - (node.level - 1)]
+                base = ".".join([*parts, *([node.module] if node.module else [])])
+            targets = [f"{base}.{alias.name}" if f"{base}.{alias.name}" in known else base for alias in node.names]
+        else:
+            continue
+        for target in targets:
+            while target and target not in known:
+                target = target.rpartition(".")[0]
+            if target and target != name:
+                found.append((target, node.lineno))
+    return found
+
+
+def import_graph(root: Path, package: str = "autograder") -> dict:
+    """{module: {module it imports: [lines]}} for every module under `root` (the directory of
+    `package`), counting every import wherever it stands."""
+    paths = {module_name(path, root, package): path for path in sorted(root.rglob("*.py"))}
+    graph = {}
+    for name, path in paths.items():
+        edges = graph.setdefault(name, {})
+        for target, line in imports_of(path.read_text(), name, path.name == "__init__.py", set(paths)):
+            edges.setdefault(target, []).append(line)
+    return graph
+
+
+def late_imports(root: Path, package: str = "autograder") -> list:
+    """(module, line) of each import of `package` that stands inside a function, class or block."""
+    found = []
+    for path in sorted(root.rglob("*.py")):
+        tree = ast.parse(path.read_text())
+        top = {id(node) for node in tree.body}
+        for node in ast.walk(tree):
+            if isinstance(node, (ast.Import, ast.ImportFrom)) and id(node) not in top:
+                names = [alias.name for alias in node.names] if isinstance(node, ast.Import) else [node.module or ""]
+                if getattr(node, "level", 0) or any(n == package or n.startswith(package + ".") for n in names):
+                    found.append((module_name(path, root, package), node.lineno))
+    return found
+
+
+def against_the_layers(graph: dict) -> list:
+    """'module (line n) -> module' for each import from one part of the kit into a part it may
+    not import (ALLOWED), and for each import of one assignment's folder from another's."""
+    wrong = []
+    for name, edges in graph.items():
+        source = part_of(name)
+        if source not in ALLOWED:
+            continue
+        for target, lines in edges.items():
+            destination = part_of(target)
+            allowed = destination == "top" or destination == source or destination in ALLOWED[source]
+            if source in ("assignments", "observers") and destination in ("assignments", "observers"):
+                allowed = allowed and name.split(".")[2:3] == target.split(".")[2:3]  # its own folder only
+            if not allowed:
+                wrong.append(f"{name} (line {lines[0]}) -> {target}")
+    return sorted(wrong)
+
+
+def checks_importing_checks(graph: dict) -> list:
+    """'module (line n) -> module' for each check module of an assignment (checks/<step>.py) that
+    imports another as a library; shared helpers live in a `_`-prefixed module of checks/ (or the
+    engine), so that each step's module stays one step's checks."""
+    wrong = []
+    for name, edges in graph.items():
+        parts = name.split(".")
+        if len(parts) != 5 or parts[1] != "assignments" or parts[3] != "checks":
+            continue
+        for target, lines in edges.items():
+            other = target.split(".")
+            if other[:4] == parts[:4] and len(other) == 5 and not other[4].startswith("_"):
+                wrong.append(f"{name} (line {lines[0]}) -> {target}")
+    return sorted(wrong)
+
+
+def cycles(graph: dict) -> list:
+    """The strongly connected components of more than one module (Tarjan's algorithm)."""
+    index, low, stack, on_stack, found, counter = {}, {}, [], set(), [], [0]
+
+    def visit(node):
+        index[node] = low[node] = counter[0]
+        counter[0] += 1
+        stack.append(node)
+        on_stack.add(node)
+        for target in graph.get(node, ()):
+            if target not in index:
+                visit(target)
+                low[node] = min(low[node], low[target])
+            elif target in on_stack:
+                low[node] = min(low[node], index[target])
+        if low[node] == index[node]:
+            component = []
+            while True:
+                member = stack.pop()
+                on_stack.discard(member)
+                component.append(member)
+                if member == node:
+                    break
+            if len(component) > 1:
+                found.append(sorted(component))
+
+    for node in list(graph):
+        if node not in index:
+            visit(node)
+    return found
+
+
+def cycle_paths(graph: dict) -> list:
+    """One circle of imports per strongly connected component of `graph` (import_graph), as
+    'a (line n) -> b (line m) -> a': the line of each import that closes it."""
+    found = []
+    for component in cycles({name: set(edges) for name, edges in graph.items()}):
+        members, start = set(component), component[0]
+        # The shortest way back to `start` inside the component (breadth first): a circle.
+        previous, frontier = {start: None}, [start]
+        while start not in [t for n in frontier for t in graph[n]]:
+            reached = []
+            for node in frontier:
+                for target in sorted(graph[node]):
+                    if target in members and target not in previous:
+                        previous[target] = node
+                        reached.append(target)
+            frontier = reached
+        last = next(n for n in frontier if start in graph[n])
+        path = [last]
+        while previous[path[-1]] is not None:
+            path.append(previous[path[-1]])
+        path = [*reversed(path), start]
+        found.append(" -> ".join(f"{a} (line {graph[a][b][0]})" for a, b in zip(path, path[1:])) + f" -> {start}")
     return found
 
 
@@ -65,14 +225,24 @@ def layer_modules(layer):
     return sorted((KIT / "autograder" / layer).rglob("*.py"))
 
 
-@pytest.mark.parametrize("layer", LAYERS)
-def test_imports_flow_one_way(layer):
-    wrong = {}
-    for path in layer_modules(layer):
-        bad = kit_imports(path.read_text()) - ALLOWED[layer] - {layer}
-        if bad:
-            wrong[str(path.relative_to(KIT))] = sorted(bad)
-    assert not wrong, f"imports against the layering (routes -> engine -> sandbox): {wrong}"
+def test_imports_flow_one_way():
+    """routes -> engine -> sandbox; harness/ and observers/ import nothing of the judge; no
+    assignment imports another's folder. Late imports inside functions count."""
+    wrong = against_the_layers(import_graph(KIT / "autograder"))
+    assert not wrong, "imports against the layering (routes -> engine -> sandbox):\n" + "\n".join(wrong)
+
+
+def test_no_import_cycles():
+    """No circle of imports in the kit, counting the late ones."""
+    found = cycle_paths(import_graph(KIT / "autograder"))
+    assert found == [], "import circles:\n" + "\n".join(found)
+
+
+def test_check_modules_do_not_import_each_other():
+    wrong = checks_importing_checks(import_graph(KIT / "autograder"))
+    assert not wrong, "a step's checks imported by another step's (move the helper to checks/_<name>.py):\n" + (
+        "\n".join(wrong)
+    )
 
 
 @pytest.mark.parametrize("layer", LAYERS)
@@ -83,18 +253,86 @@ def test_no_layer_names_an_assignment(layer):
     assert not hits, f"assignment ids named outside autograder/assignments/: {hits}"
 
 
-def test_the_rules_catch_planted_violations():
-    """The two checks above find what they look for (else they could never fail)."""
-    assert kit_imports("from autograder.engine.runner import grade\nimport autograder.routes.cli") == {
-        "engine",
-        "routes",
+def plant(root: Path, files: dict) -> None:
+    for name, text in files.items():
+        (root / name).parent.mkdir(parents=True, exist_ok=True)
+        (root / name).write_text(text)
+
+
+def test_the_rules_catch_planted_violations(tmp_path):
+    """The checks above find what they look for (else they could never fail): a late import up the
+    layers, the harness and an observer importing the judge, one assignment importing another's
+    folder, one step's checks importing another's."""
+    root = tmp_path / "autograder"
+    plant(
+        root,
+        {
+            "__init__.py": "",
+            "__main__.py": "from autograder.routes import cli\n",
+            "routes/__init__.py": "",
+            "routes/cli.py": "from autograder import KIT\nfrom autograder.engine.runner import grade\n",
+            "engine/__init__.py": "",
+            "engine/runner.py": "def grade():\n    from autograder.routes import cli  # late, and up\n",
+            "harness/__init__.py": "",
+            "harness/observe.py": "import autograder.engine.runner\n",
+            "sandbox/__init__.py": "",
+            "sandbox/wire.py": "",
+            "assignments/__init__.py": "",
+            "assignments/a/__init__.py": "",
+            "assignments/a/observers/__init__.py": "",
+            "assignments/a/observers/step.py": "from . import _helpers\nfrom autograder.engine import runner\n",
+            "assignments/a/observers/_helpers.py": "from autograder.sandbox import wire\n",
+            "assignments/a/checks/__init__.py": "",
+            "assignments/a/checks/_shared.py": "",
+            "assignments/a/checks/one.py": "from ._shared import x\nfrom autograder.assignments.a.observers import step\n",
+            "assignments/a/checks/two.py": "from .one import helper\n",
+            "assignments/b/__init__.py": "",
+            "assignments/b/checks/__init__.py": "",
+            "assignments/b/checks/three.py": "from autograder.assignments.a.checks import _shared\n",
+        },
+    )
+    graph = import_graph(root)
+    assert graph["autograder.engine.runner"] == {"autograder.routes.cli": [2]}
+    assert graph["autograder.assignments.a.observers.step"] == {
+        "autograder.assignments.a.observers._helpers": [1],
+        "autograder.engine.runner": [2],
     }
-    assert kit_imports("from autograder.assignments.mha.checks import x") == {"assignments"}
-    assert kit_imports("from autograder import KIT\nimport torch") == set()
+    assert against_the_layers(graph) == [
+        "autograder.assignments.a.observers.step (line 2) -> autograder.engine.runner",
+        "autograder.assignments.b.checks.three (line 1) -> autograder.assignments.a.checks._shared",
+        "autograder.engine.runner (line 2) -> autograder.routes.cli",
+        "autograder.harness.observe (line 1) -> autograder.engine.runner",
+    ]
+    assert checks_importing_checks(graph) == [
+        "autograder.assignments.a.checks.two (line 1) -> autograder.assignments.a.checks.one"
+    ]
+    assert cycle_paths(graph) == [
+        "autograder.engine.runner (line 2) -> autograder.routes.cli (line 2) -> autograder.engine.runner"
+    ]
+    assert late_imports(root) == [("autograder.engine.runner", 2)]
+    assert cycles({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}) == [["a", "b", "c"]]
     planted = 'PACKAGE = "mha"\nx = root / "mha/heads.py"\ndef f(mha):\n    return mha\n'
     assert [line for line, _ in named_assignments(planted, ["mha"])] == [1, 2, 3, 4]
     clean = '"""About mha/: a docstring may say it."""\nNAME = "mha-lab"\nENV = "MHA_LAB_CACHE"\n'
     assert named_assignments(clean, ["mha"]) == []
+
+
+def test_a_circle_closed_by_a_late_import_is_found(tmp_path):
+    """Two modules of a package: one imports the other at its top, the other imports it back
+    inside a function (the circle Python lets run, and a scan of top-level imports misses)."""
+    package = tmp_path / "pkg"
+    plant(
+        package,
+        {
+            "__init__.py": "",
+            "first.py": "from pkg.second import helper\n\nVALUE = 1\n",
+            "second.py": "def helper():\n    import pkg.first\n\n    return pkg.first.VALUE\n",
+        },
+    )
+    assert cycle_paths(import_graph(package, "pkg")) == ["pkg.first (line 1) -> pkg.second (line 2) -> pkg.first"]
+    assert late_imports(package, "pkg") == [("pkg.second", 2)]
+    (package / "second.py").write_text("def helper():\n    return 1\n")  # the circle broken
+    assert cycle_paths(import_graph(package, "pkg")) == []
 
 
 def test_every_assignment_folder_is_complete():
@@ -107,61 +345,3 @@ def test_every_assignment_folder_is_complete():
         assert (KIT / "solutions" / config.package).is_dir(), f"no reference solutions/{config.package}/"
         assert (KIT / "assignments" / config.package).is_dir(), f"no skeleton assignments/{config.package}/"
         assert {step.id for step in config.steps} <= set(config.step_modules())
-
-
-def module_imports(path: Path) -> set:
-    """The autograder modules a file imports at its top level (imports inside functions are
-    deliberate late imports and are left out)."""
-    found = set()
-    for node in ast.parse(path.read_text()).body:
-        if isinstance(node, ast.Import):
-            found |= {alias.name for alias in node.names if alias.name.startswith("autograder.")}
-        elif isinstance(node, ast.ImportFrom) and node.level == 0 and (node.module or "").startswith("autograder"):
-            found |= {f"{node.module}.{alias.name}" for alias in node.names} | {node.module}
-    return found
-
-
-def cycles(graph: dict) -> list:
-    """The strongly connected components of more than one module (Tarjan's algorithm)."""
-    index, low, stack, on_stack, found, counter = {}, {}, [], set(), [], [0]
-
-    def visit(node):
-        index[node] = low[node] = counter[0]
-        counter[0] += 1
-        stack.append(node)
-        on_stack.add(node)
-        for target in graph.get(node, ()):
-            if target not in index:
-                visit(target)
-                low[node] = min(low[node], low[target])
-            elif target in on_stack:
-                low[node] = min(low[node], index[target])
-        if low[node] == index[node]:
-            component = []
-            while True:
-                member = stack.pop()
-                on_stack.discard(member)
-                component.append(member)
-                if member == node:
-                    break
-            if len(component) > 1:
-                found.append(sorted(component))
-
-    for node in list(graph):
-        if node not in index:
-            visit(node)
-    return found
-
-
-def test_no_import_cycles():
-    root = KIT / "autograder"
-    names = {
-        ".".join(("autograder", *path.relative_to(root).with_suffix("").parts)).removesuffix(".__init__"): path
-        for path in root.rglob("*.py")
-    }
-    graph = {
-        name: {target for target in module_imports(path) if target in names and target != name}
-        for name, path in names.items()
-    }
-    assert cycles(graph) == []
-    assert cycles({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}) == [["a", "b", "c"]]  # the check itself works

@@ -101,12 +101,13 @@ def test_the_notebook_check_shows_the_message_not_a_traceback(bad_kit, monkeypat
 
 def test_a_failed_release_leaves_nothing_and_the_rerun_works(tmp_path, monkeypatch):
     from autograder.routes import release as release_module
+    from autograder.routes import student_release
 
     def broken_readme(*args):
         raise OSError("disk full")
 
     out = tmp_path / "release"
-    monkeypatch.setattr(release_module, "student_readme", broken_readme)
+    monkeypatch.setattr(student_release, "student_readme", broken_readme)
     with pytest.raises(OSError):
         release_module.release(out)
     assert list(tmp_path.iterdir()) == []

@@ -15,7 +15,8 @@ import pytest
 import yaml
 
 from autograder.engine import config as grading_config
-from autograder.routes.classroom import public_step, reporter_result, whole_points, workflow
+from autograder.routes.classroom import reporter_result, whole_points, workflow
+from autograder.routes.public_view import public_step
 from autograder.engine.results import CheckResult, StepResult
 from conftest import KIT, SOLUTIONS
 
@@ -185,7 +186,7 @@ def step_with_hidden_failure(*diagnoses):
 
 def test_only_diagnoses_a_student_release_ships_are_public():
     from autograder.engine import config as grading_config
-    from autograder.routes.classroom import public_diagnoses
+    from autograder.routes.public_view import public_diagnoses
     from autograder.routes.release import public_message_ids
 
     ids = public_message_ids(grading_config.load(assignment="mha"))

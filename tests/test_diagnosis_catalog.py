@@ -53,7 +53,8 @@ def test_the_release_catalogs_drop_the_hidden_only_diagnoses(tmp_path):
     from autograder.engine.catalogs import write_student_catalogs
     from autograder.engine.fingerprints import load, shipped_ids
     from autograder.engine import config as grading_config
-    from autograder.routes.release import public_message_ids, student_message
+    from autograder.routes.release import public_message_ids
+    from autograder.routes.student_release import student_message
 
     from autograder.engine.assignment import known
 

@@ -8,7 +8,8 @@ import pytest
 import torch
 
 from autograder.harness import fake_cuda
-from autograder.routes.release import CPU_INDEX, gradescope_zip, requirements_text, student_readme
+from autograder.routes.release import CPU_INDEX, gradescope_zip
+from autograder.routes.student_release import requirements_text, student_readme
 
 
 @pytest.mark.parametrize(

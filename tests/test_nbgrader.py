@@ -24,7 +24,7 @@ from autograder.engine.assignment import step_modules
 from autograder.engine.submission import notebook_files
 from autograder.routes.course import fill_notebook
 from planted import planted_of
-from autograder.routes.release import HIDDEN_MARKER, PROBES_MARKER
+from autograder.routes.student_release import HIDDEN_MARKER, PROBES_MARKER
 from autograder.engine.skeleton import solution_regions
 from conftest import KIT, SOLUTIONS
 

@@ -16,7 +16,8 @@ from autograder.engine.assignment import step_modules
 from autograder.engine.fingerprints import load, shipped_ids
 from autograder.engine.assignment import mistakes_of
 from planted import planted_of
-from autograder.routes.release import release, strip_hidden
+from autograder.routes.release import release
+from autograder.routes.student_release import strip_hidden
 from autograder.engine.skeleton import solution_regions
 from conftest import KIT, SOLUTIONS
 

@@ -4,7 +4,8 @@ from autograder.engine import config as grading_config
 from autograder.engine import messages
 from autograder.engine.catalogs import write_student_catalogs
 from autograder.engine.fingerprints import load
-from autograder.routes.release import public_message_ids, student_message
+from autograder.routes.release import public_message_ids
+from autograder.routes.student_release import student_message
 
 ONLY_PADDING = """\
 id: mha

@@ -4,6 +4,7 @@ An assignment is a folder `autograder/assignments/<id>/`:
 
     checks/<step>.py     one module per step id: its Check classes (public, hidden, probes), FILES
                          (INTEGRATES = True on a step that runs the whole module)
+    checks/_<name>.py    helpers that several steps' checks share (public; never imported step to step)
     observers/<step>.py  the functions that run student code, one per kind of observation (the
                          worker loads these and nothing else of the assignment)
     mistakes/<step>.py   instructor-only: MISTAKES, known errors as knob settings of mistakes/model.py
@@ -21,27 +22,12 @@ import importlib.util
 import inspect
 import pkgutil
 from dataclasses import dataclass
-from pathlib import Path
 
-PACKAGE = "autograder.assignments"
-FOLDER = Path(__file__).resolve().parent.parent / "assignments"
+# The engine's callers find an assignment's folder and step ids here too; messages.py reads
+# folders.py itself, since the checks loaded here import it.
+from autograder.engine.folders import PACKAGE, folder, known, step_ids  # noqa: F401
 
 _step_modules = {}  # assignment id -> {step id: module}; a cache of code that never changes
-
-
-def known() -> list:
-    """The ids of the assignments the kit holds (folders with a checks/ package)."""
-    return sorted(p.parent.parent.name for p in FOLDER.glob("*/checks/__init__.py"))
-
-
-def folder(assignment_id: str) -> Path:
-    return FOLDER / assignment_id
-
-
-def step_ids(assignment_id: str) -> list:
-    """The step ids an assignment has checks for, read from its folder without importing them
-    (no torch: grading.yml is validated before anything heavy starts)."""
-    return sorted(info.name for info in pkgutil.iter_modules([str(folder(assignment_id) / "checks")]))
 
 
 def step_modules(assignment_id: str) -> dict:
@@ -49,12 +35,15 @@ def step_modules(assignment_id: str) -> dict:
     if assignment_id not in _step_modules:
         package = importlib.import_module(f"{PACKAGE}.{assignment_id}.checks")
         _step_modules[assignment_id] = {
-            info.name: _load(assignment_id, info.name) for info in pkgutil.iter_modules(package.__path__)
+            info.name: _load(assignment_id, info.name)
+            for info in pkgutil.iter_modules(package.__path__)
+            if not info.name.startswith("_")  # checks/_x.py: helpers that several steps' checks share
         }
     return _step_modules[assignment_id]
 
 
 def _load(assignment_id, step_id):
+    # Late: check.py imports torch, and grading.yml is validated (config.py) before torch loads.
     from autograder.engine.check import Check
 
     module = importlib.import_module(f"{PACKAGE}.{assignment_id}.checks.{step_id}")

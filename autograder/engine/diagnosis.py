@@ -32,33 +32,9 @@ from autograder.engine.text import printable
 from autograder.engine.check import Fail, compare, judged
 from autograder.engine.assignment import mistakes_of
 from autograder.engine.earlier import own_run
-
-# Failures that say nothing about the computation: nothing to diagnose.
-NOT_EVIDENCE = {
-    "not_implemented",
-    "not_checked",
-    "missing_package",
-    "missing_file",
-    "syntax_error",
-    "import_error",
-    "forbidden_call",
-    "forbidden_call_at",
-    "forbidden_source",
-    "tampering",
-    "timeout",
-    "worker_crashed",
-    "worker_exited",
-    "bad_worker_message",
-    "unreadable_observation",
-    "refused_file",
-    "skipped_after_hang",
-    "skipped_after_hang_elsewhere",
-    "syntax_error_text",
-    "syntax_error_in_import",
-    "near_miss",
-    "mask_needs_attention",
-    "from_earlier_step",
-}
+from autograder.engine.evidence import NOT_EVIDENCE, Evidence, best_variant, most_specific, without_where
+from autograder.engine.fingerprints import evidence as fingerprint_evidence
+from autograder.engine.fingerprints import load as load_fingerprints
 
 
 @dataclass
@@ -108,10 +84,8 @@ def diagnose(module, records, observe, student, tol, reference=None, fingerprint
             if strongest:
                 explained[m.id] = (m.message_id(strongest[0]), strongest[1])
     else:
-        from autograder.engine.fingerprints import evidence, load
-
-        shipped = fingerprints if fingerprints is not None else load(assignment_id)
-        explained = {i: e for i, e in evidence(shipped, step_id, records, tol).items() if i not in probed}
+        shipped = fingerprints if fingerprints is not None else load_fingerprints(assignment_id)
+        explained = {i: e for i, e in fingerprint_evidence(shipped, step_id, records, tol).items() if i not in probed}
     known = {m.id for m in mistakes_of(assignment_id, step_id)} if reference is not None else set(explained)
     if reference is None:
         known |= set(shipped.get("steps", {}).get(step_id, {}).get("order", ()))
@@ -122,32 +96,6 @@ def diagnose(module, records, observe, student, tol, reference=None, fingerprint
         closest = next((r.fail for r in failing if r.observation.error is None), failing[0].fail)
         found.append(entry("no_known_mistake", evidence=messages.render(closest.message_id, **closest.params)))
     return found
-
-
-# A known mistake explains a step's records when one of its variants passes what the student
-# passes and reproduces at least one failure. Of the mistakes that do, one is left out when
-# another reproduces strictly more of the student's failures (no "zeroed the pad row by hand" for a student who
-# has no padding_idx at all, which also shows on the check that the pad row is zero).
-
-
-class Evidence(frozenset):
-    """The ids of the student's failing checks that a mistake variant reproduces exactly, and
-    `also_failing`: those of the student's failing checks that the variant fails too, reproduced
-    or not. Where both fail differently, the observation may hold random parts (a fresh layer's
-    initial weights, dropout in train()) or a second mistake; where the variant passes, it
-    leaves that failure unexplained. So of two variants that reproduce the same checks, the one
-    that also fails more of the others explains more."""
-
-    def __new__(cls, reproduced=(), also_failing=()):
-        evidence = super().__new__(cls, reproduced)
-        evidence.also_failing = frozenset(also_failing) | evidence
-        return evidence
-
-
-def strength(evidence) -> tuple:
-    """How strongly a variant's evidence names its mistake: the failures it reproduces exactly,
-    then the failures it shares."""
-    return len(evidence), len(getattr(evidence, "also_failing", evidence))
 
 
 def variant_evidence(package, records, observe, tol):
@@ -169,31 +117,10 @@ def variant_evidence(package, records, observe, tol):
     return Evidence(reproduced, also_failing)
 
 
-def best_variant(evidences):
-    """(index, evidence) of the consistent variant with the strongest evidence (the first of
-    equals), or None: no variant reproduces a failure."""
-    found = [(index, e) for index, e in enumerate(evidences) if e]
-    return max(found, key=lambda item: strength(item[1])) if found else None
-
-
 def best(evidences):
     """The largest reproduced set among the consistent variants (None: no variant explains)."""
     strongest = best_variant(evidences)
     return strongest[1] if strongest else None
-
-
-def most_specific(explained):
-    """The ids to name, strongest evidence first (catalog order among equals): each id whose
-    reproduced set is not strictly inside another's, nor equal to another's that explains at
-    least as much (two mistakes with the same evidence cannot be told apart: naming either
-    could be wrong)."""
-    kept = {i: e for i, e in explained.items() if e}
-
-    def outdone(i, e):
-        return any(e < other or (e == other and strength(e) <= strength(other)) for j, other in kept.items() if j != i)
-
-    named = [i for i, e in kept.items() if not outdone(i, e)]
-    return sorted(named, key=lambda i: tuple(-n for n in strength(kept[i])))
 
 
 _mistake_observations = {}
@@ -275,14 +202,6 @@ def same_observation(student, mistake, tol):
     return False
 
 
-def without_where(params):
-    """Error parameters minus the file position, which differs between two packages, and minus
-    the message of an exception code raises on purpose to reject its input (ValueError,
-    AssertionError): that is the author's own wording."""
-    drop = {"where", "message"} if params.get("type") in ("AssertionError", "ValueError") else {"where"}
-    return {key: value for key, value in params.items() if key not in drop}
-
-
 def _generator(probe):
     import torch
 
@@ -295,9 +214,7 @@ def public_message_ids(config) -> set:
     name for those steps, the probes' diagnoses and no_known_mistake. The release's catalogs keep
     these and drop every other diagnosis: their text would describe what the hidden checks look
     for. The one place that decides what the release's messages carry."""
-    from autograder.engine.fingerprints import load
-
-    shipped = load(config.id).get("steps", {})
+    shipped = load_fingerprints(config.id).get("steps", {})
     modules = config.step_modules()
     keep = {"no_known_mistake"}
     for step in config.steps:

@@ -11,7 +11,7 @@ values). Then the evidence, once per kind of failure ("5 of 5 checks: wrong valu
 (largest error 1.39)"), one pointer to the paragraph of the skeleton that teaches the cause, and
 the smallest failing input of a public check where a route found one (shrink.py, via
 `smallest_example`). Each check's full message (indices, tolerances, dtypes) stays in the JSON and
-behind `verbose`. Routes show a view without hidden checks (notebook.public_view), so nothing here
+behind `verbose`. Routes show a view without hidden checks (routes/public_view.py), so nothing here
 decides what is hidden; `smallest_example` only ever runs a public check.
 """
 
@@ -22,6 +22,7 @@ from dataclasses import dataclass, field
 import torch
 
 from autograder.engine import messages
+from autograder.engine.evidence import NOT_EVIDENCE
 
 MAX_LINES = 8
 MAX_CHARS = 1200
@@ -481,8 +482,6 @@ def shrinkable(record) -> bool:
     """Whether a record's failure says something about the computation, on a check whose inputs
     may be shown: no exception the grader expects, no time limit, no forbidden call, not blocked
     by another step's mistake; a public check that needs no device and takes inputs."""
-    from autograder.engine.diagnosis import NOT_EVIDENCE
-
     fail, check, observation = record.fail, record.check, record.observation
     if fail is None or fail.message_id in NOT_EVIDENCE or fail.message_id == "not_checked" or not record.inputs:
         return False  # (no inputs: a check that makes its own, nothing to shrink or show)

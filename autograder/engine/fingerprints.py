@@ -22,6 +22,9 @@ from pathlib import Path
 
 import torch
 
+from autograder import KIT
+from autograder.engine.evidence import NOT_EVIDENCE, Evidence, best_variant, without_where
+from autograder.engine.folders import folder
 from autograder.engine.earlier import own_run
 
 ENGINE = Path(__file__).resolve().parent
@@ -137,8 +140,6 @@ def _matches(value, fp, tol):
 def observation_fingerprint(observation) -> dict:
     """The fingerprint of a runner.Observation: of its values, or of its error."""
     if observation.error is not None:
-        from autograder.engine.diagnosis import without_where
-
         params = without_where(observation.error.params)
         return {"error": observation.error.message_id, "params": digest(repr(sorted(params.items())))}
     return {"values": fingerprint(own_run(observation.values))}
@@ -155,65 +156,22 @@ def key(check, inputs) -> str:
     return f"{check.id}@{inputs['mode']}" if "mode" in inputs else check.id
 
 
-# ---------------------------------------------------------------------------- generating
+# ---------------------------------------------------------------------------- the file
 
 
 def path_of(assignment_id: str) -> Path:
     """Where an assignment's fingerprints live: autograder/assignments/<id>/fingerprints.json."""
-    from autograder.engine.assignment import folder
-
     return folder(assignment_id) / "fingerprints.json"
-
-
-def generate(config) -> dict:
-    """Every variant of every known mistake of `config` (an Assignment), on every public check
-    it fails: fingerprinted."""
-    from autograder.engine.check import judged
-    from autograder.engine.runner import check_inputs, check_seed, clone, observe
-
-    steps = {}
-    for step in config.steps:
-        checks = [c for c in config.step_modules()[step.id].CHECKS if c.visibility == "public"]
-        table, order, says = {}, [], {}
-        for check in checks:
-            inputs = check_inputs(check, check_seed(check))
-            if check.requires == "cuda":
-                inputs["mode"] = "simulated"  # what a student without a GPU runs with --cuda
-            expected = check.expected(**clone(inputs))
-            groups = {}
-            for mistake in config.mistakes_of(step.id):
-                for number, package in enumerate(mistake.packages()):
-                    torch.manual_seed(0)  # a check in train() mode draws from the global generator
-                    observation = observe(check, package, inputs)
-                    failed = (
-                        observation.error is not None
-                        or judged(check, inputs, observation.values, expected, step.tolerance) is not None
-                    )
-                    if not failed:
-                        continue
-                    fp = observation_fingerprint(observation)
-                    groups.setdefault(json.dumps(fp, sort_keys=True), (fp, []))[1].append(f"{mistake.id}#{number}")
-                    if mistake.id not in order:
-                        order.append(mistake.id)
-                    if mistake.message_id(number) != mistake.id:  # a variant with its own words
-                        says[f"{mistake.id}#{number}"] = mistake.message_id(number)
-            if groups:
-                table[key(check, inputs)] = [{"variants": variants, "fp": fp} for fp, variants in groups.values()]
-        if table:
-            steps[step.id] = {"order": order, "checks": table, **({"says": says} if says else {})}
-    return {"version": VERSION, "sources": sources_digest(config.id), "steps": steps}
 
 
 def sources_digest(assignment_id: str) -> str:
     """A digest of what the fingerprints are made from: the checks, the mistakes, the judging
     and grading.yml. When it changes, the fingerprints may be out of date (a fast test)."""
-    from autograder import KIT
-    from autograder.engine.assignment import folder
-
     here = folder(assignment_id)
     files = [
         ENGINE / "check.py",
         ENGINE / "fingerprints.py",
+        ENGINE / "fingerprint_build.py",
         KIT / "grading.yml",
         *sorted((here / "checks").glob("*.py")),
         *sorted((here / "mistakes").glob("*.py")),
@@ -255,8 +213,6 @@ def evidence(fingerprints: dict, step_id: str, records: list, tol: dict) -> dict
     for the known mistakes that the fingerprints say explain the step's records, by
     diagnosis.variant_evidence's rule: a variant that fails no check the student passes (a
     variant absent from a check's fingerprints passes it) and reproduces at least one failure."""
-    from autograder.engine.diagnosis import NOT_EVIDENCE, Evidence, best_variant
-
     step = fingerprints.get("steps", {}).get(step_id)
     if not step:
         return {}

@@ -4,7 +4,7 @@ only reports what is out of date). A developer writes the sources; this writes t
 * each catalog's template `<domain>.pot`: the ids of its English `.po` (the English catalog is
   where an id is declared, with its comments; the Korean one must have the same ids);
 * the compiled `.mo` files, from the `.po` files (messages.py reads only these);
-* each assignment's fingerprints.json, from its checks and mistakes (fingerprints.py);
+* each assignment's fingerprints.json, from its checks and mistakes (fingerprint_build.py);
 
 and the command adds the skeletons and notebooks of `python -m autograder skeleton`.
 
@@ -58,11 +58,12 @@ def _fingerprints(config, thorough):
     """(path, fresh data or None, stale?) of an assignment's fingerprints. Not thorough: compare
     the digest of their sources only (fast); thorough: regenerate and compare."""
     from autograder.engine import fingerprints
+    from autograder.engine.fingerprint_build import generate
 
     path = fingerprints.path_of(config.id)
     if not thorough:
         return path, None, fingerprints.load(config.id).get("sources") != fingerprints.sources_digest(config.id)
-    fresh = json.loads(json.dumps(fingerprints.generate(config)))  # as it reads back from the file
+    fresh = json.loads(json.dumps(generate(config)))  # as it reads back from the file
     return path, fresh, not fingerprints.same(fingerprints.load(config.id), fresh)
 
 

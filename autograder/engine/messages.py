@@ -40,7 +40,7 @@ import re
 import string
 from pathlib import Path
 
-from autograder.engine import assignment as assignments
+from autograder.engine import folders
 
 GRADER = Path(__file__).resolve().parents[1]  # autograder/
 LANGUAGES = ("en", "ko")
@@ -48,7 +48,7 @@ DEFAULT_LANGUAGE = "en"
 LANGUAGE_VARIABLE = "MHA_LAB_LANG"
 # (locale directory, gettext domain), looked up in this order: the assignments', then the engine's.
 CATALOGS = (
-    *((assignments.folder(assignment_id) / "locale", "assignment") for assignment_id in assignments.known()),
+    *((folders.folder(assignment_id) / "locale", "assignment") for assignment_id in folders.known()),
     (GRADER / "locale", "autograder"),
 )
 

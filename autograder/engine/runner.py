@@ -325,7 +325,7 @@ def grade(
     submission.staged accepts. With `reference` (a directory holding the reference package),
     hidden checks run too, seeded
     with `seed` (random when None). With `isolate`, student code runs only in a sandboxed worker
-    process (autograder/sandbox/worker.py); otherwise in this one. `pictures(step_id, records) -> [path]`
+    process (autograder/sandbox/worker_process.py); otherwise in this one. `pictures(step_id, records) -> [path]`
     (routes/plots.py) draws what a failing step's checks can show. Never raises for student faults."""
     started = time.monotonic()
     try:

@@ -29,6 +29,7 @@ import sys
 from pathlib import Path
 
 from autograder.engine.torch_pin import CPU_INDEX, GRADING_TORCH
+from autograder.routes.public_view import public_step, public_view
 
 # A grading step or the report still runs after an earlier step failed (a grader error, a
 # timeout): the other steps' results and the report are not lost. Not after a cancel.
@@ -268,20 +269,6 @@ def _public_checks(config, step_id):
     return [c for c in config.step_modules()[step_id].CHECKS if c.visibility == "public"]
 
 
-def public_diagnoses(step, public_ids: set) -> list:
-    """The diagnoses of `step` that a student may read beside the hidden checks' results: those
-    whose message id a student release ships (`public_ids`: diagnosis.public_message_ids), and
-    none that quotes a failing hidden check's message (no_known_mistake's evidence can)."""
-    hidden = [c.message for c in step.checks if c.visibility != "public" and c.passed is False and c.message]
-    return [d for d in step.diagnoses if d["id"] in public_ids and not any(m in d["message"] for m in hidden)]
-
-
-def public_step(step, public_ids: set):
-    """`step` as the student may see it when hidden checks ran: its public diagnoses only (the
-    reporter already names hidden checks "hidden check N" and leaves out their messages)."""
-    return dataclasses.replace(step, diagnoses=public_diagnoses(step, public_ids))
-
-
 def grade_step(step_id, submission, config, reference=None, isolate=True):
     """The GradeResult of one step. Isolated by default: student code runs in a worker process,
     so its prints, its exit or a crash cannot reach this process or what it writes."""
@@ -460,8 +447,6 @@ def print_log(graded, step_id: str, hidden: bool, location=None, title=None) -> 
         if graded.output:
             print("\n" + messages.render("printed_output") + "\n" + graded.output)
         return
-    from autograder.routes.notebook import public_view
-
     view, summary = public_view(graded, step_id)
     print(results.table(view))
     if summary:

@@ -541,10 +541,11 @@ def run_fingerprints(args):
 
     from autograder.engine import config as grading_config
     from autograder.engine import fingerprints
+    from autograder.engine.fingerprint_build import generate
 
     stale = []
     for config in grading_config.load_all():
-        fresh = json.loads(json.dumps(fingerprints.generate(config)))  # as it reads back from the file
+        fresh = json.loads(json.dumps(generate(config)))  # as it reads back from the file
         path = fingerprints.path_of(config.id)
         if args.check:
             if not fingerprints.same(fingerprints.load(config.id), fresh):

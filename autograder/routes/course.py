@@ -23,6 +23,7 @@ from pathlib import Path
 from autograder import KIT
 from autograder.engine import messages
 from autograder.engine.submission import writefile_pattern
+from autograder.routes.student_release import grader_archive
 
 PLACEHOLDER = 'raise NotImplementedError("TODO")'  # the skeleton's, so both copies read the same
 
@@ -161,7 +162,7 @@ def file_cells(package, name, source):
 def course_notebook(config, solutions=None, grader: str = None):
     """The instructor's notebook (solutions in) from `config` (an Assignment) and its reference
     files (solutions/<id>/ unless given). `grader`: the student release's grader, zipped and
-    base64-encoded (student_notebook.grader_archive), which the setup cell installs where the kit
+    base64-encoded (student_release.grader_archive), which the setup cell installs where the kit
     is not (a hub): the course's notebook carries it, the copy in solutions/ does not."""
     import nbformat
 
@@ -240,8 +241,6 @@ def write_course_notebook(config, target=None, dry_run=False):
 def write_course(course_dir, graded, timeout=900):
     """An nbgrader course in `course_dir`: nbgrader_config.py and, per Assignment of `graded`
     (one or a list), source/<id>/<id>.ipynb, carrying the grader (public checks) for a hub."""
-    from autograder.routes.student_notebook import grader_archive
-
     graded = graded if isinstance(graded, list) else [graded]
     course_dir = Path(course_dir)
     targets = [

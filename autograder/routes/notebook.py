@@ -18,7 +18,6 @@ notebook kernel the table names the file. Hidden checks never get a picture here
 """
 
 import contextlib
-import dataclasses
 import io
 import os
 import shutil
@@ -32,9 +31,9 @@ from autograder import KIT
 from autograder.engine import config as grading_config
 from autograder.engine import messages
 from autograder.engine.diagnosis import public_message_ids
-from autograder.engine import results
 from autograder.engine.results import table
 from autograder.engine.runner import grade
+from autograder.routes.public_view import public_view
 
 REFERENCE = KIT / "solutions"
 OUTPUT_LIMIT = 2000  # characters of captured stderr shown back
@@ -108,30 +107,6 @@ def _check_step(step_id, hidden, directory, seed, assignment, points, verbose=Fa
         )
         score = score / step.max_score * points if step.max_score else 0.0
     return round(score, 4)
-
-
-def public_view(result, step_id, public_ids: set = None):
-    """(the result of step `step_id` without its hidden checks' lines, a one-line summary of them:
-    count and points). nbgrader's feedback shows the check cell's output: hidden checks' names
-    and messages would tell what they look at, and so would the diagnoses that only the hidden
-    checks can give: with `public_ids` (diagnosis.public_message_ids), only the diagnoses a
-    student release could give are kept (classroom.public_diagnoses)."""
-    from autograder.routes.classroom import public_diagnoses
-
-    step = result.step(step_id)
-    hidden = [c for c in step.checks if c.visibility != "public" and c.passed is not None]
-    shown = dataclasses.replace(step, checks=[c for c in step.checks if c.visibility == "public"])
-    if public_ids is not None:
-        shown.diagnoses = public_diagnoses(step, public_ids)
-    view = dataclasses.replace(result, steps=[shown])
-    if not hidden:
-        return view, ""
-    return view, messages.render(
-        "hidden_checks_summary",
-        count=len(hidden),
-        points=results.points(sum(c.points for c in hidden)),
-        max_points=results.points(sum(c.max_points for c in hidden)),
-    )
 
 
 def public_pictures(directory: Path):

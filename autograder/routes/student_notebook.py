@@ -13,12 +13,12 @@ notebook says is in Korean, then English (the titles from the assignment's catal
 setup cell's `LANG` chooses the checks' language (`lang="ko"`)."""
 
 import base64
-import io
-import tempfile
-import zipfile
 from pathlib import Path
 
+from autograder import KIT
 from autograder.engine import messages
+from autograder.routes.course import course_notebook, installer, notebook_about, split_docstring
+from autograder.routes.student_release import grader_archive
 
 INSTALL = """# 이 셀을 먼저 실행하세요: 검사에 필요한 것을 설치하고 채점기(공개 검사만)를 풉니다.
 # Run this cell first: it installs what the checks need and unpacks the grader (public checks only).
@@ -69,37 +69,12 @@ Each step below has an explanation, a code cell to complete and a check cell.
 """
 
 
-def grader_archive(config) -> bytes:
-    """A zip of what the student release of `config` holds of the grader: autograder/ and
-    grading.yml."""
-    from autograder.routes.release import release
-
-    with tempfile.TemporaryDirectory() as temporary:
-        out = release(Path(temporary) / "release", assignment=config.id, notebooks=False)
-        return release_archive(out)
-
-
-def release_archive(release_dir) -> bytes:
-    """A zip of `release_dir`'s grader: grading.yml and autograder/ (no bytecode)."""
-    release_dir = Path(release_dir)
-    buffer = io.BytesIO()
-    with zipfile.ZipFile(buffer, "w", zipfile.ZIP_DEFLATED) as archive:
-        archive.write(release_dir / "grading.yml", "grading.yml")
-        for path in sorted((release_dir / "autograder").rglob("*")):
-            if path.is_file() and "__pycache__" not in path.parts:
-                archive.write(path, str(path.relative_to(release_dir)))
-    return buffer.getvalue()
-
-
 def student_notebook(config, skeleton=None, grader: bytes = None):
     """The notebook of `config` (an Assignment): the course notebook's explanations and code cells
     from the skeleton (assignments/<package>/ unless given), an install cell first (carrying
     `grader`, a release_archive; default: grader_archive(config)), a public check cell per
     step, and no nbgrader metadata."""
     import nbformat
-
-    from autograder import KIT
-    from autograder.routes.course import course_notebook, installer, notebook_about, split_docstring
 
     skeleton = Path(skeleton or KIT / "assignments" / config.package)
     notebook = course_notebook(config, solutions=skeleton)

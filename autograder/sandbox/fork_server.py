@@ -22,7 +22,7 @@ CUDA: no process that forks may have touched CUDA. On a machine with a GPU the s
 questions through NVML only (PYTORCH_NVML_BASED_CUDA_CHECK=1), tells the preload's warm_up()
 that a real GPU will be used (`real_gpu=True`, where it takes the flag), and fences torch's CUDA
 entry points and its autograd engine while it imports and warms up (cuda_fence): an attempt
-raises and is reported (hygiene). Workers initialise CUDA after the fork (worker.py).
+raises and is reported (hygiene). Workers initialise CUDA after the fork (worker_process.py).
 
 The judge talks to the server over one socketpair made before the server started: nothing else
 reaches it. A fork request carries the worker's two descriptors (SCM_RIGHTS): the end of a
@@ -54,7 +54,7 @@ FORK, KILL = b"F", b"K"  # judge -> server: F<token> with two descriptors; K<tok
 FORKED, EXITED = b"P", b"X"  # server -> judge: P<token> <pid>; X<token> <exit code>
 KIT = Path(__file__).resolve().parents[2]  # the directory that holds autograder/
 # The server's own /tmp under bubblewrap, where workers without a private tmpfs get their
-# scratch: a cap, not a reservation. Each worker writes at most worker.PACKAGE_BYTES there
+# scratch: a cap, not a reservation. Each worker writes at most worker_process.PACKAGE_BYTES there
 # before it is sealed (nothing after), and a server runs at most confine.UID_BLOCK workers.
 SHARED_TMP = 1 << 30
 SCRATCH_PREFIX = "mha-lab-scratch-"  # <tmp>/mha-lab-scratch-<server pid>/<worker token>/
@@ -302,12 +302,13 @@ def fork_server_main(control_fd, preload):
     control.sendall(b"H\n")  # alive: the judge now knows bubblewrap (if any) let Python start
     # On a machine with a GPU, nothing here may initialise CUDA: every fork would inherit it
     # broken ("Cannot re-initialize CUDA in forked subprocess", autograd's threads). Workers
-    # initialise it themselves, after the fork (worker.py).
+    # initialise it themselves, after the fork (worker_process.py).
     with cuda_fence(bool(confine.nvidia_device_nodes())) as attempts:
         preloaded = importlib.import_module(preload)
         facts = confine.machine_facts()
         warm_up(preloaded, facts.real_gpu)
-    from autograder.sandbox.worker import worker_main
+    # Late: worker_process imports torch (wire), which must first load inside the fence above.
+    from autograder.sandbox.worker_process import worker_main
 
     dropped = dropped or confine.drop_to_unprivileged_user(keep_setuid=keep_setuid)
     scratch = ScratchDirectories(uid_base if keep_setuid and dropped else None)

@@ -12,13 +12,9 @@ import torch.nn.functional as F
 
 from autograder.assignments.kv_cache.observers import incremental_decoding as observers
 from autograder.engine.check import Check, Fail, randindex, randn, randsize
+from ._shared import mask_by_hand
 
 FILES = ["decode.py"]  # what the step grades (scanned for forbidden calls)
-
-
-def mask_by_hand(q_len, k_len):
-    """Query i sits at position k_len - q_len + i and may see keys 0..that: True = blocked."""
-    return torch.tensor([[j > k_len - q_len + i for j in range(k_len)] for i in range(q_len)])
 
 
 def sequence(rng, B=2, H=3, L=6, d_k=4, d_v=5, dtype=torch.float64):

@@ -9,7 +9,8 @@ import torch.nn.functional as F
 
 from autograder.assignments.mha.observers import attention as observers
 from autograder.engine import messages
-from autograder.engine.check import Check, Fail, randn, randsize
+from autograder.engine.check import Check, Fail, randsize
+from ._shared import qkv, weights_picture
 
 FILES = ["attention.py"]  # what the step grades (scanned for forbidden calls)
 
@@ -18,14 +19,6 @@ def oracle(q, k, v):
     """(out, weights) from PyTorch's own implementation."""
     eye = torch.eye(k.shape[-2], dtype=q.dtype).expand(*k.shape[:-1], k.shape[-2])
     return {"out": F.scaled_dot_product_attention(q, k, v), "weights": F.scaled_dot_product_attention(q, k, eye)}
-
-
-def qkv(rng, lead, lq, lk, d_k, d_v, dtype=torch.float64):
-    return {
-        "q": randn(rng, *lead, lq, d_k, dtype=dtype),
-        "k": randn(rng, *lead, lk, d_k, dtype=dtype),
-        "v": randn(rng, *lead, lk, d_v, dtype=dtype),
-    }
 
 
 class AgainstTorch(Check):
@@ -63,15 +56,6 @@ class AgainstTorch(Check):
         if expected is None or "weights" not in expected:
             expected = oracle(inputs["q"], inputs["k"], inputs["v"])
         return weights_picture(got, expected["weights"], messages.render("picture.attention_weights", check=self.id))
-
-
-def weights_picture(got, expected, title):
-    """Check.picture's answer for (B, H, Lq, Lk) weights: batch 0, head 0 of both; None when the
-    student's weights have another shape (then the message says more than a picture)."""
-    weights = got.get("weights") if isinstance(got, dict) else None
-    if not isinstance(weights, torch.Tensor) or weights.shape != expected.shape or weights.dim() != 4:
-        return None
-    return {"got": weights[0, 0], "expected": expected[0, 0], "title": title}
 
 
 class Weights(AgainstTorch):

@@ -23,7 +23,7 @@ import torch
 
 from autograder.assignments.mha.observers import cuda as observers
 from autograder.engine.check import Check, Fail, compare_tensor, randint, randn
-from .masking import causal_by_hand
+from ._shared import causal_by_hand
 
 OPTIONS = {"mode": ("auto", "real", "simulated", "off")}
 FILES = []

@@ -25,7 +25,7 @@ from autograder.engine.check import (
     randsize,
 )
 from autograder.assignments.mha.observers import masking as observers
-from .attention import qkv, weights_picture
+from ._shared import causal_by_hand, qkv, weights_picture
 
 FILES = ["masking.py", "attention.py"]  # what the step grades (scanned for forbidden calls)
 MASKS_ONLY = ("masking.py",)  # `files` of the checks that call only the mask builders (see runner.HangGuard)
@@ -38,10 +38,6 @@ NORMALISED = 1e-4  # |row sum - 1| of weights that a softmax over the keys gave,
 
 def padding_mask_by_hand(ids, pad_id):
     return torch.tensor([[[[token == pad_id for token in row]]] for row in ids.tolist()])
-
-
-def causal_by_hand(lq, lk):
-    return torch.tensor([[j > i for j in range(lk)] for i in range(lq)])
 
 
 def judge_masked(got, q, k, v, mask, tol, what):

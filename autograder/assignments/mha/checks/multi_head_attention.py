@@ -25,7 +25,7 @@ from autograder.engine.check import (
     randn,
     randsize,
 )
-from .masking import causal_by_hand
+from ._shared import causal_by_hand
 
 FILES = ["mha.py"]  # what the step grades (scanned for forbidden calls)
 INTEGRATES = True  # runs the whole module: a mistake of an earlier step may cost points here too

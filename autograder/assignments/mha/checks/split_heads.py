@@ -4,6 +4,7 @@ import torch
 
 from autograder.assignments.mha.observers import split_heads as observers
 from autograder.engine.check import Check, raised_verdict, randn, randsize
+from ._shared import concat_heads
 
 FILES = ["heads.py"]  # what the step grades (scanned for forbidden calls)
 
@@ -12,11 +13,6 @@ def heads_by_slicing(x, num_heads):
     """(B, L, D) -> (B, H, L, d_k) written as 'head h = features h*d_k ... (h+1)*d_k - 1'."""
     d_k = x.shape[-1] // num_heads
     return torch.stack([x[..., h * d_k : (h + 1) * d_k] for h in range(num_heads)], dim=1)
-
-
-def concat_heads(x):
-    """(B, H, L, d_k) -> (B, L, H*d_k): the heads side by side along the features."""
-    return torch.cat([x[:, h] for h in range(x.shape[1])], dim=-1)
 
 
 class SplitValues(Check):
