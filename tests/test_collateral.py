@@ -46,6 +46,11 @@ CATALOG_INTEGRATION_TODAY = {
     "mha:scale_not_sqrt": "multi_head_attention 0.53/10.00",
     "mha:scale_inverted": "multi_head_attention 0.53/10.00",
     "mha:scale_after_softmax": "multi_head_attention 0.53/10.00",
+    # the model applies these knobs in the module's own attention too (as its siblings above)
+    "mha:scale_precedence": "multi_head_attention (the model's module scales the same way)",
+    "mha:scale_by_num_heads": "multi_head_attention (the model's module scales the same way)",
+    "mha:mask_fill_positive": "multi_head_attention (the model's module fills the same way)",
+    "mha:heads_summed": "multi_head_attention; cuda (the model's module sums the heads too)",
     "mha:softmax_wrong_dim": "multi_head_attention 0.53/10.00",
     "mha:k_not_transposed": "cuda 4.29/5.00",
     "mha:mask_fill_zero": "multi_head_attention 4.21/10.00",
@@ -73,9 +78,6 @@ CATALOG_INTEGRATION_TODAY = {
     "kv_cache:gqa_mask_ignored": "decoder 5.33/20.00",
     "kv_cache:decode_positions_restart": "decoder 5.33/20.00",
     "kv_cache:decode_offset_off_by_one": "decoder 5.33/20.00",
-    "kv_cache:cache_wrong_dim": "decoder 17.33/20.00",
-    "kv_cache:cache_keeps_last_chunk": "decoder 17.33/20.00",
-    "kv_cache:cache_shared_between_instances": "decoder 17.33/20.00",
 }
 
 SOURCE = [p for p in PLANTED if not p.needs_check] + REAL_BUGS

@@ -171,9 +171,10 @@ def _probe_heads():
 
 def _probe_attention():
     """(q, k, v) of all different sizes, and a mask with padding (one sequence all padding) and
-    the causal future blocked: B=3, H=2, Lq=5, Lk=7, d_k=4, d_v=6."""
+    the causal future blocked: B=3, H=2, Lq=5, Lk=7, d_k=5, d_v=6 (d_k no square: no scale made
+    of other sizes, d_k / 2 or the head count, equals sqrt(d_k) on the probe)."""
     rng = torch.Generator().manual_seed(2026)
-    q, k, v = (torch.randn(3, 2, n, d, generator=rng, dtype=torch.float64) for n, d in ((5, 4), (7, 4), (7, 6)))
+    q, k, v = (torch.randn(3, 2, n, d, generator=rng, dtype=torch.float64) for n, d in ((5, 5), (7, 5), (7, 6)))
     padding = torch.arange(7)[None, :] >= torch.tensor([7, 4, 0])[:, None]  # (B, Lk)
     mask = padding[:, None, None, :] | torch.ones(5, 7, dtype=torch.bool).triu(1)  # (B, 1, Lq, Lk)
     return q, k, v, mask
