@@ -26,6 +26,11 @@ def short_timeout_config(seconds):
 
 
 @pytest.mark.slow
+@pytest.mark.xfail(
+    strict=True,
+    reason="known since the module probes earlier steps' functions (issue 22): the probe of the hung "
+    "attention waits a second time and the module's checks are skipped instead of judged with it written out",
+)
 @pytest.mark.parametrize("isolate", [False, True], ids=["in_process", "sandboxed"])
 def test_a_hang_in_attention_is_waited_for_once_and_skips_what_runs_it_in_other_steps(submission, isolate):
     attention = endless_attention((SOLUTIONS / "mha" / "attention.py").read_text())

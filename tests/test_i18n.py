@@ -694,8 +694,8 @@ def test_pytest_assignments_in_korean(tmp_path):
     assert "MHA Lab 점수 (공개 검사)" in out and "공개 검사 결과입니다" in out
     assert "10.00 / 10" in line_of(out, "padding ")
     assert "0.00 / 15" in line_of(out, "attention ")
-    assert "허용 오차를 벗어났습니다" in out  # the failing checks' messages (pytest's and the table's)
-    assert "? 어텐션 가중치가 sqrt(d_k)(헤드 하나의 크기)가 아니라 sqrt(d_model)" in out
+    assert "값이 틀렸습니다 (가장 큰 오차" in out  # the failing checks' short messages (pytest's and the table's)
+    assert "x 어텐션 가중치가 sqrt(d_k)(헤드 하나의 크기)가 아니라 sqrt(d_model)" in out
     assert '→ 설명: mha/attention.py, "왜 sqrt(d_k)로 나눌까요 (스케일링)?"' in out  # where the skeleton teaches it
     assert "80.00 / 95" in line_of(out, "합계")
     cuda = line_of(out, "cuda ")
