@@ -177,7 +177,7 @@ def _probe_attention():
     q, k, v = (torch.randn(3, 2, n, d, generator=rng, dtype=torch.float64) for n, d in ((5, 5), (7, 5), (7, 6)))
     padding = torch.arange(7)[None, :] >= torch.tensor([7, 4, 0])[:, None]  # (B, Lk)
     mask = padding[:, None, None, :] | torch.ones(5, 7, dtype=torch.bool).triu(1)  # (B, 1, Lq, Lk)
-    return q, k, v, mask
+    return (q, k, v, mask)  # (B, H, Lq, d_k), (B, H, Lk, d_k), (B, H, Lk, d_v), (B, 1, Lq, Lk)
 
 
 def _attention_calls():
