@@ -11,10 +11,14 @@ student code), so it can sit beside a student's package in one process.
 
 import importlib
 import sys
+import threading
 import types
 from pathlib import Path
 
 from autograder.harness.contract import SubmissionError
+
+
+_LOADING = threading.Lock()
 
 
 class Package:
@@ -33,9 +37,12 @@ class Package:
         used, so nothing in __init__.py (a broken import, or worse) can cost the other steps."""
         name = name or package
         directory = Path(root).resolve() / package
-        for loaded in [m for m in sys.modules if m == name or m.startswith(name + ".")]:
-            del sys.modules[loaded]
-        importlib.invalidate_caches()
+        # A batch's judge threads load packages at the same time: read the registry as a copy,
+        # and invalidate the import caches one thread at a time (two at once delete the same entry).
+        with _LOADING:
+            for loaded in [m for m in list(sys.modules) if m == name or m.startswith(name + ".")]:
+                sys.modules.pop(loaded, None)
+            importlib.invalidate_caches()
         if not directory.is_dir():
             raise SubmissionError("missing_package", package=package, path=str(Path(root)))
         module = types.ModuleType(name)
