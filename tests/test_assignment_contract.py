@@ -30,6 +30,9 @@ from autograder.engine.skeleton import solution_regions, write_skeletons
 from autograder.harness.package import Package
 from conftest import ASSIGNMENTS, SOLUTIONS
 
+# Every planted mistake or model variant graded end to end: minutes. CI runs them (pytest -m "").
+pytestmark = pytest.mark.slow
+
 SEEDS = (0, 1, 2)  # hidden checks draw their sizes from the grading seed
 ENTRIES = {entry.id: entry for entry in grading_config.load_all()}
 # The mistake model run on every check of every step, per variant, takes minutes for an assignment

@@ -18,6 +18,9 @@ from autograder.engine.runner import grade
 from planted import PLANTED
 from conftest import INTEGRATION_STEPS, SOLUTIONS, all_mistakes, cuda_available, full_marks, grade_with_hidden
 
+# Every planted mistake or model variant graded end to end: minutes. CI runs them (pytest -m "").
+pytestmark = pytest.mark.slow
+
 SEED = 20261121
 OTHER_SEEDS = (0, 1, 2)
 
