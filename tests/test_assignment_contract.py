@@ -17,9 +17,6 @@ assignments and their steps come from grading.yml: a new assignment is tested he
 import gettext
 import importlib
 import string
-import sys
-import types
-from pathlib import Path
 
 import pytest
 
@@ -69,14 +66,7 @@ def integration_steps(assignment_id):
 
 def load(root, assignment_id, name):
     """root/<assignment> importable as the package `name`, read lazily as the engine reads a submission."""
-    directory = (Path(root) / assignment_id).resolve()
-    for loaded in [m for m in sys.modules if m == name or m.startswith(name + ".")]:
-        del sys.modules[loaded]
-    module = types.ModuleType(name)
-    module.__path__ = [str(directory)]
-    module.__file__ = str(directory / "__init__.py")
-    sys.modules[name] = module
-    return Package(module, directory)
+    return Package.load(root, assignment_id, name)
 
 
 _references = {}

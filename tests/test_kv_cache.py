@@ -10,8 +10,6 @@ skeleton, mistake model, diagnosis and messages, is tests/test_assignment_contra
 Observe, expectation and judge are the engine's own functions, called check by check.
 """
 
-import sys
-import types
 from pathlib import Path
 
 import pytest
@@ -30,14 +28,7 @@ INTEGRATION = {step for step, module in step_modules(ASSIGNMENT).items() if geta
 
 def load(root, name):
     """root/kv_cache importable as the package `name`, read lazily as the engine reads a submission."""
-    directory = (Path(root) / ASSIGNMENT).resolve()
-    for loaded in [m for m in sys.modules if m == name or m.startswith(name + ".")]:
-        del sys.modules[loaded]
-    module = types.ModuleType(name)
-    module.__path__ = [str(directory)]
-    module.__file__ = str(directory / "__init__.py")
-    sys.modules[name] = module
-    return Package(module, directory)
+    return Package.load(root, ASSIGNMENT, name)
 
 
 @pytest.fixture(scope="module")
