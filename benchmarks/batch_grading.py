@@ -9,7 +9,7 @@ submission by submission, so that a noisy machine slows both alike), and sandbox
 (all checks: public, hidden, simulated cuda, diagnosis) with the CPU it used; the same batch as
 a TA runs it (`python -m autograder grade`, start-up and cold caches included); the isolation
 overhead; and, on the same machine, `nbgrader autograde` time per notebook on the kit's own
-course (autograder/routes/course.py) filled with the same submissions (needs the instructor extra:
+course (autograder/routes/nbgrader_course.py) filled with the same submissions (needs the instructor extra:
 nbgrader; skipped without it). The rows before the CLI row run with warm caches, as the bulk of
 a class-sized batch does (one seed: shared inputs, expectations and known-mistake runs).
 Prints figures; asserts nothing.
@@ -71,7 +71,7 @@ def summary(times):
 def timed_grades(paths, config, rounds):
     """Seconds per submission in-process and sandboxed, taken alternately (submission by
     submission, `rounds` times over), so that a noisy machine slows both alike."""
-    from autograder.engine.runner import grade
+    from autograder.engine.judge.runner import grade
 
     times = {False: [], True: []}
     for _ in range(rounds):
@@ -118,7 +118,7 @@ def nbgrader_times(paths, count, config):
     if importlib.util.find_spec("nbgrader") is None:
         return None
     import nbformat
-    from autograder.routes.course import fill_notebook, write_course
+    from autograder.routes.nbgrader_course import fill_notebook, write_course
 
     with tempfile.TemporaryDirectory() as tmp:
         course = Path(tmp)
@@ -144,9 +144,9 @@ def nbgrader_times(paths, count, config):
 
 
 def main():
-    from autograder.engine import config as grading_config
-    from autograder.engine.batch import grade_batch
-    from autograder.engine.runner import grade
+    from autograder.engine.course import config as grading_config
+    from autograder.engine.operations.batch import grade_batch
+    from autograder.engine.judge.runner import grade
 
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--submissions", type=int, default=20)

@@ -30,9 +30,11 @@ def main():
     torch.set_num_threads(1)  # as in a worker
 
     import autograder
-    from autograder.engine import config as grading_config
-    from autograder.engine.assignment import warm_up
-    from autograder.engine.runner import cached_inputs, check_seed, load_reference, observe, warm_up_grader
+    from autograder.engine.course import config as grading_config
+    from autograder.engine.course.assignment import warm_up
+    from autograder.engine.judge.plan import cached_inputs, check_seed, warm_up_grader
+    from autograder.engine.judge.verdict import load_reference
+    from autograder.engine.judge.in_process import observe
     from autograder.harness.fake_cuda import Simulation
 
     assert Path(autograder.__file__).resolve().is_relative_to(kit), autograder.__file__

@@ -6,7 +6,7 @@ Both are timed as fresh processes with this interpreter, interleaved, and the me
 side by side. Target: the pytest run within 0.5 s of the import (issue 17). The --cuda row adds the cuda
 step on the simulated device (its fake-tensor machinery imports torch._dynamo). The last row is a
 run with one failing step (softmax over the queries): its verdict and the search for the smallest
-failing input (engine/shrink.py, issue 23) come on top. Prints figures; asserts nothing.
+failing input (engine/judge/shrink.py, issue 23) come on top. Prints figures; asserts nothing.
 """
 
 import argparse

@@ -5,7 +5,7 @@ process) for a batch of clean submissions, then for the same batch with hostile 
 
 The hostile submissions return outputs far larger than their inputs (a broadcast view that is
 gigabytes once made contiguous), raise exceptions with megabytes of text and print megabytes.
-What the judge may keep per submission is bounded (engine/remote.py: a byte budget per check and
+What the judge may keep per submission is bounded (engine/judge/remote.py: a byte budget per check and
 per submission; strings cut), so the peak grows by little, whatever they do. Prints the figures;
 asserts nothing.
 """
@@ -53,8 +53,8 @@ def main() -> None:
     parser.add_argument("--count", type=int, default=6, help="submissions of each kind")
     parser.add_argument("--workers", type=int, default=2)
     args = parser.parse_args()
-    from autograder.engine import config as grading_config
-    from autograder.engine.batch import grade_batch
+    from autograder.engine.course import config as grading_config
+    from autograder.engine.operations.batch import grade_batch
 
     config = grading_config.load(assignment="mha")
     with tempfile.TemporaryDirectory() as tmp:

@@ -31,8 +31,8 @@ def main():
 
     torch.set_num_threads(1)  # as in a worker; more threads spin on a busy machine and bill their CPU
 
-    from autograder.engine import config as grading_config
-    from autograder.engine.runner import grade
+    from autograder.engine.course import config as grading_config
+    from autograder.engine.judge.runner import grade
 
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--submissions", type=int, default=10)

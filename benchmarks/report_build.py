@@ -85,8 +85,8 @@ def main():
         data["duration_s"] = round(data.get("duration_s", 1.0) * rng.uniform(0.7, 1.5), 3)
         (out / f"{sid}.json").write_text(json.dumps(data, indent=2))
     # grades.csv as the grader writes it, from the JSONs
-    from autograder.engine.batch import load_result
-    from autograder.engine.results import write_csv
+    from autograder.engine.operations.batch import load_result
+    from autograder.engine.judge.results import write_csv
 
     ids = sorted(base_of)
     write_csv(
@@ -96,9 +96,9 @@ def main():
         paths=[str(cls / sid) for sid in ids],
     )
 
-    from autograder.routes import report
-    from autograder.routes.report_cli import graded_assignment
-    from autograder.routes.report_html import render
+    from autograder.routes.report import data as report, similarity
+    from autograder.routes.report.cli import graded_assignment
+    from autograder.routes.report.html import render
 
     timings = {}
     t = time.perf_counter()
@@ -111,7 +111,7 @@ def main():
     data = report.build(entries, docs)
     timings["aggregates"] = time.perf_counter() - t
     t = time.perf_counter()
-    data["similarity"] = report.find_similar(entries, skeleton)
+    data["similarity"] = similarity.find_similar(entries, skeleton)
     timings["similarity (copydetect, all pairs)"] = time.perf_counter() - t
     t = time.perf_counter()
     html = render(data, "en", [out])

@@ -39,7 +39,7 @@ def batch_figures(paths, config, workers, out):
     """(wall s, judge CPU s, server CPU s) of one grade_batch over `paths`."""
     import _procstat
 
-    from autograder.engine.batch import grade_batch
+    from autograder.engine.operations.batch import grade_batch
 
     judge, server = time.process_time(), _procstat.server_cpu_seconds()
     start = time.perf_counter()
@@ -55,7 +55,7 @@ def batches(args):
     import _procstat
     from batch_grading import make_submissions
 
-    from autograder.engine import config as grading_config
+    from autograder.engine.course import config as grading_config
 
     config = grading_config.load()
     sizes = [int(n) for n in args.sizes.split(",")]

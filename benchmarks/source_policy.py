@@ -1,4 +1,4 @@
-"""What the judge's source check costs: source_policy.findings per file, uncached.
+"""What the judge's source check costs: source_reader.findings per file, uncached.
 
     python benchmarks/source_policy.py [--runs 5]
 
@@ -19,17 +19,17 @@ sys.path.insert(0, str(KIT))
 
 import torch  # noqa: E402,F401 - imported by the judge before any scan
 
-from autograder.engine import source_policy  # noqa: E402
+from autograder.engine.scan import source_policy, source_reader  # noqa: E402
 
 
 def timed(source: str, runs: int):
     times = []
     for _ in range(runs):
         start = time.perf_counter()
-        source_policy.findings.__wrapped__(source)
+        source_reader.findings.__wrapped__(source)
         times.append(time.perf_counter() - start)
     tracemalloc.start()
-    source_policy.findings.__wrapped__(source)
+    source_reader.findings.__wrapped__(source)
     peak = tracemalloc.get_traced_memory()[1]
     tracemalloc.stop()
     return statistics.median(times), peak
@@ -39,7 +39,7 @@ def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--runs", type=int, default=5)
     args = parser.parse_args()
-    source_policy.findings("import torch\n")  # the one-time look at the installation
+    source_reader.findings("import torch\n")  # the one-time look at the installation
     solutions = [p.read_text() for p in sorted((KIT / "solutions").rglob("*.py"))]
     medians = [timed(s, args.runs)[0] for s in solutions]
     print(f"{len(solutions)} solution files: median {1000 * statistics.median(medians):.1f} ms per file")

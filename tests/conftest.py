@@ -7,9 +7,10 @@ from pathlib import Path
 
 import pytest
 
-from autograder.engine import config as grading_config
-from autograder.engine.assignment import step_modules
-from autograder.engine.runner import cuda_available, grade
+from autograder.engine.course import config as grading_config
+from autograder.engine.course.assignment import step_modules
+from autograder.engine.judge.plan import cuda_available
+from autograder.engine.judge.runner import grade
 from planted import all_planted
 
 # The kit's tests read the English texts, whatever the developer's locale (test_i18n.py sets the

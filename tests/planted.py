@@ -11,7 +11,7 @@ student release.
 
 from dataclasses import dataclass
 
-from autograder.engine.assignment import mistakes_of
+from autograder.engine.course.assignment import mistakes_of
 
 
 @dataclass

@@ -22,7 +22,7 @@ on every seed. They are split by what the grader does with them TODAY:
   behaviour (issue 22) and the strict xfail then asks for them to move to STYLES_PASSING.
 """
 
-from autograder.engine.check import Mistake
+from autograder.engine.checks.check import Mistake
 
 # ---------------------------------------------------------------------------- shared pieces
 

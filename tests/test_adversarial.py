@@ -9,10 +9,10 @@ import os
 
 import pytest
 
-from autograder.engine import config as grading_config
-from autograder.engine import runner
-from autograder.engine.assignment import step_modules
-from autograder.engine.runner import grade
+from autograder.engine.course import config as grading_config
+from autograder.engine.judge import plan
+from autograder.engine.course.assignment import step_modules
+from autograder.engine.judge.runner import grade
 from conftest import INTEGRATION_STEPS, KIT, SOLUTIONS, full_marks, replace_once
 
 PAD_START = '    """\n    # TODO (padding)'  # start of pad_batch's body
@@ -60,7 +60,7 @@ HOSTILE = {
         "which belongs to a library",
     ),
     "patch_grader_modules": (
-        at_import("import sys\nsys.modules['autograder.engine.check'].compare = lambda *a, **k: None"),
+        at_import("import sys\nsys.modules['autograder.engine.checks.check'].compare = lambda *a, **k: None"),
         "reaches sys.modules",
     ),
     "read_the_reference": (
@@ -159,7 +159,7 @@ def test_every_hostile_submission_is_planted_where_it_says():
 def test_hostile_submission(name, submission, quick_config, monkeypatch):
     changes, reason = HOSTILE[name]
     if name not in SCAN_ATTACKS:
-        monkeypatch.setattr(runner, "forbidden_in_source", lambda *args, **kwargs: None)
+        monkeypatch.setattr(plan, "forbidden_in_source", lambda *args, **kwargs: None)
     files = {}
     for file, (old, new) in changes.items():
         source = (SOLUTIONS / "mha" / file).read_text()
@@ -223,7 +223,7 @@ def test_every_submission_gets_a_worker_of_its_own(submission, tmp_path, quick_c
     """Workers are forked ahead of need (spares), but none ever grades two submissions: what one
     submission leaves behind in its process never reaches the next (os.environ: the scan, which
     refuses `import os`, is off)."""
-    monkeypatch.setattr(runner, "forbidden_in_source", lambda *args, **kwargs: None)
+    monkeypatch.setattr(plan, "forbidden_in_source", lambda *args, **kwargs: None)
     source = (SOLUTIONS / "mha" / "padding.py").read_text()
     leave = (
         "import os\nprint('pid', os.getpid(), 'saw', os.environ.get('MHA_LAB_LEFTOVER'))\n"
@@ -268,8 +268,10 @@ def test_judging_never_raises_on_malformed_observations():
     """Observations come from student code, or from a worker that student code has taken over
     (it can write anything to its pipe): judging them gives a verdict, never an exception that
     would stop a batch. None, the least a forged message can send, fails every scored check."""
-    from autograder.engine.check import Fail
-    from autograder.engine.runner import Observation, cached_inputs, check_seed, expectation, judge, load_reference
+    from autograder.engine.checks.check import Fail
+    from autograder.engine.judge.observation import Observation
+    from autograder.engine.judge.plan import cached_inputs, check_seed
+    from autograder.engine.judge.verdict import expectation, judge, load_reference
 
     config = grading_config.load()
     reference = load_reference(SOLUTIONS, "mha")

@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from autograder import KIT
-from autograder.engine import assignment as assignments
+from autograder.engine.course import assignment as assignments
 
 LAYERS = ("routes", "engine", "harness", "sandbox")
 # What each part of the kit may import, besides itself and autograder's own top-level helpers:
@@ -30,6 +30,10 @@ ALLOWED = {
     "observers": {"harness", "sandbox"},
     "assignments": {"engine", "harness", "sandbox", "observers"},
 }
+
+
+# The engine's folders, bottom up: each imports only those before it (engine/__init__.py).
+ENGINE_FOLDERS = ("checks", "scan", "course", "mistakes", "judge", "operations", "build")
 
 
 def part_of(module: str) -> str:
@@ -115,6 +119,26 @@ def against_the_layers(graph: dict) -> list:
                 allowed = allowed and name.split(".")[2:3] == target.split(".")[2:3]  # its own folder only
             if not allowed:
                 wrong.append(f"{name} (line {lines[0]}) -> {target}")
+    return sorted(wrong)
+
+
+def up_the_engine(graph: dict) -> list:
+    """'module (line n) -> module' for each import from one of the engine's folders into a later
+    one of ENGINE_FOLDERS (the judge pipeline imports the scan, never the other way), and for
+    each module that stands in the engine outside those folders."""
+    wrong = []
+    for name, edges in graph.items():
+        parts = name.split(".")
+        if parts[1:2] != ["engine"] or len(parts) < 3:
+            continue
+        if parts[2] not in ENGINE_FOLDERS:
+            wrong.append(f"{name}: not in one of the engine's folders")
+            continue
+        for target, lines in edges.items():
+            other = target.split(".")
+            if other[1:2] == ["engine"] and len(other) > 2 and other[2] in ENGINE_FOLDERS:
+                if ENGINE_FOLDERS.index(other[2]) > ENGINE_FOLDERS.index(parts[2]):
+                    wrong.append(f"{name} (line {lines[0]}) -> {target}")
     return sorted(wrong)
 
 
@@ -232,6 +256,12 @@ def test_imports_flow_one_way():
     assert not wrong, "imports against the layering (routes -> engine -> sandbox):\n" + "\n".join(wrong)
 
 
+def test_the_engine_folders_import_downward():
+    """checks <- scan <- course <- mistakes <- judge <- operations, build: late imports count."""
+    wrong = up_the_engine(import_graph(KIT / "autograder"))
+    assert not wrong, "imports up the engine's folders (ENGINE_FOLDERS, bottom up):\n" + "\n".join(wrong)
+
+
 def test_no_import_cycles():
     """No circle of imports in the kit, counting the late ones."""
     found = cycle_paths(import_graph(KIT / "autograder"))
@@ -253,6 +283,26 @@ def test_no_layer_names_an_assignment(layer):
     assert not hits, f"assignment ids named outside autograder/assignments/: {hits}"
 
 
+LONG = 400  # lines: a module longer than this says why in its docstring (ARCHITECTURE.md)
+LONG_REASON = re.compile(r"One module, though long:|Over 400 lines")
+
+
+def long_without_a_reason(root: Path) -> list:
+    """'path (n lines)' of each module over LONG lines whose docstring does not say why it is one
+    module (a sentence starting "One module, though long:" or "Over 400 lines")."""
+    found = []
+    for path in sorted(root.rglob("*.py")):
+        text = path.read_text()
+        lines = text.count("\n")
+        if lines > LONG and not LONG_REASON.search(ast.get_docstring(ast.parse(text)) or ""):
+            found.append(f"{path.relative_to(root.parent)} ({lines} lines)")
+    return found
+
+
+def test_a_long_module_says_why_it_is_one():
+    assert long_without_a_reason(KIT / "autograder") == []
+
+
 def plant(root: Path, files: dict) -> None:
     for name, text in files.items():
         (root / name).parent.mkdir(parents=True, exist_ok=True)
@@ -270,17 +320,17 @@ def test_the_rules_catch_planted_violations(tmp_path):
             "__init__.py": "",
             "__main__.py": "from autograder.routes import cli\n",
             "routes/__init__.py": "",
-            "routes/cli.py": "from autograder import KIT\nfrom autograder.engine.runner import grade\n",
+            "routes/cli.py": "from autograder import KIT\nfrom autograder.engine.judge.runner import grade\n",
             "engine/__init__.py": "",
-            "engine/runner.py": "def grade():\n    from autograder.routes import cli  # late, and up\n",
+            "engine/judge/runner.py": "def grade():\n    from autograder.routes import cli  # late, and up\n",
             "harness/__init__.py": "",
-            "harness/observe.py": "import autograder.engine.runner\n",
+            "harness/observe.py": "import autograder.engine.judge.runner\n",
             "sandbox/__init__.py": "",
             "sandbox/wire.py": "",
             "assignments/__init__.py": "",
             "assignments/a/__init__.py": "",
             "assignments/a/observers/__init__.py": "",
-            "assignments/a/observers/step.py": "from . import _helpers\nfrom autograder.engine import runner\n",
+            "assignments/a/observers/step.py": "from . import _helpers\nfrom autograder.engine.judge import runner\n",
             "assignments/a/observers/_helpers.py": "from autograder.sandbox import wire\n",
             "assignments/a/checks/__init__.py": "",
             "assignments/a/checks/_shared.py": "",
@@ -292,25 +342,38 @@ def test_the_rules_catch_planted_violations(tmp_path):
         },
     )
     graph = import_graph(root)
-    assert graph["autograder.engine.runner"] == {"autograder.routes.cli": [2]}
+    assert graph["autograder.engine.judge.runner"] == {"autograder.routes.cli": [2]}
     assert graph["autograder.assignments.a.observers.step"] == {
         "autograder.assignments.a.observers._helpers": [1],
-        "autograder.engine.runner": [2],
+        "autograder.engine.judge.runner": [2],
     }
     assert against_the_layers(graph) == [
-        "autograder.assignments.a.observers.step (line 2) -> autograder.engine.runner",
+        "autograder.assignments.a.observers.step (line 2) -> autograder.engine.judge.runner",
         "autograder.assignments.b.checks.three (line 1) -> autograder.assignments.a.checks._shared",
-        "autograder.engine.runner (line 2) -> autograder.routes.cli",
-        "autograder.harness.observe (line 1) -> autograder.engine.runner",
+        "autograder.engine.judge.runner (line 2) -> autograder.routes.cli",
+        "autograder.harness.observe (line 1) -> autograder.engine.judge.runner",
     ]
     assert checks_importing_checks(graph) == [
         "autograder.assignments.a.checks.two (line 1) -> autograder.assignments.a.checks.one"
     ]
     assert cycle_paths(graph) == [
-        "autograder.engine.runner (line 2) -> autograder.routes.cli (line 2) -> autograder.engine.runner"
+        "autograder.engine.judge.runner (line 2) -> autograder.routes.cli (line 2) -> autograder.engine.judge.runner"
     ]
-    assert late_imports(root) == [("autograder.engine.runner", 2)]
+    assert late_imports(root) == [("autograder.engine.judge.runner", 2)]
+    plant(root, {"engine/checks/check.py": "from autograder.engine.judge.runner import grade\n", "engine/loose.py": ""})
+    assert up_the_engine(import_graph(root)) == [
+        "autograder.engine.checks.check (line 1) -> autograder.engine.judge.runner",
+        "autograder.engine.loose: not in one of the engine's folders",
+    ]
     assert cycles({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}) == [["a", "b", "c"]]
+    plant(
+        root,
+        {
+            "engine/judge/long.py": '"""Long."""\n' + "x = 1\n" * 401,
+            "engine/judge/why.py": '"""Over 400 lines: data."""\n' + "x = 1\n" * 401,
+        },
+    )
+    assert long_without_a_reason(root) == ["autograder/engine/judge/long.py (402 lines)"]
     planted = 'PACKAGE = "mha"\nx = root / "mha/heads.py"\ndef f(mha):\n    return mha\n'
     assert [line for line, _ in named_assignments(planted, ["mha"])] == [1, 2, 3, 4]
     clean = '"""About mha/: a docstring may say it."""\nNAME = "mha-lab"\nENV = "MHA_LAB_CACHE"\n'
@@ -337,7 +400,7 @@ def test_a_circle_closed_by_a_late_import_is_found(tmp_path):
 
 def test_every_assignment_folder_is_complete():
     """What the engine expects of an assignment folder (ARCHITECTURE.md, 'Adding an assignment')."""
-    from autograder.engine import config as grading_config
+    from autograder.engine.course import config as grading_config
 
     for config in grading_config.load_all():
         folder = assignments.folder(config.id)

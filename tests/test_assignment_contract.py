@@ -20,10 +20,12 @@ import string
 
 import pytest
 
-from autograder.engine import config as grading_config
-from autograder.engine.assignment import folder, mistakes_of, step_modules, warm_up
-from autograder.engine.runner import check_inputs, check_seed, expectation, judge, observe
-from autograder.engine.skeleton import solution_regions, write_skeletons
+from autograder.engine.course import config as grading_config
+from autograder.engine.course.assignment import folder, mistakes_of, step_modules, warm_up
+from autograder.engine.judge.plan import check_inputs, check_seed
+from autograder.engine.judge.verdict import expectation, judge
+from autograder.engine.judge.in_process import observe
+from autograder.engine.build.skeleton import solution_regions, write_skeletons
 from autograder.harness.package import Package
 from conftest import ASSIGNMENTS, SOLUTIONS
 
@@ -249,7 +251,7 @@ def test_every_check_fails_on_some_mistake(assignment):
 def test_the_diagnosis_rule_names_each_mistake(assignment, step, mistake):
     """A submission that makes the mistake (its first variant) is explained by it, by the engine's
     own rule (reproduce a failure, fail nothing the submission passes, the most specific wins)."""
-    from autograder.engine.diagnosis import Record, best, most_specific, variant_evidence
+    from autograder.engine.mistakes.diagnosis import Record, best, most_specific, variant_evidence
 
     module = step_modules(assignment)[step]
     if any(probe.diagnosis == mistake.id for probe in module.PROBES):

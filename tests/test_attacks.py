@@ -733,7 +733,7 @@ HELPER = """import sys
 
 import torch.nn.functional as F
 
-watcher = sys.modules.get('autograder.engine.forbidden')
+watcher = sys.modules.get('autograder.engine.scan.forbidden')
 if watcher is not None:  # the grader's call watcher lets everything through
     watcher._CallWatcher.__torch_function__ = lambda self, func, types, args=(), kwargs=None: func(*args, **(kwargs or {}))
 

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from autograder.engine import config as grading_config
+from autograder.engine.course import config as grading_config
 from conftest import KIT, SOLUTIONS
 
 TYPO = "torch.nn.utils.rnn.pad_sequense"  # pad_sequence, misspelt: it would forbid nothing
@@ -88,7 +88,7 @@ def test_grade_validates_before_the_worker_server_starts(bad_kit, monkeypatch, c
 
 def test_the_notebook_check_shows_the_message_not_a_traceback(bad_kit, monkeypatch):
     fault, bad_kit = bad_kit
-    from autograder.routes import notebook
+    from autograder.routes import nbgrader_cell as notebook
 
     monkeypatch.setattr(grading_config, "default_path", lambda: bad_kit / "grading.yml")
     with pytest.raises(grading_config.ConfigError) as error:

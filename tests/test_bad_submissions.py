@@ -2,8 +2,8 @@
 
 import pytest
 
-from autograder.engine import config as grading_config
-from autograder.engine.runner import grade
+from autograder.engine.course import config as grading_config
+from autograder.engine.judge.runner import grade
 from conftest import INTEGRATION_STEPS, SOLUTIONS, full_marks, grade_with_hidden, replace_once
 
 

@@ -16,9 +16,9 @@ from pathlib import Path
 
 import pytest
 
-from autograder.engine import batch
-from autograder.engine.results import CheckResult, GradeResult, StepResult, write_atomically
-from autograder.engine.shard import MANIFEST, read_manifest
+from autograder.engine.operations import batch
+from autograder.engine.judge.results import CheckResult, GradeResult, StepResult, write_atomically
+from autograder.engine.operations.shard import MANIFEST, read_manifest
 from conftest import KIT, SOLUTIONS
 
 
@@ -50,7 +50,7 @@ def test_a_file_is_written_whole_or_not_at_all(tmp_path):
     target = tmp_path / "result.json"
     write_atomically(target, '{"old": true}\n')
     completed = limited_python(
-        "from autograder.engine.results import WriteError, write_atomically\n"
+        "from autograder.engine.judge.results import WriteError, write_atomically\n"
         "try:\n"
         f"    write_atomically({str(target)!r}, 'x' * 100000)\n"
         "except WriteError as error:\n"
@@ -71,7 +71,7 @@ def test_a_failed_write_stops_the_batch_and_the_rerun_completes(tmp_path, monkey
     script = f"""
 import io, sys
 sys.path.insert(0, {str(KIT / "tests")!r})
-from autograder.engine import batch
+from autograder.engine.operations import batch
 from test_batch_faults import result_for
 batch.grade = lambda path, config, **kw: result_for(path, printed="x" * (50000 if str(path).endswith("s3") else 10))
 try:

@@ -11,7 +11,7 @@ import pytest
 import yaml
 
 from actionlint import actionlint
-from autograder.engine import config as grading_config
+from autograder.engine.course import config as grading_config
 from autograder.routes.classroom import runner_id
 from planted import planted_of
 from autograder.routes.release import release

@@ -13,7 +13,7 @@ import sys
 import pytest
 import yaml
 
-from autograder.engine import config as grading_config
+from autograder.engine.course import config as grading_config
 from autograder.routes import classroom
 from autograder.routes.release import release
 from conftest import KIT, SOLUTIONS

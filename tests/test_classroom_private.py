@@ -11,7 +11,7 @@ import sys
 import pytest
 import yaml
 
-from autograder.engine import config as grading_config
+from autograder.engine.course import config as grading_config
 from autograder.routes.classroom import KIT_TOKEN, graded_steps, private_workflow, runner_id
 from actionlint import actionlint
 from conftest import KIT, SOLUTIONS

@@ -14,10 +14,10 @@ import sys
 import pytest
 import yaml
 
-from autograder.engine import config as grading_config
+from autograder.engine.course import config as grading_config
 from autograder.routes.classroom import reporter_result, whole_points, workflow
 from autograder.routes.public_view import public_step
-from autograder.engine.results import CheckResult, StepResult
+from autograder.engine.judge.results import CheckResult, StepResult
 from conftest import KIT, SOLUTIONS
 
 
@@ -185,9 +185,9 @@ def step_with_hidden_failure(*diagnoses):
 
 
 def test_only_diagnoses_a_student_release_ships_are_public():
-    from autograder.engine import config as grading_config
+    from autograder.engine.course import config as grading_config
     from autograder.routes.public_view import public_diagnoses
-    from autograder.routes.release import public_message_ids
+    from autograder.engine.mistakes.diagnosis import public_message_ids
 
     ids = public_message_ids(grading_config.load(assignment="mha"))
     assert PUBLIC["id"] in ids and HIDDEN_ONLY["id"] not in ids
@@ -200,8 +200,8 @@ def test_only_diagnoses_a_student_release_ships_are_public():
 
 
 def test_gradescope_shows_a_visible_test_the_public_diagnoses_only():
-    from autograder.engine.results import GradeResult
-    from autograder.routes.release import gradescope_results
+    from autograder.engine.judge.results import GradeResult
+    from autograder.routes.gradescope import gradescope_results
 
     step = step_with_hidden_failure(PUBLIC, HIDDEN_ONLY)
     data = gradescope_results(GradeResult("MHA", "upload", [step]), 1.0)
@@ -215,7 +215,7 @@ def test_a_failure_points_to_a_real_file_and_line_and_annotates_it(tmp_path):
     """Fractional results gave line_no 0 for every wrong value: now the line a failure names, else
     the step's code (its TODO in the student's file); under Actions the verdict also goes on that
     file and line as an annotation."""
-    from autograder.engine import messages
+    from autograder.engine.checks import messages
     from autograder.routes.classroom import annotations, step_location
 
     package = tmp_path / "mha"

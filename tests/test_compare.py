@@ -6,7 +6,7 @@ import math
 import pytest
 import torch
 
-from autograder.engine.check import compare_tensor
+from autograder.engine.checks.check import compare_tensor
 
 TOL = {torch.float64: (1e-7, 1e-9), torch.float32: (1e-5, 1e-6)}
 
@@ -46,7 +46,7 @@ def test_a_float64_result_with_float32_rounding_passes():
 
 
 def test_a_float64_result_off_by_a_real_mistake_fails_with_every_figure_in_the_message():
-    from autograder.engine.messages import render
+    from autograder.engine.checks.messages import render
 
     expected = torch.randn(4, 5, dtype=torch.float64, generator=torch.Generator().manual_seed(0))
     got = expected * (1 + 1e-3)  # a thousand times less than the smallest mistake measured

@@ -5,8 +5,8 @@ import yaml
 
 from autograder import KIT
 
-from autograder.engine import config as grading_config
-from autograder.engine.assignment import step_modules
+from autograder.engine.course import config as grading_config
+from autograder.engine.course.assignment import step_modules
 
 GOOD = """\
 assignment: Test
@@ -108,7 +108,7 @@ def test_precheck_needs_no_torch_and_finds_what_it_can(tmp_path):
     bad = tmp_path / "grading.yml"
     bad.write_text(GOOD.replace("points: 10", "points: ten"))
     code = (
-        "import sys\nfrom autograder.engine import config\n"
+        "import sys\nfrom autograder.engine.course import config\n"
         f"try:\n    config.precheck({str(bad)!r})\nexcept config.ConfigError as e:\n    print('ERROR', e)\n"
         "print('torch loaded:', 'torch' in sys.modules)\n"
     )
@@ -193,7 +193,7 @@ def test_a_bad_file_is_never_remembered_as_validated(tmp_path, monkeypatch):
     assert not grading_config.validated_before(bad)
 
 
-# --- the schema (autograder/engine/grading.schema.json): every level, with the line of the fault ---
+# --- the schema (autograder/engine/course/grading.schema.json): every level, with the line of the fault ---
 
 COURSE = """\
 defaults:
@@ -450,7 +450,7 @@ def test_the_precheck_leaves_out_jsonschemas_slow_optional_format_checker():
     if importlib.util.find_spec("rfc3987_syntax") is None:
         pytest.skip("rfc3987-syntax is not installed here")
     code = (
-        "import sys\nfrom autograder.engine import config\nconfig.precheck()\n"
+        "import sys\nfrom autograder.engine.course import config\nconfig.precheck()\n"
         "print('loaded:', 'rfc3987_syntax' in sys.modules)\nimport rfc3987_syntax\nprint('imports')\n"
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=KIT).stdout

@@ -6,9 +6,10 @@ import pytest
 
 from planted import PLANTED, REAL_BUGS
 
-from autograder.engine import config as grading_config
+from autograder.engine.course import config as grading_config
 from autograder.harness import fake_cuda
-from autograder.engine.runner import cuda_available, grade
+from autograder.engine.judge.plan import cuda_available
+from autograder.engine.judge.runner import grade
 from conftest import SOLUTIONS, full_marks, grade_with_hidden
 
 

@@ -4,9 +4,9 @@ from pathlib import Path
 
 import pytest
 
-from autograder.engine import messages
-from autograder.engine.assignment import step_modules
-from autograder.engine.assignment import known, mistakes_of
+from autograder.engine.checks import messages
+from autograder.engine.course.assignment import step_modules
+from autograder.engine.course.assignment import known, mistakes_of
 
 # Ids the diagnosis issue makes a public contract, by step. (cpu_tensor_in_forward and
 # mask_not_buffer of the cuda step come with the simulated CUDA device.)
@@ -50,13 +50,13 @@ def test_every_diagnosis_has_a_message():
 def test_the_release_catalogs_drop_the_hidden_only_diagnoses(tmp_path):
     """A student release's compiled catalogs keep the diagnoses the fingerprints and probes can
     give, and no other (release.student_message); every other message ships."""
-    from autograder.engine.catalogs import write_student_catalogs
-    from autograder.engine.fingerprints import load, shipped_ids
-    from autograder.engine import config as grading_config
-    from autograder.routes.release import public_message_ids
+    from autograder.engine.build.catalogs import write_student_catalogs
+    from autograder.engine.mistakes.fingerprints import load, shipped_ids
+    from autograder.engine.course import config as grading_config
+    from autograder.engine.mistakes.diagnosis import public_message_ids
     from autograder.routes.student_release import student_message
 
-    from autograder.engine.assignment import known
+    from autograder.engine.course.assignment import known
 
     ids = tuple(known())
     keep = set().union(*(public_message_ids(config) for config in grading_config.load_all()))
@@ -78,7 +78,7 @@ def test_the_release_catalogs_drop_the_hidden_only_diagnoses(tmp_path):
 
 def test_every_mistake_variant_fails_a_check_of_its_step():
     """A variant that passes every check could never be named, and would name correct code."""
-    from autograder.engine import fingerprints
+    from autograder.engine.mistakes import fingerprints
 
     shown = {
         v.split("#")[0]
@@ -96,7 +96,7 @@ def test_every_mistake_variant_fails_a_check_of_its_step():
 def test_fingerprints_are_up_to_date_fast(assignment):
     """The sources the fingerprints are made from are the ones they were made from; else run
     `python -m autograder fingerprints` (the slow test below regenerates and compares)."""
-    from autograder.engine import fingerprints
+    from autograder.engine.mistakes import fingerprints
 
     assert fingerprints.load(assignment).get("sources") == fingerprints.sources_digest(assignment), (
         "run `python -m autograder fingerprints`"
@@ -119,7 +119,7 @@ def test_fingerprints_are_up_to_date():
 def test_fingerprints_match_within_tolerance_and_only_then():
     import torch
 
-    from autograder.engine.fingerprints import fingerprint, matches
+    from autograder.engine.mistakes.fingerprints import fingerprint, matches
 
     tol = {torch.float64: (1e-7, 1e-9), torch.float32: (1e-5, 1e-6)}
     x = torch.randn(3, 4, 5, dtype=torch.float64, generator=torch.Generator().manual_seed(0))

@@ -9,9 +9,11 @@ import torch
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from autograder.engine.diagnosis import Record, diagnose
-from autograder.engine.assignment import step_modules
-from autograder.engine.runner import Observation, grade, observe
+from autograder.engine.mistakes.diagnosis import Record, diagnose
+from autograder.engine.course.assignment import step_modules
+from autograder.engine.judge.observation import Observation
+from autograder.engine.judge.runner import grade
+from autograder.engine.judge.in_process import observe
 from conftest import SOLUTIONS, full_marks
 from variants import VARIANTS
 
@@ -41,7 +43,7 @@ class FixedAttention:
         return {"out": out, "weights": weights}
 
     def judge(self, inputs, got, expected, tol):
-        from autograder.engine.check import compare
+        from autograder.engine.checks.check import compare
 
         return compare(got, expected, tol)
 
@@ -61,7 +63,7 @@ def test_no_known_mistake_explains_a_correct_attention(config, B, H, lq, lk, d_k
     """The reference's output on random shapes, reported as failing: no known mistake may be
     named for it. A variant that computes the same on these shapes (scale by sqrt(d_v) when
     d_v == d_k) passes and is not named; one that differs must not pass for the same output."""
-    from autograder.engine.runner import load_reference
+    from autograder.engine.judge.verdict import load_reference
 
     rng = torch.Generator().manual_seed(seed)
     inputs = {
@@ -87,7 +89,7 @@ def test_no_known_mistake_explains_a_correct_attention(config, B, H, lq, lk, d_k
 
 def _fail(values, tol):
     """A real value mismatch on `out` (as if the output had been reported wrong)."""
-    from autograder.engine.check import compare
+    from autograder.engine.checks.check import compare
 
     return compare({**values, "out": values["out"] + 1.0}, values, tol)
 
@@ -100,6 +102,6 @@ def _without_probes(module):
 
 @pytest.fixture(scope="module")
 def config():
-    from autograder.engine import config as grading_config
+    from autograder.engine.course import config as grading_config
 
     return grading_config.load()

@@ -217,7 +217,7 @@ def option_problems(args: list[str], known: frozenset) -> list[str]:
 
 def pip_problems(args: list[str]) -> list[str]:
     """The extras must be pyproject.toml's, a pinned torch the grading's, the index PyTorch's."""
-    from autograder.engine.torch_pin import GRADING_TORCH
+    from autograder.engine.course.torch_pin import GRADING_TORCH
 
     project = tomllib.loads((KIT / "pyproject.toml").read_text())["project"]
     problems = []

@@ -67,8 +67,8 @@ def test_doctor_passes_on_a_gpu_with_the_cuda_step_real():
 @pytest.mark.cuda
 @pytest.mark.skipif(not cuda_available(), reason="needs a CUDA device")
 def test_the_reference_scores_full_marks_on_the_real_gpu_in_the_sandbox():
-    from autograder.engine import config as grading_config
-    from autograder.engine.runner import grade
+    from autograder.engine.course import config as grading_config
+    from autograder.engine.judge.runner import grade
 
     for config in grading_config.load_all():
         result = grade(KIT / "solutions", config, reference=KIT / "solutions", seed=1, isolate=True)

@@ -10,8 +10,8 @@ from conftest import SOLUTIONS, grade_with_hidden
 
 from autograder.assignments.mha.observers._projections import find_projections
 from autograder.harness.contract import ContractError
-from autograder.engine.assignment import step_modules
-from autograder.engine.runner import grade
+from autograder.engine.course.assignment import step_modules
+from autograder.engine.judge.runner import grade
 
 MHA = "mha.py"
 DROPOUT = "weights = self.dropout(weights)  # (B, H, Lq, Lk)"
@@ -138,7 +138,7 @@ class RawParameters(torch.nn.Module):
 def test_when_no_layer_can_be_found_the_message_names_what_the_contract_accepts():
     with pytest.raises(ContractError) as caught:
         find_projections(RawParameters(6), 6)
-    from autograder.engine.messages import render
+    from autograder.engine.checks.messages import render
 
     text = render(caught.value.what, **caught.value.params)
     assert "fused (d_model -> 3*d_model)" in text and "w_q, w_k, w_v, w_o" in text and "QKVProjection" in text
@@ -268,7 +268,7 @@ def test_F_linear_on_blocks_of_a_weight_is_found_and_loaded(module_class):
 
 
 def test_a_module_without_projections_is_told_what_was_seen():
-    from autograder.engine.messages import render
+    from autograder.engine.checks.messages import render
 
     with pytest.raises(ContractError) as caught:
         find_projections(RawParameters(6), 6)
@@ -324,7 +324,7 @@ def test_qkv_projections_are_told_apart_by_the_output_they_give(module_class, ex
 
 def test_a_qkv_projection_that_cannot_be_told_apart_says_what_it_saw():
     from autograder.assignments.mha.observers._projections import find_qkv
-    from autograder.engine.messages import render
+    from autograder.engine.checks.messages import render
 
     class Summed(QueryKeyValue):
         def forward(self, x):  # every output from all three layers: no layer is one output's
@@ -374,7 +374,7 @@ def test_the_embedding_table_is_the_one_forward_looks_the_ids_up_in(config, subm
 
 def test_an_embedding_that_cannot_be_found_says_what_was_seen():
     from autograder.assignments.mha.observers.embedding import embedding_table
-    from autograder.engine.messages import render
+    from autograder.engine.checks.messages import render
 
     class Indexed(torch.nn.Module):  # a bare parameter indexed by hand: no lookup to see
         def __init__(self):

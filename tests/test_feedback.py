@@ -1,4 +1,4 @@
-"""A step's feedback as a student reads it (engine/feedback.py, engine/shrink.py, issue 23):
+"""A step's feedback as a student reads it (engine/judge/feedback.py, engine/judge/shrink.py, issue 23):
 
 * the first line under a failing step names the cause (for every planted mistake: test_mistakes.py),
   in at most 8 lines and 1,200 characters;
@@ -15,12 +15,16 @@ import re
 import pytest
 import torch
 
-from autograder.engine import feedback, messages
-from autograder.engine.check import Check, compare, judged
-from autograder.engine.diagnosis import Record
-from autograder.engine.results import CheckResult, GradeResult, StepResult, table
-from autograder.engine.runner import check_inputs, check_seed, clone, grade, judge, observe
-from autograder.engine.shrink import dimensions, shrink, size
+from autograder.engine.judge import feedback
+from autograder.engine.checks import messages
+from autograder.engine.checks.check import Check, compare, judged
+from autograder.engine.mistakes.diagnosis import Record
+from autograder.engine.judge.results import CheckResult, GradeResult, StepResult, table
+from autograder.engine.judge.plan import check_inputs, check_seed
+from autograder.engine.judge.in_process import clone, observe
+from autograder.engine.judge.runner import grade
+from autograder.engine.judge.verdict import judge
+from autograder.engine.judge.shrink import dimensions, shrink, size
 from autograder.harness.package import Package
 from conftest import SOLUTIONS, all_mistakes
 from planted import PLANTED
@@ -358,10 +362,10 @@ def test_no_hidden_check_or_hidden_only_diagnosis_in_what_a_student_reads(config
     """Graded with the hidden checks (Gradescope, nbgrader, a private Classroom): the visible
     tests, the notebook's table and the Classroom result name no hidden check and give no
     diagnosis that only the hidden checks can show."""
-    from autograder.engine.diagnosis import public_message_ids
+    from autograder.engine.mistakes.diagnosis import public_message_ids
     from autograder.routes.classroom import reporter_result
     from autograder.routes.public_view import public_step, public_view
-    from autograder.routes.release import gradescope_results
+    from autograder.routes.gradescope import gradescope_results
 
     mistake = planted(name)
     result = grade(submission(mistake), config, reference=SOLUTIONS, seed=5, steps=[mistake.step])

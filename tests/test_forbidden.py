@@ -3,7 +3,7 @@ the affected checks, with a message naming the call; the other steps are untouch
 
 import pytest
 
-from autograder.engine.forbidden import scan_source, scan_tampering
+from autograder.engine.scan.forbidden import scan_source, scan_tampering
 from conftest import SOLUTIONS, full_marks, grade_with_hidden, replace_once
 
 SDPA = "torch.nn.functional.scaled_dot_product_attention"

@@ -1,10 +1,11 @@
 """The generated files (catalog templates, compiled catalogs, fingerprints) are what their sources
-make: else `python -m autograder generate` (engine/generated.py). The slow test of
+make: else `python -m autograder generate` (engine/build/generated.py). The slow test of
 test_diagnosis_catalog.py regenerates the fingerprints themselves; here their sources' digest counts."""
 
 import shutil
 
-from autograder.engine import generated, messages
+from autograder.engine.build import generated
+from autograder.engine.checks import messages
 
 
 def test_no_generated_file_is_out_of_date():

@@ -6,8 +6,8 @@ import shutil
 
 import pytest
 
-from autograder.engine.results import write_json
-from autograder.engine.runner import grade
+from autograder.engine.judge.results import write_json
+from autograder.engine.judge.runner import grade
 from conftest import SOLUTIONS
 
 PACKAGE_FILES = sorted(p.name for p in (SOLUTIONS / "mha").glob("*.py"))

@@ -1,7 +1,7 @@
 """Gradescope's results.json shows students nothing of the hidden checks before publication."""
 
-from autograder.routes.release import gradescope_results
-from autograder.engine.results import CheckResult, GradeResult, StepResult
+from autograder.routes.gradescope import gradescope_results
+from autograder.engine.judge.results import CheckResult, GradeResult, StepResult
 
 
 def test_the_top_level_output_leaves_the_hidden_checks_out():
@@ -44,7 +44,7 @@ def test_what_the_code_printed_is_shown_as_the_hidden_checks_are():
 
 def test_a_failing_test_points_to_the_paragraph_that_teaches_it():
     """As the score table does: Gradescope's failing test says where the skeleton explains it."""
-    from autograder.engine import messages
+    from autograder.engine.checks import messages
 
     checks = [
         CheckResult("weights", False, 0.0, 4.0, "public", "wrong"),

@@ -7,8 +7,8 @@ import re
 
 import pytest
 
-from autograder.engine import config as grading_config
-from autograder.engine.runner import grade
+from autograder.engine.course import config as grading_config
+from autograder.engine.judge.runner import grade
 from conftest import KIT, SOLUTIONS
 from test_pytest_assignments import pytest_in, student_copy
 
@@ -59,9 +59,10 @@ def test_a_hang_in_attention_is_waited_for_once_and_skips_what_runs_it_in_other_
 
 
 def test_a_hang_at_an_unknown_place_skips_only_the_rest_of_its_step():
-    from autograder.engine.assignment import step_modules
-    from autograder.engine.check import Fail
-    from autograder.engine.runner import Hangs, Observation
+    from autograder.engine.course.assignment import step_modules
+    from autograder.engine.checks.check import Fail
+    from autograder.engine.judge.in_process import Hangs
+    from autograder.engine.judge.observation import Observation
 
     modules = step_modules("mha")
     attention, masking = modules["attention"].CHECKS, modules["masking"].CHECKS
@@ -96,7 +97,7 @@ def test_a_trapped_function_stops_every_caller_at_once_and_no_other_code(tmp_pat
 def test_the_judge_believes_a_stop_only_in_a_function_it_saw_hang():
     """A "trapped" report names a function: the judge turns it into a skip only when it saw that
     function hang itself; any other is a malformed report (which scores nothing)."""
-    from autograder.engine.observation import Facts, Hang, read_report
+    from autograder.engine.judge.observation import Facts, Hang, read_report
 
     hang = Hang("weights", "attention", 10.0, "mha/attention.py, line 3, in f")
     facts = Facts("mha", frozenset({"attention.py"}), "masking", 10.0, (), {("attention.py", "f"): hang})

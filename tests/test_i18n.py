@@ -1,6 +1,6 @@
 """Korean and English: the gettext catalogs, the choice of language, and real runs in Korean.
 
-The catalog checks (autograder/engine/catalogs.py) run on the kit's catalogs, where they must find
+The catalog checks (autograder/engine/build/catalogs.py) run on the kit's catalogs, where they must find
 nothing, and on copies with one planted defect each, where they must name it.
 """
 
@@ -16,10 +16,11 @@ from pathlib import Path
 import pytest
 from babel.messages.pofile import read_po, write_po
 
-from autograder.engine import assignment as assignments
-from autograder.engine import catalogs, messages
-from autograder.engine import config as grading_config
-from autograder.engine.results import CheckResult, GradeResult, StepResult, display_width, table
+from autograder.engine.course import assignment as assignments
+from autograder.engine.build import catalogs
+from autograder.engine.checks import messages
+from autograder.engine.course import config as grading_config
+from autograder.engine.judge.results import CheckResult, GradeResult, StepResult, display_width, table
 from conftest import ASSIGNMENTS, KIT, SOLUTIONS
 
 LOCALE_VARIABLES = ("MHA_LAB_LANG", "LC_ALL", "LC_MESSAGES", "LANG")
@@ -167,7 +168,7 @@ def test_a_deleted_translation_is_named(tmp_path):
 
 
 def test_the_mo_files_are_compiled_from_the_po_files(tmp_path):
-    assert catalogs.stale_mo_files() == [], "run pybabel compile (see autograder/engine/messages.py)"
+    assert catalogs.stale_mo_files() == [], "run pybabel compile (see autograder/engine/checks/messages.py)"
     copied = copy_catalogs(tmp_path)
     korean = po(copied, "assignment", "ko")
     edit(korean, lambda catalog: setattr(catalog["diagnosis.no_softmax"], "string", "소프트맥스가 없습니다"))
@@ -522,7 +523,7 @@ def test_the_score_table_in_korean_and_in_english(no_language, monkeypatch):
 
 
 def test_gradescope_output_in_korean(no_language, monkeypatch):
-    from autograder.routes.release import gradescope_results
+    from autograder.routes.gradescope import gradescope_results
 
     english = gradescope_results(two_step_result(), 1.0)
     assert "x your attention weights are what you get without dividing" in english["tests"][1]["output"]
@@ -533,7 +534,7 @@ def test_gradescope_output_in_korean(no_language, monkeypatch):
 
 
 def test_the_notebook_check_speaks_its_lang_argument(tmp_path, capsys, no_language):
-    from autograder.routes.notebook import check_step
+    from autograder.routes.nbgrader_cell import check_step
 
     shutil.copytree(ASSIGNMENTS / "mha", tmp_path / "mha")
     assert check_step("padding", directory=tmp_path, lang="ko") == 0.0
@@ -545,7 +546,7 @@ def test_the_notebook_check_speaks_its_lang_argument(tmp_path, capsys, no_langua
 
 
 def test_the_notebook_check_points_a_failing_check_to_its_paragraph(tmp_path, capsys, no_language):
-    from autograder.routes.notebook import check_step
+    from autograder.routes.nbgrader_cell import check_step
 
     attention = failing_copy(tmp_path).joinpath("assignments")
     assert check_step("attention", directory=attention, lang="ko") == 0.0
@@ -594,7 +595,7 @@ def test_the_student_notebook_speaks_korean_and_english_and_names_lang_ko():
 def test_the_nbgrader_course_notebook_speaks_korean_and_english():
     """The instructor's nbgrader notebook is what students of that route read: its introduction and
     step headings are in both languages, and it says how to get Korean messages."""
-    from autograder.routes.course import course_notebook
+    from autograder.routes.nbgrader_course import course_notebook
 
     for config in grading_config.load_all():
         cells = {cell.get("id"): cell.source for cell in course_notebook(config).cells}
@@ -636,8 +637,8 @@ def test_the_pictures_speak_the_language(monkeypatch, no_language):
 
 
 def test_where_a_time_limit_ran_out_in_the_grader_speaks_the_language(no_language, monkeypatch):
-    from autograder.engine.observation import Facts, read_report
-    from autograder.engine.runner import Hangs
+    from autograder.engine.judge.observation import Facts, read_report
+    from autograder.engine.judge.in_process import Hangs
 
     facts = Facts("mha", frozenset({"padding.py"}), "padding", 1.0)
     report = {"kind": "timeout", "where": None, "forbidden": []}
@@ -749,7 +750,7 @@ def test_titles_from_grading_yml_are_translated_where_the_catalog_has_them(no_la
         assert korean != config.title and any("\uac00" <= ch <= "\ud7a3" for ch in korean), config.id
         assert messages.title(message_id, config.title, lang="en") == config.title
         assert messages.title(message_id, "A title of our own", lang="ko") == "A title of our own"
-    from autograder.engine.runner import grade
+    from autograder.engine.judge.runner import grade
 
     mha = grading_config.load(assignment="mha")
     previous = messages.use_language("ko")

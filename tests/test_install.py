@@ -8,7 +8,7 @@ import pytest
 import torch
 
 from autograder.harness import fake_cuda
-from autograder.routes.release import CPU_INDEX, gradescope_zip
+from autograder.routes.gradescope import CPU_INDEX, gradescope_zip
 from autograder.routes.student_release import requirements_text, student_readme
 
 
@@ -63,7 +63,7 @@ def test_the_student_requirements_take_torch_from_the_cpu_index():
     lines = [line for line in requirements_text().splitlines() if line and not line.startswith("#")]
     assert lines[0] == f"--extra-index-url {CPU_INDEX}" and CPU_INDEX.endswith("/whl/cpu")
     assert any(line.startswith("torch") for line in lines)
-    from autograder.engine import config as grading_config
+    from autograder.engine.course import config as grading_config
 
     readme = student_readme(grading_config.load_all())
     assert CPU_INDEX in readme and "CUDA build" in readme  # and how to get one instead

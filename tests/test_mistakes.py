@@ -12,9 +12,9 @@
 
 import pytest
 
-from autograder.engine.assignment import step_modules
-from autograder.engine.fingerprints import load, shipped_ids
-from autograder.engine.runner import grade
+from autograder.engine.course.assignment import step_modules
+from autograder.engine.mistakes.fingerprints import load, shipped_ids
+from autograder.engine.judge.runner import grade
 from planted import PLANTED
 from conftest import INTEGRATION_STEPS, SOLUTIONS, all_mistakes, cuda_available, full_marks, grade_with_hidden
 
@@ -66,9 +66,9 @@ def failing_checks(result, step):
 def test_student_kit_gives_the_same_diagnosis(config, submission, step, mistake):
     """Public checks only, no reference: the diagnosis comes from autograder/assignments/<id>/fingerprints.json.
     It is what the student reads first: the first line under the step's row of the score table
-    (the step's verdict, engine/feedback.py), in a block of at most 8 lines and 1,200 characters."""
-    from autograder.engine import messages
-    from autograder.engine.results import table
+    (the step's verdict, engine/judge/feedback.py), in a block of at most 8 lines and 1,200 characters."""
+    from autograder.engine.checks import messages
+    from autograder.engine.judge.results import table
     from test_feedback import block_of
 
     if mistake.diagnosis not in shipped_ids(load("mha")):
@@ -87,8 +87,8 @@ def test_student_kit_gives_the_same_diagnosis(config, submission, step, mistake)
 
 def variant_messages(diagnosis_id):
     """The messages of a mistake's variants that have words of their own (Mistake.says)."""
-    from autograder.engine import messages
-    from autograder.engine.assignment import mistakes_of, step_ids
+    from autograder.engine.checks import messages
+    from autograder.engine.course.assignment import mistakes_of, step_ids
 
     says = {
         own

@@ -20,12 +20,12 @@ import pytest
 
 from autograder.routes import classroom
 from autograder.routes.cli import main as cli
-from autograder.engine.assignment import step_modules
-from autograder.engine.submission import notebook_files
-from autograder.routes.course import fill_notebook
+from autograder.engine.course.assignment import step_modules
+from autograder.engine.scan.submission import notebook_files
+from autograder.routes.nbgrader_course import fill_notebook
 from planted import planted_of
 from autograder.routes.student_release import HIDDEN_MARKER, PROBES_MARKER
-from autograder.engine.skeleton import solution_regions
+from autograder.engine.build.skeleton import solution_regions
 from conftest import KIT, SOLUTIONS
 
 if not os.environ.get("MHA_LAB_CI"):  # CI installs the instructor extra: never skip there
@@ -136,13 +136,13 @@ def hidden_only_check_ids():
 
 
 def test_the_course_notebook_in_solutions_is_up_to_date(config):
-    from autograder.routes.course import write_course_notebook
+    from autograder.routes.nbgrader_course import write_course_notebook
 
     assert write_course_notebook(config, dry_run=True) == [], "run `python -m autograder skeleton` and commit"
 
 
 def test_a_stale_course_notebook_is_reported(config, tmp_path):
-    from autograder.routes.course import write_course_notebook
+    from autograder.routes.nbgrader_course import write_course_notebook
 
     stale = tmp_path / "mha.ipynb"
     stale.write_text((SOLUTIONS / "mha.ipynb").read_text().replace("raise NotImplementedError", "pass  # "))

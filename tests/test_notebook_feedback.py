@@ -5,8 +5,8 @@ import json
 import re
 
 
-from autograder.engine.assignment import step_modules
-from autograder.routes.notebook import check_step
+from autograder.engine.course.assignment import step_modules
+from autograder.routes.nbgrader_cell import check_step
 from conftest import SOLUTIONS
 from planted import planted_of
 
@@ -40,8 +40,8 @@ def test_the_course_freezes_each_steps_points_into_its_check_cell(config):
 
 
 def test_a_diagnosis_only_hidden_checks_give_stays_out_of_the_cell(submission, config, capsys):
-    from autograder.engine import messages
-    from autograder.engine.runner import grade
+    from autograder.engine.checks import messages
+    from autograder.engine.judge.runner import grade
     from planted import PLANTED
 
     mistake = next(p for p in PLANTED if p.name == "causal_ignores_device")  # caught by a hidden check only
@@ -57,7 +57,7 @@ def test_a_diagnosis_only_hidden_checks_give_stays_out_of_the_cell(submission, c
 
 
 def test_a_step_gone_from_grading_yml_scores_zero_and_says_to_regenerate(tmp_path, monkeypatch, capsys):
-    from autograder.engine import config as grading_config
+    from autograder.engine.course import config as grading_config
     from conftest import KIT
 
     text = (KIT / "grading.yml").read_text()
@@ -78,7 +78,7 @@ def test_the_pictures_of_failing_public_checks_show_in_the_notebook(submission, 
     import IPython
     import IPython.display
 
-    from autograder.engine.runner import grade
+    from autograder.engine.judge.runner import grade
     from autograder.routes.plots import pictures_for
 
     mistake = next(m for m in planted_of("masking") if m.id == "mask_inverted_where")

@@ -16,8 +16,8 @@ from pathlib import Path
 import pytest
 
 from autograder import cache_base
-from autograder.engine import config as grading_config
-from autograder.engine.torch_pin import GRADING_TORCH
+from autograder.engine.course import config as grading_config
+from autograder.engine.course.torch_pin import GRADING_TORCH
 from conftest import SOLUTIONS
 
 if not os.environ.get("MHA_LAB_CI"):  # CI installs the instructor extra: never skip there
@@ -131,7 +131,7 @@ def reference_files():
 
 def test_the_notebook_nbgrader_releases_runs_on_a_hub_without_the_kit(hub, tmp_path):
     from autograder.routes.cli import main as cli
-    from autograder.routes.course import fill_notebook
+    from autograder.routes.nbgrader_course import fill_notebook
     from test_nbgrader import run_nbgrader
 
     python, env = hub
@@ -155,7 +155,7 @@ def test_the_notebook_nbgrader_releases_runs_on_a_hub_without_the_kit(hub, tmp_p
 
 
 def test_the_released_student_notebook_runs_there_too(hub, tmp_path):
-    from autograder.routes.course import fill_notebook
+    from autograder.routes.nbgrader_course import fill_notebook
     from autograder.routes.release import release
 
     python, env = hub

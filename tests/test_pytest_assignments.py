@@ -5,7 +5,7 @@ import shutil
 import subprocess
 import sys
 
-from autograder.engine import config as grading_config
+from autograder.engine.course import config as grading_config
 from conftest import ASSIGNMENTS, KIT, SOLUTIONS, cuda_available, replace_once
 
 

@@ -2,7 +2,7 @@
 
 import pytest
 
-from autograder.engine.runner import grade
+from autograder.engine.judge.runner import grade
 from conftest import ASSIGNMENTS, SOLUTIONS, full_marks, grade_with_hidden
 
 

@@ -12,13 +12,13 @@ from pathlib import Path
 
 import pytest
 
-from autograder.engine.assignment import step_modules
-from autograder.engine.fingerprints import load, shipped_ids
-from autograder.engine.assignment import mistakes_of
+from autograder.engine.course.assignment import step_modules
+from autograder.engine.mistakes.fingerprints import load, shipped_ids
+from autograder.engine.course.assignment import mistakes_of
 from planted import planted_of
 from autograder.routes.release import release
 from autograder.routes.student_release import strip_hidden
-from autograder.engine.skeleton import solution_regions
+from autograder.engine.build.skeleton import solution_regions
 from conftest import KIT, SOLUTIONS
 
 
@@ -169,16 +169,12 @@ def test_release_grades_the_skeleton_zero_and_the_reference_full(student_release
 
 INSTRUCTOR_PARTS = [
     "routes/release.py",
-    "routes/course.py",
-    "routes/report.py",
-    "routes/report_cli.py",
-    "routes/report_html.py",
+    "routes/gradescope.py",
+    "routes/nbgrader_course.py",
+    "routes/report",
     "routes/student_notebook.py",
-    "routes/templates",
-    "engine/batch.py",
-    "engine/shard.py",
-    "engine/skeleton.py",
-    "engine/catalogs.py",
+    "engine/operations",
+    "engine/build",
 ]
 
 
@@ -351,7 +347,7 @@ KIT_SAMPLE = [
 @pytest.mark.slow
 @pytest.mark.parametrize("name", KIT_SAMPLE)
 def test_release_diagnoses_a_planted_mistake(student_release, tmp_path, name):
-    from autograder.engine import messages
+    from autograder.engine.checks import messages
     from planted import PLANTED
 
     planted = next(p for p in PLANTED if p.name == name)
@@ -363,12 +359,12 @@ def test_release_diagnoses_a_planted_mistake(student_release, tmp_path, name):
     target.write_text(planted.apply(target.read_text()))
     completed = pytest_in_release(copy, "--step", planted.step, *(["--cuda"] if planted.step == "cuda" else []))
     assert completed.returncode == 1
-    # the first line under the step names it (the step's verdict, engine/feedback.py)
+    # the first line under the step names it (the step's verdict, engine/judge/feedback.py)
     assert "x " + messages.render(f"diagnosis.{planted.diagnosis}") in completed.stdout, completed.stdout[-3000:]
 
 
 def test_students_get_the_gradings_torch_and_are_told_when_theirs_differs(student_release, monkeypatch):
-    from autograder.engine import torch_pin
+    from autograder.engine.course import torch_pin
     from autograder.routes.pytest_plugin import StudentPlugin
 
     requirements = (student_release / "requirements.txt").read_text()

@@ -20,9 +20,9 @@ from pathlib import Path
 
 import pytest
 
-from autograder.engine import config as grading_config
-from autograder.routes import report, report_html
-from autograder.routes.report_html import REPORT_CATALOG, render
+from autograder.engine.course import config as grading_config
+from autograder.routes.report import data as report, html as report_html, similarity
+from autograder.routes.report.html import REPORT_CATALOG, render
 from conftest import ASSIGNMENTS, KIT, SOLUTIONS
 from planted import PLANTED
 
@@ -298,7 +298,7 @@ def test_similarity_finds_the_copy_and_ignores_the_skeleton(tmp_path):
     for i in range(4):  # with "other", five students write OTHER_CODE: the usual way here, no lead
         students[f"usual{i}"] = write_submission(tmp_path / f"usual{i}", {"attention.py": head + OTHER_CODE})
     entries = [entry(sid, good(), str(path)) for sid, path in students.items()]
-    found = report.find_similar(entries, skeleton / "mha", threshold=0.5)
+    found = similarity.find_similar(entries, skeleton / "mha", threshold=0.5)
     assert [(p["a"], p["b"]) for p in found["pairs"]] == [("copy", "orig")]
     pair = found["pairs"][0]
     assert pair["similarity_a"] > 0.9 and pair["similarity_b"] > 0.9
@@ -308,7 +308,7 @@ def test_similarity_finds_the_copy_and_ignores_the_skeleton(tmp_path):
     assert shown.startswith("⋯\n") and renamed.strip() in shown and len(shown) < len(head)
     assert found["common_over"] == 3
     # with the usual code counted, the five who share OTHER_CODE are all alike
-    assert len(report.find_similar(entries, skeleton / "mha", threshold=0.5, min_common=10)["pairs"]) == 1 + 10
+    assert len(similarity.find_similar(entries, skeleton / "mha", threshold=0.5, min_common=10)["pairs"]) == 1 + 10
 
 
 @needs("jinja2")
@@ -359,7 +359,7 @@ def test_similar_pairs_are_grouped_into_clusters():
         return {"a": a, "b": b, "similarity_a": similarity, "similarity_b": similarity / 2}
 
     pairs = [pair("a", "b", 0.9), pair("x", "y", 0.95), pair("b", "c", 0.7), pair("a", "c", 0.6)]
-    assert [(c["members"], c["pairs"], c["top"]) for c in report.clusters(pairs)] == [
+    assert [(c["members"], c["pairs"], c["top"]) for c in similarity.clusters(pairs)] == [
         (["a", "b", "c"], 3, 0.9),
         (["x", "y"], 1, 0.95),
     ]
@@ -368,7 +368,7 @@ def test_similar_pairs_are_grouped_into_clusters():
 def test_skeleton_lines_and_comments_beside_a_match_are_not_highlighted():
     text = 'def f(x):\n    """What the skeleton says."""\n    # a comment\n    y = x * 2\n    return y\n'
     # copydetect's slice runs from the first matched token to the last, over what lies between
-    pieces = report._segments(text, ([0], [len(text)]), {"def f(x):", '"""What the skeleton says."""'})
+    pieces = similarity._segments(text, ([0], [len(text)]), {"def f(x):", '"""What the skeleton says."""'})
     marked = "".join(piece for piece, hit in pieces if hit)
     assert "y = x * 2" in marked and "return y" in marked
     assert "skeleton" not in marked and "comment" not in marked and "def f" not in marked
@@ -378,7 +378,7 @@ def test_skeleton_lines_and_comments_beside_a_match_are_not_highlighted():
 def test_messages_and_titles_are_put_into_the_report_language():
     from markupsafe import escape
 
-    from autograder.engine import messages
+    from autograder.engine.checks import messages
 
     def values(lang):
         return messages.render(
@@ -426,7 +426,7 @@ def test_report_json_speaks_the_reports_language(tmp_path):
     """`report --lang ko --json`: the texts for people in report.json (the misconceptions' messages,
     the titles) are in Korean as the HTML's are; ids and numbers are not translated. Without it, the
     messages stayed in the language grading spoke (English)."""
-    from autograder.engine import messages
+    from autograder.engine.checks import messages
 
     attention = step("attention", [check("weights", False)], ["scale_by_d_model"])
     attention["title"] = messages.render("step_title.mha.attention", "en")

@@ -2,15 +2,15 @@
 
 The hidden checks draw their sizes from the grading seed. Left to chance, a seed decides whether
 a mistake shows (softmax over the queries lost masking points on 1 seed in 5), so a grade was a
-lottery. Without --seed, every route grades with runner.default_seed: fixed by grading.yml and
+lottery. Without --seed, every route grades with plan.default_seed: fixed by grading.yml and
 the assignment id.
 """
 
 import json
 
-from autograder.engine import config as grading_config
-from autograder.engine.runner import default_seed
-from autograder.routes.notebook import check_step
+from autograder.engine.course import config as grading_config
+from autograder.engine.judge.plan import default_seed
+from autograder.routes.nbgrader_cell import check_step
 from conftest import replace_once
 from planted import PLANTED
 from test_cli import run

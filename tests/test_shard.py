@@ -11,10 +11,10 @@ from pathlib import Path
 
 import pytest
 
-from autograder.engine import batch
-from autograder.engine.batch import submission_ids
-from autograder.engine.results import GradeResult, StepResult
-from autograder.engine.shard import (
+from autograder.engine.operations import batch
+from autograder.engine.operations.batch import submission_ids
+from autograder.engine.judge.results import GradeResult, StepResult
+from autograder.engine.operations.shard import (
     IncompleteMerge,
     ShardError,
     class_list_text,
@@ -82,7 +82,7 @@ def test_shards_use_the_ids_of_the_whole_class_whatever_the_argument_order(tmp_p
 
 def write_out(directory, results, ids):
     """An out directory as grade --out writes it."""
-    from autograder.engine.results import write_csv, write_json
+    from autograder.engine.judge.results import write_csv, write_json
 
     directory.mkdir(parents=True)
     for sid, result in zip(ids, results):
@@ -243,7 +243,7 @@ def test_a_merge_without_a_shards_directory_names_the_shard_and_what_it_owes(tmp
 
 def test_a_shard_that_stopped_is_named_as_such(tmp_path, monkeypatch):
     dirs = graded_shards(tmp_path, monkeypatch, CLASS)
-    from autograder.engine.shard import write_manifest
+    from autograder.engine.operations.shard import write_manifest
 
     manifest = read_manifest(dirs[0])
     manifest.complete, manifest.finished = False, None  # as the start of a run leaves it
@@ -315,7 +315,7 @@ def test_grade_takes_a_class_list_and_keeps_a_resumed_batchs_seed(tmp_path):
     assert completed.returncode == 2 and "class.txt, line 1" in completed.stderr
     completed = run("grade", SOLUTIONS, "--class-list", listing, "--out", tmp_path / "out")
     assert completed.returncode == 2 and "--class-list FILE takes the place of the paths" in completed.stderr
-    from autograder.engine.shard import Manifest, write_manifest
+    from autograder.engine.operations.shard import Manifest, write_manifest
 
     write_manifest(tmp_path / "out", Manifest("mha", (1, 2), 7, ["a"], ["a"], [], str(tmp_path)))
     completed = run("grade", SOLUTIONS, "--out", tmp_path / "out", "--seed", "8", "--shard", "1/2")

@@ -25,7 +25,7 @@ from pathlib import Path
 
 import pytest
 
-from autograder.engine.shard import in_shard, read_manifest
+from autograder.engine.operations.shard import in_shard, read_manifest
 from conftest import KIT, SOLUTIONS
 
 pytestmark = pytest.mark.slow

@@ -1,4 +1,4 @@
-"""The source allow-list (autograder/engine/source_policy.py): every escape class is refused in
+"""The source allow-list (autograder/engine/scan/source_policy.py): every escape class is refused in
 every construct, with the file and line named; every correct implementation style passes.
 
 Each case of ESCAPES passed the deny-list scanner this allow-list replaced (shown by running
@@ -10,9 +10,10 @@ import types
 
 import pytest
 
-from autograder.engine import messages, source_policy
-from autograder.engine.forbidden import scan_tampering
-from autograder.engine.source_policy import findings
+from autograder.engine.checks import messages
+from autograder.engine.scan import source_policy, source_reader
+from autograder.engine.scan.forbidden import scan_tampering
+from autograder.engine.scan.source_reader import findings
 from conftest import SOLUTIONS, full_marks, grade_with_hidden, replace_once
 from variants import VARIANTS
 
@@ -457,7 +458,7 @@ def test_a_sentence_about_the_grader_is_not_a_grader_name():
 
 
 def test_a_hostile_file_yields_a_bounded_number_of_findings():
-    assert len(findings("import os\n" * 10_000)) == source_policy.MAX_FINDINGS
+    assert len(findings("import os\n" * 10_000)) == source_reader.MAX_FINDINGS
 
 
 def test_every_module_reachable_from_an_allowed_module_is_decided():
@@ -466,7 +467,7 @@ def test_every_module_reachable_from_an_allowed_module_is_decided():
     decided here, not pass unseen."""
     undecided = []
     for module_name in sorted(source_policy.ALLOWED_MODULES):
-        module = source_policy._loaded(module_name)
+        module = source_reader._loaded(module_name)
         if module is None:
             continue
         members = {attr: value.__name__ for attr, value in vars(module).items() if isinstance(value, types.ModuleType)}

@@ -1,7 +1,7 @@
 """Staging never follows a link the student made: mha.ipynb as a symlink to a solved notebook
 elsewhere is not graded."""
 
-from autograder.engine.runner import grade
+from autograder.engine.judge.runner import grade
 from conftest import SOLUTIONS
 
 

@@ -5,8 +5,8 @@ import os
 
 import pytest
 
-from autograder.engine.runner import grade
-from autograder.engine.submission import SOURCE_LIMIT
+from autograder.engine.judge.runner import grade
+from autograder.engine.scan.submission import SOURCE_LIMIT
 from conftest import INTEGRATION_STEPS, SOLUTIONS, full_marks
 
 

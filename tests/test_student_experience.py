@@ -6,8 +6,8 @@ import re
 import pytest
 import torch
 
-from autograder.engine import config as grading_config
-from autograder.engine.runner import grade
+from autograder.engine.course import config as grading_config
+from autograder.engine.judge.runner import grade
 from conftest import KIT, SOLUTIONS
 from test_pytest_assignments import pytest_in, student_copy
 
@@ -52,9 +52,9 @@ def test_grade_charges_one_time_limit_per_hung_step(submission, isolate):
 
 
 def test_a_time_limit_spent_in_the_graders_own_code_is_not_the_students_hang():
-    from autograder.engine.assignment import step_modules
-    from autograder.engine.observation import Facts, read_report
-    from autograder.engine.runner import Hangs
+    from autograder.engine.course.assignment import step_modules
+    from autograder.engine.judge.observation import Facts, read_report
+    from autograder.engine.judge.in_process import Hangs
 
     check = step_modules("mha")["padding"].CHECKS[0]
     facts = Facts("mha", frozenset({"padding.py"}), "padding", 1.0)
@@ -142,7 +142,7 @@ def test_x_stops_at_the_first_failure_and_the_step_is_not_scored_as_zero(tmp_pat
 def hidden_and_public_ids():
     """Test ids of the public and of the hidden checks, as pytest names them: `step-check`, or
     `assignment-step-check` where several assignments are beside each other."""
-    from autograder.engine.assignment import known, step_modules
+    from autograder.engine.course.assignment import known, step_modules
 
     public, hidden = set(), set()
     for assignment_id in known():
@@ -393,9 +393,9 @@ def test_pytest_keeps_masking_whole_beside_a_softmax_mistake_and_charges_an_igno
 
 
 def test_score_step_keeps_a_blocked_checks_share_in_the_maximum(config):
-    from autograder.engine.assignment import step_modules
-    from autograder.engine.check import Fail
-    from autograder.engine.runner import score_step
+    from autograder.engine.course.assignment import step_modules
+    from autograder.engine.checks.check import Fail
+    from autograder.engine.judge.score import score_step
 
     step = config.step("masking")
     checks = [c for c in step_modules("mha")["masking"].CHECKS if c.visibility == "public"]
@@ -487,7 +487,7 @@ MASK_INVERTED = ("scores.masked_fill(mask,", "scores.masked_fill(~mask,")
 
 
 def test_grade_plots_draw_the_failing_attention_weights_and_the_table_points_to_them(tmp_path, config, submission):
-    from autograder.engine.results import table
+    from autograder.engine.judge.results import table
     from autograder.routes.plots import pictures_for
 
     # a mistake of each step's own (softmax over the queries would cost masking nothing: nothing to draw)
@@ -539,7 +539,7 @@ def run_notebook(notebook, directory):
 
 @pytest.mark.slow
 def test_student_notebook_runs_headless_and_scores_as_pytest_does(tmp_path, config):
-    from autograder.routes.course import fill_notebook
+    from autograder.routes.nbgrader_course import fill_notebook
     from autograder.routes.student_notebook import student_notebook
 
     notebook = student_notebook(config)
@@ -672,7 +672,7 @@ def test_the_written_out_run_counts_only_where_the_judge_itself_finds_the_functi
     step's tolerance). Otherwise a mistake the earlier step does not see would be charged nowhere."""
     from autograder.assignments.mha.checks.multi_head_attention import judge_with_earlier_steps
     from autograder.assignments.mha.observers.multi_head_attention import EARLIER
-    from autograder.engine.check import compare
+    from autograder.engine.checks.check import compare
 
     entry = next(e for e in EARLIER if e.name == "scaled_dot_product_attention")
     right = entry.results(entry.by_hand)  # what a right attention gives on the probe

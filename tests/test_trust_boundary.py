@@ -14,10 +14,10 @@ import sys
 import pytest
 import torch
 
-from autograder.engine import config as grading_config
-from autograder.engine import runner
-from autograder.engine.observation import Facts, read_report
-from autograder.engine.runner import grade
+from autograder.engine.course import config as grading_config
+from autograder.engine.judge import plan, verdict
+from autograder.engine.judge.observation import Facts, read_report
+from autograder.engine.judge.runner import grade
 from autograder.sandbox import wire
 from conftest import KIT, SOLUTIONS
 
@@ -27,7 +27,7 @@ FACTS = Facts("mha", frozenset({"attention.py", "heads.py"}), "attention", 10.0,
 @pytest.fixture
 def no_source_policy(monkeypatch):
     """The judge without its source policy: hostile code gets to run in the worker."""
-    monkeypatch.setattr(runner, "forbidden_in_source", lambda module, step, student: None)
+    monkeypatch.setattr(plan, "forbidden_in_source", lambda module, step, student: None)
 
 
 def attention_with(prelude: str, body: str) -> str:
@@ -62,7 +62,7 @@ def test_a_report_cannot_name_a_verdict_state(report):
         report.setdefault("forbidden", [])
     seen = read_report(report, FACTS)
     assert seen.error is not None and seen.error.message_id == "bad_worker_message"
-    assert not runner.not_checked(seen.error)
+    assert not verdict.not_checked(seen.error)
 
 
 def test_a_contract_report_is_a_failure_with_checked_and_printable_parameters():
@@ -331,12 +331,12 @@ def test_the_smallest_example_search_never_fails_the_grading():
     """The red team's broadcast-view submission made the search shrink split_heads' num_heads to 0,
     where the check's own oracle divides by it: the judge crashed and the submission was NOT
     GRADED. A candidate the oracle cannot take is rejected, and a failing search gives no example."""
-    from autograder.engine.assignment import step_modules
-    from autograder.engine.check import Fail
-    from autograder.engine.diagnosis import Record
-    from autograder.engine.feedback import first_example
-    from autograder.engine.observation import Observation
-    from autograder.engine.runner import check_inputs, check_seed
+    from autograder.engine.course.assignment import step_modules
+    from autograder.engine.checks.check import Fail
+    from autograder.engine.mistakes.diagnosis import Record
+    from autograder.engine.judge.feedback import first_example
+    from autograder.engine.judge.observation import Observation
+    from autograder.engine.judge.plan import check_inputs, check_seed
 
     check = next(c for c in step_modules("mha")["split_heads"].CHECKS if c.id == "split_values")
     inputs = check_inputs(check, check_seed(check))

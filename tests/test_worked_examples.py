@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from autograder.engine import config as grading_config
+from autograder.engine.course import config as grading_config
 from autograder.harness.package import Package
 from conftest import SOLUTIONS
 

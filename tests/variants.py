@@ -2,7 +2,7 @@
 diagnosis: the grader measures behaviour, not style. Each variant is a Mistake-like patch set on
 the reference (file -> [(old, new)]), so it stays in step with the reference."""
 
-from autograder.engine.check import Mistake
+from autograder.engine.checks.check import Mistake
 
 
 def variant(name, file, patches):

@@ -1,1 +1,1 @@
-"""One folder per assignment (see autograder/engine/assignment.py for what a folder holds)."""
+"""One folder per assignment (see autograder/engine/course/assignment.py for what a folder holds)."""

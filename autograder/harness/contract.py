@@ -4,7 +4,7 @@ Observers (autograder/assignments/<id>/observers/) raise ContractError where the
 does not have the shape the contract asks for (a missing layer, a wrong return type); the package
 loader raises SubmissionError for a file that cannot be used (missing, a syntax error, an
 exception at import). Both are reported to the judge as a "contract" report: a name from the
-judge's closed list of failures and its parameters (engine/observation.py), never a verdict.
+judge's closed list of failures and its parameters (engine/judge/observation.py), never a verdict.
 """
 
 import torch

@@ -5,7 +5,7 @@ steps (split_heads, the attention function, the masks). When one of those is wro
 output is wrong too, but the mistake is that step's. So an observer of the module runs it as
 usual, and where an earlier function differs from its written-out version on a probe (or raises
 there), runs it once more with the written-out versions in place of the student's, wherever the
-package holds them; the judge decides what the two runs mean (engine/earlier.py).
+package holds them; the judge decides what the two runs mean (engine/checks/earlier.py).
 
     EARLIER = [Earlier("attention", "attention", "scaled_dot_product_attention", by_hand, calls)]
     got = with_earlier_steps(package, EARLIER, run)   # run() -> the module's observations

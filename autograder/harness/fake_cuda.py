@@ -28,6 +28,9 @@ and stops at an op that needs values (is_data_dependent).
         module = sim.module(student_module)   # module.to("cuda"): parameters and buffers move
         out = module(sim.tensor(x))           # out.device == torch.device("cuda:0")
         sim.cpu_values(out)                   # its values, a plain CPU tensor
+
+One module, though long: the guard, the tensor subclass and the dispatch mode make one device
+together and are meaningless apart; the simulation is loaded as one unit by the worker server.
 """
 
 import ctypes

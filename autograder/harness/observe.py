@@ -11,7 +11,7 @@ and report what happened as plain data.
     {"kind": "trapped", "function": ["heads.py", "split_heads"], ...}
 
 A report says what was seen, never a verdict: the judge reads it with its own facts
-(autograder/engine/observation.py) and decides. `where` is the innermost frame in the student's
+(autograder/engine/judge/observation.py) and decides. `where` is the innermost frame in the student's
 files: the file relative to the package folder, the line, the function's qualified name.
 
 A function that once ran past its time limit is *trapped* (`trap`): its code is replaced by one

@@ -18,6 +18,10 @@ after grading. A step switched off in grading.yml (`mode: off`) is left out of t
 
 Either way the classroom-resources/autograding-grading-reporter step sums the results. The
 release holds the public checks only; see docs/classroom.md for adding the hidden ones.
+
+One module, though long: it is the entry point the generated workflow calls (`python -m
+autograder.routes.classroom`), and the workflow it writes, the step it runs, the result format
+and the per-push cache all follow from that one command line.
 """
 
 import argparse
@@ -28,7 +32,7 @@ import math
 import sys
 from pathlib import Path
 
-from autograder.engine.torch_pin import CPU_INDEX, GRADING_TORCH
+from autograder.engine.course.torch_pin import CPU_INDEX, GRADING_TORCH
 from autograder.routes.public_view import public_step, public_view
 
 # A grading step or the report still runs after an earlier step failed (a grader error, a
@@ -272,7 +276,7 @@ def _public_checks(config, step_id):
 def grade_step(step_id, submission, config, reference=None, isolate=True):
     """The GradeResult of one step. Isolated by default: student code runs in a worker process,
     so its prints, its exit or a crash cannot reach this process or what it writes."""
-    from autograder.engine.runner import grade
+    from autograder.engine.judge.runner import grade
 
     return grade(submission, config, reference=reference, steps=[step_id], isolate=isolate)
 
@@ -295,7 +299,7 @@ def reporter_result(step, location=None):
     failing test's `test_code`, each other failing test's own message in its own. `line_no`: the
     line a failure names, else the step's code (`location`: (file, line) from step_location).
     An empty test list would be NaN: a step with no check run here scores 0 of 0 (off the total)."""
-    from autograder.engine import feedback
+    from autograder.engine.judge import feedback
 
     counted = [check for check in step.checks if check.passed is not None]
     if not counted:
@@ -385,7 +389,7 @@ def annotations(step, location, title):
     line a failure names or else at the step's code (`location`, from step_location): one
     `::error` for a step that lost points, one `::warning` for checks that could not be judged.
     The file is given as the student's repository holds it (assignments/<package>/<file>)."""
-    from autograder.engine import feedback
+    from autograder.engine.judge import feedback
 
     public = dataclasses.replace(step, checks=[check for check in step.checks if check.visibility == "public"])
     found = feedback.verdict(public)
@@ -437,7 +441,8 @@ def print_log(graded, step_id: str, hidden: bool, location=None, title=None) -> 
     student's file as an annotation (annotations; `location`: the step's code)."""
     import os
 
-    from autograder.engine import messages, results
+    from autograder.engine.checks import messages
+    from autograder.engine.judge import results
 
     if os.environ.get("GITHUB_ACTIONS") == "true":
         for line in annotations(graded.step(step_id), location, title or step_id):
@@ -597,7 +602,7 @@ def read_cache(key: str, assignment) -> dict:
 
 def write_cache(key: str, steps: dict) -> None:
     """Keep `steps` under `key` (atomically; a failure only costs the next step a grading)."""
-    from autograder.engine.results import WriteError, write_atomically
+    from autograder.engine.judge.results import WriteError, write_atomically
 
     directory = cache_directory()
     if not _private_folder(directory, create=True):
@@ -615,9 +620,9 @@ def grade_every_step(args, shallow) -> tuple:
     import contextlib
     import io
 
-    from autograder.engine import messages
-    from autograder.engine.config import load
-    from autograder.engine.runner import grade
+    from autograder.engine.checks import messages
+    from autograder.engine.course.config import load
+    from autograder.engine.judge.runner import grade
 
     config = load(args.config_path, assignment=shallow.id)
     steps, first = {}, graded_steps(config)[0].id if graded_steps(config) else None
@@ -630,7 +635,7 @@ def grade_every_step(args, shallow) -> tuple:
         return steps, False
     public_ids = None
     if args.reference is not None:
-        from autograder.engine.diagnosis import public_message_ids
+        from autograder.engine.mistakes.diagnosis import public_message_ids
 
         public_ids = public_message_ids(config)
     for step_config in graded_steps(config):
@@ -694,7 +699,7 @@ def main(argv=None):
         key = cache_key(args.config_path, light, args.path, args.reference)
         steps = read_cache(key, light)
     if steps is None:
-        from autograder.engine.config import ConfigError, parse_all
+        from autograder.engine.course.config import ConfigError, parse_all
 
         try:
             try:
@@ -765,7 +770,7 @@ def grade_one_step(args) -> dict:
     import contextlib
     import io
 
-    from autograder.engine.config import load
+    from autograder.engine.course.config import load
 
     config = load(args.config_path, assignment=args.assignment)
     log = io.StringIO()
@@ -773,7 +778,7 @@ def grade_one_step(args) -> dict:
         graded = grade_step(args.step, args.path, config, args.reference, isolate=not args.in_process)
         step = graded.step(args.step)
         if args.reference is not None:
-            from autograder.engine.diagnosis import public_message_ids
+            from autograder.engine.mistakes.diagnosis import public_message_ids
 
             step = public_step(step, public_message_ids(config))
             graded = dataclasses.replace(graded, steps=[step])
@@ -784,7 +789,7 @@ def grade_one_step(args) -> dict:
             "log": "",
             "result": error_result(args.step, config.step(args.step).points, f"{type(error).__name__}: {error}"),
         }
-    from autograder.engine import messages
+    from autograder.engine.checks import messages
 
     title = messages.title(f"step_title.{config.id}.{args.step}", config.step(args.step).title)
     with contextlib.redirect_stdout(log):

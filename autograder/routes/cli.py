@@ -11,7 +11,7 @@
     skeleton [--check]     regenerate assignments/<id>/ and solutions/<id>.ipynb from solutions/<id>/
     fingerprints [--check] regenerate each assignment's fingerprints.json (the release's diagnosis)
     generate [--check]     every generated file: message templates and compiled catalogs,
-                           fingerprints, skeletons (engine/generated.py)
+                           fingerprints, skeletons (engine/build/generated.py)
     nbgrader COURSE_DIR    write an nbgrader course: nbgrader_config.py, source/<id>/<id>.ipynb
     release DIR            write what students get; gradescope ZIP: a Gradescope autograder
     doctor                 check the grading machine's sandbox layer by layer (GPU or not)
@@ -19,6 +19,9 @@
 Which assignment of grading.yml a submission is graded as: --assignment, else the one whose
 package the submission holds. Student code runs in sandboxed worker processes
 (autograder/sandbox/) unless --in-process.
+
+One module, though long: each subcommand is one `run_*` function after the argument parser (the
+commands are listed above); the work is done in the modules they call.
 """
 
 import argparse
@@ -27,7 +30,8 @@ import warnings
 from pathlib import Path
 
 from autograder import KIT
-from autograder.engine import messages, results
+from autograder.engine.checks import messages
+from autograder.engine.judge import results
 
 PLOTS_DEFAULT = Path("plots")  # --plots without DIR (a batch: OUT/pictures/)
 
@@ -205,7 +209,7 @@ def main(argv=None):
 
     args = parser.parse_args(argv)
     args.argv = argv  # a batch records the command that runs it again (its manifest)
-    from autograder.engine.config import ConfigError, precheck
+    from autograder.engine.course.config import ConfigError, precheck
 
     try:
         precheck(getattr(args, "config", None))  # before any process starts or torch loads
@@ -225,7 +229,7 @@ def run(args):
     if args.command == "student-notebook":
         return run_student_notebook(args)
     if args.command in ("merge", "report"):
-        from autograder.routes.report_cli import run as run_report_command
+        from autograder.routes.report.cli import run as run_report_command
 
         return run_report_command(args)
     if args.command == "fingerprints":
@@ -237,7 +241,8 @@ def run(args):
     if args.command == "nbgrader":
         return run_nbgrader(args)
     if args.command in ("release", "gradescope"):
-        from autograder.routes.release import gradescope_zip, release as write_release
+        from autograder.routes.gradescope import gradescope_zip
+        from autograder.routes.release import release as write_release
 
         if args.command == "release" and args.out.exists():
             print(f"error: {args.out} already exists", file=sys.stderr)
@@ -257,8 +262,8 @@ def run(args):
 
 
 def run_student_notebook(args):
-    from autograder.engine import config as grading_config
-    from autograder.routes.course import notebook_text
+    from autograder.engine.course import config as grading_config
+    from autograder.routes.nbgrader_course import notebook_text
     from autograder.routes.student_notebook import student_notebook
 
     try:
@@ -274,7 +279,7 @@ def run_student_notebook(args):
 def which_assignment(chosen, every=False) -> str:
     """Which assignment of grading.yml a command took, in words: the one `chosen`, else the first
     (or, where `every`, all of them), with how to choose another."""
-    from autograder.engine import config as grading_config
+    from autograder.engine.course import config as grading_config
 
     ids = [config.id for config in grading_config.load_all()]
     if chosen:
@@ -289,7 +294,7 @@ def which_assignment(chosen, every=False) -> str:
 def run_grade(args):
     shard = None
     if args.shard:
-        from autograder.engine.shard import ShardError, parse_shard
+        from autograder.engine.operations.shard import ShardError, parse_shard
 
         try:
             shard = parse_shard(args.shard)
@@ -300,7 +305,7 @@ def run_grade(args):
             print("error: --shard needs --out DIR", file=sys.stderr)
             return 2
     if args.class_list is not None:
-        from autograder.engine.shard import ShardError, read_class_list
+        from autograder.engine.operations.shard import ShardError, read_class_list
 
         if args.paths or not args.out:
             print("error: --class-list FILE takes the place of the paths, and needs --out DIR", file=sys.stderr)
@@ -318,7 +323,7 @@ def run_grade(args):
     if len(paths) > 1 and not args.out:
         print("error: several submissions need --out DIR (one JSON each and grades.csv)", file=sys.stderr)
         return 2
-    from autograder.engine import config as grading_config
+    from autograder.engine.course import config as grading_config
 
     # All of grading.yml (check ids, forbidden names: torch loads) is validated before the worker
     # server starts, unless this very file passed that on this machine before: then the server's
@@ -335,7 +340,8 @@ def run_grade(args):
         from autograder.sandbox import fork_server
 
         fork_server.start("autograder.harness.serve")
-    from autograder.engine.runner import default_seed, grade
+    from autograder.engine.judge.plan import default_seed
+    from autograder.engine.judge.runner import grade
 
     if args.assignment:
         chosen = [grading_config.choose(graded, args.assignment, args.config or grading_config.default_path())]
@@ -369,7 +375,10 @@ def run_grade(args):
     from autograder.routes.plots import pictures_for
 
     if args.out:
-        from autograder.engine.batch import BatchBusy, grade_batch  # not in the student kit (instructor_only)
+        from autograder.engine.operations.batch import (
+            BatchBusy,
+            grade_batch,
+        )  # not in the student kit (instructor_only)
 
         plots = None if args.plots is None else args.out / "pictures" if args.plots is PLOTS_DEFAULT else args.plots
         try:
@@ -430,7 +439,7 @@ def resume_seed(args):
     """A batch resumed into an --out that has a manifest keeps its seed: --seed left out takes
     it, and a different --seed is refused (the hidden checks' inputs would differ within one
     class). Returns an exit code, or None."""
-    from autograder.engine.shard import ShardError, read_manifest
+    from autograder.engine.operations.shard import ShardError, read_manifest
 
     try:
         manifest = read_manifest(args.out) if args.out.is_dir() else None
@@ -461,7 +470,7 @@ def rerun_words(args, seed) -> list:
 
 
 def run_class_list(args):
-    from autograder.engine.shard import ShardError, class_list_text
+    from autograder.engine.operations.shard import ShardError, class_list_text
 
     missing = [str(path) for path in args.paths if not path.exists()]
     if missing:
@@ -481,8 +490,8 @@ def run_gradescope(upload, config, reference, seed, isolate, results_path):
     import json
     import time
 
-    from autograder.routes.release import gradescope_results
-    from autograder.engine.runner import grade
+    from autograder.routes.gradescope import gradescope_results
+    from autograder.engine.judge.runner import grade
 
     started = time.monotonic()
     result = grade(upload, config, reference=reference, seed=seed, isolate=isolate)
@@ -497,8 +506,8 @@ def run_gradescope(upload, config, reference, seed, isolate, results_path):
 
 
 def run_nbgrader(args):
-    from autograder.engine import config as grading_config
-    from autograder.routes.course import write_course
+    from autograder.engine.course import config as grading_config
+    from autograder.routes.nbgrader_course import write_course
 
     try:
         written = write_course(args.course_dir, grading_config.load_all())
@@ -512,9 +521,9 @@ def run_nbgrader(args):
 
 
 def run_skeleton(args):
-    from autograder.engine import config as grading_config
-    from autograder.engine.skeleton import write_skeletons
-    from autograder.routes.course import write_course_notebook
+    from autograder.engine.course import config as grading_config
+    from autograder.engine.build.skeleton import write_skeletons
+    from autograder.routes.nbgrader_course import write_course_notebook
 
     changed = []
     for config in grading_config.load_all():
@@ -539,9 +548,9 @@ def run_skeleton(args):
 def run_fingerprints(args):
     import json
 
-    from autograder.engine import config as grading_config
-    from autograder.engine import fingerprints
-    from autograder.engine.fingerprint_build import generate
+    from autograder.engine.course import config as grading_config
+    from autograder.engine.mistakes import fingerprints
+    from autograder.engine.build.fingerprint_build import generate
 
     stale = []
     for config in grading_config.load_all():
@@ -559,8 +568,8 @@ def run_fingerprints(args):
 
 
 def run_generate(args):
-    """Every generated file from its sources (engine/generated.py), then the skeletons."""
-    from autograder.engine import generated
+    """Every generated file from its sources (engine/build/generated.py), then the skeletons."""
+    from autograder.engine.build import generated
 
     changed = generated.stale() if args.check else generated.generate()
     for path in changed:

@@ -241,7 +241,7 @@ HINTS = {
 
 def fork_hygiene(say):
     """The worker server's report on itself before its first fork; returns the server's layers."""
-    from autograder.engine.remote import PRELOAD
+    from autograder.engine.judge.remote import PRELOAD
     from autograder.sandbox.fork_server import ServerError, WorkerServer
 
     server = WorkerServer.shared(PRELOAD)
@@ -274,8 +274,8 @@ def fork_hygiene(say):
 
 
 def reference(say):
-    from autograder.engine import config as grading_config
-    from autograder.engine.runner import grade
+    from autograder.engine.course import config as grading_config
+    from autograder.engine.judge.runner import grade
 
     solutions = KIT / "solutions"
     for config in grading_config.load_all():

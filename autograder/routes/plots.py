@@ -9,7 +9,7 @@ the picture is labelled in English rather than with empty boxes."""
 import functools
 from pathlib import Path
 
-from autograder.engine import messages
+from autograder.engine.checks import messages
 
 
 def pictures_for(directory):

@@ -5,7 +5,8 @@ check cell, the Classroom log and reporter, and Gradescope's results all show th
 
 import dataclasses
 
-from autograder.engine import messages, results
+from autograder.engine.checks import messages
+from autograder.engine.judge import results
 
 
 def public_diagnoses(step, public_ids: set) -> list:

@@ -5,6 +5,9 @@ check of every assignment of grading.yml whose package is beside it); assignment
 registers StudentPlugin, which records each check's outcome and prints the per-step table at
 the end of the run. Student code runs in this process, so an exception in it shows a
 normal traceback into the student's file; a per-check time limit comes from pytest-timeout.
+
+One module, though long: pytest meets it through one plugin class and its hooks; the helpers
+beside them serve only those hooks.
 """
 
 import gc
@@ -13,26 +16,23 @@ from pathlib import Path
 
 import pytest
 
-from autograder.engine import config as grading_config
-from autograder.engine import messages, results
-from autograder.engine.check import Fail
-from autograder.engine.diagnosis import Record, diagnose
-from autograder.engine.observation import Observation, read_report
-from autograder.engine.runner import (
-    Hangs,
+from autograder.engine.course import config as grading_config
+from autograder.engine.checks import messages
+from autograder.engine.judge import results
+from autograder.engine.checks.check import Fail
+from autograder.engine.mistakes.diagnosis import Record, diagnose
+from autograder.engine.judge.observation import Observation, read_report
+from autograder.engine.judge.in_process import Hangs, clone, facts_of, observe
+from autograder.engine.judge.plan import (
     check_inputs,
     check_seed,
-    clone,
     device_mode,
     forbidden_in_source,
-    judge,
-    facts_of,
     mode_note,
     warm_up_grader,
-    not_checked,
-    observe,
-    score_step,
 )
+from autograder.engine.judge.verdict import judge, not_checked
+from autograder.engine.judge.score import score_step
 from autograder.harness import observe as harness
 from autograder.harness.package import Package
 from autograder.harness.summary import summarise_text
@@ -235,7 +235,7 @@ def run_public_check(check, lab):
         fail = judge(check, inputs, observation, expected, step.tolerance)
     lab.records[check] = Record(check, inputs, observation, fail, expected=expected)
     if not_checked(fail):
-        lab.verdicts[check] = fail  # scored as not checked (runner.score_step), not left out as a partial run
+        lab.verdicts[check] = fail  # scored as not checked (score.score_step), not left out as a partial run
         pytest.skip(messages.render(fail.message_id, **fail.params))
     if fail:
         lab.verdicts[check] = fail
@@ -310,7 +310,7 @@ class StudentPlugin:
         self.verdicts = {}  # check -> the Fail that run_public_check reported for it
         self.records = {}  # check -> its Record (inputs, observation, verdict), for the diagnosis
         self.modes = {}  # (assignment, step) -> the device mode its checks ran in
-        self.source_scans = {}  # (assignment, step) -> runner.forbidden_in_source's verdict
+        self.source_scans = {}  # (assignment, step) -> plan.forbidden_in_source's verdict
         self.packages = {}  # assignment -> the student's package
         self.hangs = Hangs()  # where code hung: the checks that reach it stop at once
         self.plots = None  # --plots DIR
@@ -332,7 +332,7 @@ class StudentPlugin:
         return self.packages[assignment_id]
 
     def forbidden_source(self, check, step):
-        """runner.forbidden_in_source, once per step and run."""
+        """plan.forbidden_in_source, once per step and run."""
         key = check.assignment, check.step
         if key not in self.source_scans:
             module = self.configs[check.assignment].step_modules()[check.step]
@@ -341,7 +341,7 @@ class StudentPlugin:
 
     def pytest_report_header(self, config):
         """A torch other than the grading's, said before anything runs (torch_pin)."""
-        from autograder.engine.torch_pin import torch_note
+        from autograder.engine.course.torch_pin import torch_note
 
         note = torch_note()
         return [note] if note else []
@@ -427,7 +427,7 @@ class StudentPlugin:
         """The step's smallest failing input (feedback.first_example), its candidates run here as
         the checks are, without the forbidden-call watch (the check shrunk made no forbidden call,
         and the watch costs more than the small runs it would watch)."""
-        from autograder.engine.feedback import first_example
+        from autograder.engine.judge.feedback import first_example
 
         return first_example(
             records,

@@ -7,7 +7,7 @@ The first cell installs what the checks need (PyYAML, jsonschema, numpy; the gra
 there is none, as Colab has one) and unpacks the grader the student release ships (public checks
 only: no solutions, no hidden checks, no known mistakes) into a folder of its own, where the kit
 is not installed (course.installer). `release` writes one per assignment (notebooks/<package>.ipynb). Each step's code cells write the package's files
-(`%%writefile`), and its check cell calls routes.notebook.check_step: the in-process grader on
+(`%%writefile`), and its check cell calls routes.nbgrader_cell.check_step: the in-process grader on
 the public checks, the same per-step points as `pytest assignments/` (with --cuda). What the
 notebook says is in Korean, then English (the titles from the assignment's catalog), and the
 setup cell's `LANG` chooses the checks' language (`lang="ko"`)."""
@@ -16,8 +16,8 @@ import base64
 from pathlib import Path
 
 from autograder import KIT
-from autograder.engine import messages
-from autograder.routes.course import course_notebook, installer, notebook_about, split_docstring
+from autograder.engine.checks import messages
+from autograder.routes.nbgrader_course import course_notebook, installer, notebook_about, split_docstring
 from autograder.routes.student_release import grader_archive
 
 INSTALL = """# 이 셀을 먼저 실행하세요: 검사에 필요한 것을 설치하고 채점기(공개 검사만)를 풉니다.
@@ -30,7 +30,7 @@ import os
 LANG = None
 
 os.makedirs({package!r}, exist_ok=True)  # 코드 셀이 파일을 여기에 씁니다 / the code cells write their files here
-{install}from autograder.routes.notebook import check_step"""
+{install}from autograder.routes.nbgrader_cell import check_step"""
 
 CHECK = "check_step({step_id!r}, assignment={assignment!r}, lang=LANG)"
 

@@ -12,13 +12,14 @@ import zipfile
 from pathlib import Path
 
 from autograder import KIT
-from autograder.engine.assignment import folder as assignment_folder
-from autograder.engine.diagnosis import public_message_ids
-from autograder.engine.torch_pin import CPU_INDEX, GRADING_TORCH
+from autograder.engine.course.assignment import folder as assignment_folder
+from autograder.engine.mistakes.diagnosis import public_message_ids
+from autograder.engine.course.torch_pin import CPU_INDEX, GRADING_TORCH
 
 HIDDEN_MARKER = "# ### BEGIN HIDDEN CHECKS"
 PROBES_MARKER = "# ### PROBES"
-# What a student's run needs of the grader: the engine and the in-process routes, each
+# What a student's run needs of the grader: the engine (not operations/ nor build/: a batch and
+# its shards, making skeletons, catalogs and fingerprints are the instructor's) and the in-process routes, each
 # assignment's public checks, fingerprints and messages, and the sandbox (the Classroom workflow
 # grades in it, so that the student's code never runs in the process that writes the grade).
 # Not the known mistakes (a second reference), not the instructor's commands: routes/cli.py ships for
@@ -26,21 +27,23 @@ PROBES_MARKER = "# ### PROBES"
 STUDENT_PARTS = [
     "__init__.py",
     "__main__.py",
-    "engine",
+    "engine/__init__.py",
+    "engine/checks",
+    "engine/course",
+    "engine/scan",
+    "engine/mistakes",
+    "engine/judge",
     "harness",
     "sandbox",
     "routes/__init__.py",
     "routes/pytest_plugin.py",
-    "routes/notebook.py",
+    "routes/nbgrader_cell.py",
     "routes/public_view.py",
     "routes/plots.py",
     "routes/classroom.py",
     "routes/cli.py",
     "assignments/__init__.py",
 ]
-# The engine's modules that only the instructor's commands use (a batch and its shards, making the
-# skeletons, compiling catalogs with Babel): left out of the engine that ships.
-INSTRUCTOR_ENGINE = ["batch.py", "shard.py", "skeleton.py", "catalogs.py", "generated.py"]
 ASSIGNMENT_PARTS = ["__init__.py", "fingerprints.json", "warmup.py"]  # and its compiled catalogs
 REQUIREMENTS = [
     f"torch=={GRADING_TORCH}",  # the grading's own: the same numerics, errors and warnings
@@ -92,7 +95,7 @@ def release_files(out, classroom="command", assignment=None, kit_repository=None
     from the private kit `kit_repository`; see routes/classroom.py). `also(directory, graded)`,
     where given, writes more into it (release.py: the notebooks). Built aside and renamed at
     the end: a failed release leaves nothing that blocks the next."""
-    from autograder.engine import config as grading_config
+    from autograder.engine.course import config as grading_config
 
     out = Path(out)
     if out.exists():
@@ -117,7 +120,7 @@ def release_files(out, classroom="command", assignment=None, kit_repository=None
 def write_release(out, graded, classroom, kit_repository=None):
     """The student release's files, its notebooks aside, into the existing empty directory
     `out`, for the Assignments `graded`."""
-    from autograder.engine.catalogs import write_student_catalogs
+    from autograder.engine.build.catalogs import write_student_catalogs
     from autograder.routes.classroom import private_workflow, workflow
 
     workflows = out / ".github" / "workflows"
@@ -131,7 +134,6 @@ def write_release(out, graded, classroom, kit_repository=None):
         )
         (workflows / name).write_text(text)
     ignore = shutil.ignore_patterns("__pycache__", "*.pyc")
-    ignore_instructor = shutil.ignore_patterns("__pycache__", "*.pyc", *INSTRUCTOR_ENGINE)
     (out / "assignments").mkdir()
     for path in (KIT / "assignments").iterdir():
         if path.is_file():
@@ -141,7 +143,7 @@ def write_release(out, graded, classroom, kit_repository=None):
         source, target = KIT / "autograder" / part, grader / part
         target.parent.mkdir(parents=True, exist_ok=True)
         if source.is_dir():
-            shutil.copytree(source, target, ignore=ignore_instructor if part == "engine" else ignore)
+            shutil.copytree(source, target, ignore=ignore)
         else:
             shutil.copyfile(source, target)
     for config in graded:
@@ -180,7 +182,7 @@ def write_release(out, graded, classroom, kit_repository=None):
 
 def _write_config(target, graded):
     """grading.yml, or only the entries of the assignments released when not all of them are."""
-    from autograder.engine import config as grading_config
+    from autograder.engine.course import config as grading_config
 
     text = grading_config.default_path().read_text()
     if len(graded) == len(grading_config.load_all()):
@@ -208,7 +210,7 @@ def student_message(message_id: str, keep: set) -> bool:
 
 def student_readme(graded):
     """The student release's README.md: in Korean, then in English (the same content)."""
-    from autograder.engine import messages
+    from autograder.engine.checks import messages
 
     rows = "\n".join(f"| `{c.package}/` | `{s.id}` | {s.title} | {s.points:g} |" for c in graded for s in c.steps)
     korean_rows = "\n".join(

@@ -52,6 +52,10 @@ capabilities hold the confining thread and those it starts, where student code r
 Data first: machine_facts() reads what the system offers without calling CUDA,
 confinement_plan() turns facts into a ConfinementPlan (plain data: seccomp and Landlock rules,
 limits, environment), apply() makes the system calls. The tests fake the facts and read the plan.
+
+One module, though long: the layers are applied in one order in one freshly forked process, each
+relying on what the one before left (descriptors closed, uid dropped, scratch sealed), and the
+order is the design; split by layer, it would be written down nowhere.
 """
 
 import ctypes

@@ -30,6 +30,10 @@ socketpair the judge keeps the other end of, and the output file the judge creat
 replies with the worker's pid and later its exit status; the judge asks it to kill a worker.
 This module imports nothing heavy, so that the command line can start the server before it
 imports torch itself: the two imports then run side by side.
+
+One module, though long: the server and the judge's handle are the two ends of one private
+protocol over one socketpair (fork, reply, kill, sweep); kept together, the protocol changes in
+one place.
 """
 
 import contextlib

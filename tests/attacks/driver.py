@@ -55,16 +55,16 @@ def main() -> int:
         refuse_like(spec["platform"])
     sys.path.insert(0, KIT)
     if spec.get("no_static_scan"):
-        from autograder.engine import runner
+        from autograder.engine.judge import plan
 
-        if not hasattr(runner, "forbidden_in_source"):
+        if not hasattr(plan, "forbidden_in_source"):
             sys.exit(
-                "driver: autograder.engine.runner.forbidden_in_source is gone: update tests/attacks/driver.py "
+                "driver: autograder.engine.judge.plan.forbidden_in_source is gone: update tests/attacks/driver.py "
                 "so that it turns off the judge's source scan"
             )
-        runner.forbidden_in_source = lambda *args, **kwargs: None
+        plan.forbidden_in_source = lambda *args, **kwargs: None
     if spec.get("memory_bytes"):
-        from autograder.engine import batch
+        from autograder.engine.operations import batch
 
         batch.grade_batch = functools.partial(batch.grade_batch, memory_bytes=spec["memory_bytes"])
     from autograder.routes.cli import main as grade_main

@@ -1,6 +1,6 @@
 """The checks of the kv_cache assignment: one module per step, named by the step id.
 
-A step module defines Check subclasses (autograder/engine/check.py): public ones first, then the
+A step module defines Check subclasses (autograder/engine/checks/check.py): public ones first, then the
 hidden ones (after `# ### BEGIN HIDDEN CHECKS`), which compare against the reference solution
 on inputs made at grading time, then probes (after `# ### PROBES`). FILES lists the student files
 the step grades. Known mistakes live in ../mistakes/, apart, because they quote the reference.

@@ -4,14 +4,14 @@ Oracle: the same weights run through F.linear and F.scaled_dot_product_attention
 enable_gqa=True) over the whole text at once. This is the integration step: it runs the
 student's whole module (which uses decode.py and gqa.py), and once the student's own KVCache.
 Where one of those earlier steps' functions is wrong, the module is also run with it written out,
-and is right when that run is (engine/earlier.py): the mistake is charged in its own step alone.
+and is right when that run is (engine/checks/earlier.py): the mistake is charged in its own step alone.
 """
 
 import torch.nn.functional as F
 
 from autograder.assignments.kv_cache.observers import decoder as observers
-from autograder.engine.check import Check, compare, linear_state, raised_verdict, randn, randsize
-from autograder.engine.earlier import judge_with_earlier_steps
+from autograder.engine.checks.check import Check, compare, linear_state, raised_verdict, randn, randsize
+from autograder.engine.checks.earlier import judge_with_earlier_steps
 
 FILES = ["decoder.py"]  # what the step grades (scanned for forbidden calls)
 INTEGRATES = True  # runs the whole module: a mistake of an earlier step may cost points here too

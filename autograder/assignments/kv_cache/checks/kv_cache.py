@@ -6,7 +6,7 @@ Oracle: torch.cat of every chunk given so far along the sequence axis (dim 2), w
 import torch
 
 from autograder.assignments.kv_cache.observers import kv_cache as observers
-from autograder.engine.check import Check, randn, randsize
+from autograder.engine.checks.check import Check, randn, randsize
 
 FILES = ["cache.py"]  # what the step grades (scanned for forbidden calls)
 

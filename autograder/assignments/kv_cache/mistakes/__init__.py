@@ -3,4 +3,4 @@ module per step id, each defining MISTAKES: a list of Mistake, a specific, commo
 by what it computes, as one or more knob settings of mistakes/model.py.
 """
 
-from autograder.engine.assignment import Mistake  # noqa: F401 - the step modules import it from here
+from autograder.engine.course.assignment import Mistake  # noqa: F401 - the step modules import it from here

@@ -5,7 +5,7 @@ use them are: the student release ships this module whole.
 
 import torch
 
-from autograder.engine.check import randn
+from autograder.engine.checks.check import randn
 
 
 def qkv(rng, lead, lq, lk, d_k, d_v, dtype=torch.float64):

@@ -22,7 +22,7 @@ mistake, and so is an exception both runs raise at the same place.
 import torch
 
 from autograder.assignments.mha.observers import cuda as observers
-from autograder.engine.check import Check, Fail, compare_tensor, randint, randn
+from autograder.engine.checks.check import Check, Fail, compare_tensor, randint, randn
 from ._shared import causal_by_hand
 
 OPTIONS = {"mode": ("auto", "real", "simulated", "off")}

@@ -3,7 +3,7 @@
 import torch
 
 from autograder.assignments.mha.observers import embedding as observers
-from autograder.engine.check import Check, Fail, randindex, randint, randn, randsize
+from autograder.engine.checks.check import Check, Fail, randindex, randint, randn, randsize
 
 FILES = ["embedding.py"]  # what the step grades (scanned for forbidden calls)
 

@@ -9,12 +9,15 @@ transpose, swapped results) changes both runs alike, so it costs nothing here: i
 step `attention`. Where the student's attention normalises over the keys, the weights must also
 agree with that (blocked keys weigh 0, the others renormalise, every row stays finite); that
 relation alone decides where no softmax input was seen or the mask acts after the softmax.
+
+Over 400 lines: the masking step has the most ways to be right (any fill, -inf or finite,
+before or after the softmax), and each check states its own.
 """
 
 import torch
 
-from autograder.engine import messages
-from autograder.engine.check import (
+from autograder.engine.checks import messages
+from autograder.engine.checks.check import (
     Check,
     Fail,
     allowed_error,
@@ -273,7 +276,7 @@ def leaked(weights, blocked, fully, what):
 def waiting(free, what):
     """Not judged while the unmasked attention is wrong: the mask acts after its softmax, where
     only weights that are a softmax over the keys can tell whether it acts right. Scores
-    nothing, in the step's maximum (runner.blocked)."""
+    nothing, in the step's maximum (judge/verdict.py, blocked)."""
     sums = free["weights"].detach().to(torch.float64).sum(-1) if isinstance(free["weights"], torch.Tensor) else None
     low, high = (sums.min().item(), sums.max().item()) if sums is not None and sums.numel() else (0.0, 0.0)
     return Fail(

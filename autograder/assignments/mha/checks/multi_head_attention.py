@@ -3,6 +3,9 @@
 Oracle: torch.nn.MultiheadAttention with the same weights (its in_proj_weight is
 cat([w_q, w_k, w_v]); out_proj is w_o). This is the integration step: it runs the student's
 whole module, so a mistake in an earlier step may show here too, by design.
+
+Over 400 lines: the integration step's checks each need the module built, loaded with the
+grader's weights and run; they share those helpers here, in the step's one folder.
 """
 
 import math
@@ -13,8 +16,8 @@ import torch.nn.functional as F
 
 from autograder.assignments.mha.observers import multi_head_attention as observers
 from autograder.assignments.mha.observers.multi_head_attention import LAYERS, WRITTEN_OUT
-from autograder.engine import earlier
-from autograder.engine.check import (
+from autograder.engine.checks import earlier
+from autograder.engine.checks.check import (
     Check,
     Fail,
     check_form,
@@ -66,7 +69,7 @@ def oracle(states, query, key, value, num_heads=H, bias=True, causal=False, pad_
 # is wrong, the module's output is wrong too, but the mistake is that step's. A check whose values
 # are wrong therefore also gets the module's run with those functions written out
 # (observers.with_earlier_steps), and passes when that run is right and the judge itself finds
-# one of those functions wrong on the probe (engine/earlier.py).
+# one of those functions wrong on the probe (engine/checks/earlier.py).
 
 
 def judge_with_earlier_steps(got, judge_own, tol=None):

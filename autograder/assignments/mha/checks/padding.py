@@ -3,7 +3,7 @@
 import torch
 
 from autograder.assignments.mha.observers import padding as observers
-from autograder.engine.check import Check, Fail, compare, raised_verdict, randindex, randsize
+from autograder.engine.checks.check import Check, Fail, compare, raised_verdict, randindex, randsize
 
 FILES = ["padding.py"]  # what the step grades (scanned for forbidden calls)
 

@@ -3,7 +3,7 @@
 import torch.nn.functional as F
 
 from autograder.assignments.mha.observers import qkv_projection as observers
-from autograder.engine.check import Check, linear_state, randn, randsize
+from autograder.engine.checks.check import Check, linear_state, randn, randsize
 
 FILES = ["projection.py"]  # what the step grades (scanned for forbidden calls)
 

@@ -10,7 +10,7 @@ public checks for the student release.
 
 import itertools
 
-from autograder.engine.assignment import Mistake  # noqa: F401 - the step modules import it from here
+from autograder.engine.course.assignment import Mistake  # noqa: F401 - the step modules import it from here
 
 LAYERS = ("w_q", "w_k", "w_v")
 # q, k, v computed with layers that are not all different (k = self.w_q(x), ...), and two

@@ -8,6 +8,9 @@ is a list of knob settings: it is recognised by what it computes, so every way o
 that computes the same thing is recognised too.
 
 Instructor-only, like the rest of autograder/assignments/mha/mistakes/: it is a second reference.
+
+Over 400 lines: it is a whole multi-head attention with a knob per known mistake; one file,
+so that each knob sits on the line it changes.
 """
 
 import math

@@ -1,7 +1,7 @@
 """Known mistakes of step `padding`, each a list of knob settings of the model (mistakes/model.py).
 
-Instructor-only. Used by the diagnosis (autograder/engine/diagnosis.py) and by the fingerprints shipped
-to students (autograder/engine/fingerprints.py); never imported where student code runs.
+Instructor-only. Used by the diagnosis (autograder/engine/mistakes/diagnosis.py) and by the fingerprints shipped
+to students (autograder/engine/mistakes/fingerprints.py); never imported where student code runs.
 """
 
 import torch

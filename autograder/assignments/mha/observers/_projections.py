@@ -10,6 +10,9 @@ anywhere in the module: a list, an nn.Sequential, the student's own sub-modules)
 F.linear on one of the module's parameters or on a block of its rows (a slice, split, chunk or
 view of the weight, as nanoGPT's cross-attention cuts c_attn). A block is mapped back to the
 parameter it is cut from and its first row.
+
+Over 400 lines: finding projections by what they do is one traced run read several ways
+(calls, slices, fused blocks); the parts share the trace's types.
 """
 
 import weakref

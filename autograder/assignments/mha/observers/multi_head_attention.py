@@ -123,7 +123,7 @@ def attention_dropout(calls, size):
 # The module may call functions graded in earlier steps. When one of them is wrong, the module's
 # output is wrong too, but the mistake is that step's: a run whose values may be wrong is made
 # once more with those functions written out (below) in place of the student's
-# (harness/earlier.py), and the judge decides what the two runs mean (engine/earlier.py).
+# (harness/earlier.py), and the judge decides what the two runs mean (engine/checks/earlier.py).
 # Each written-out function is self-contained (its imports inside): its code stands in for the
 # student's function, in the student's module.
 

@@ -1,0 +1,319 @@
+"""Grading results and the three ways they are shown: a text table, JSON, and a CSV of a batch."""
+
+import csv
+import io
+import json
+import os
+import secrets
+import unicodedata
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from autograder.engine.checks import messages
+from autograder.engine.checks.text import printable
+
+
+@dataclass
+class CheckResult:
+    id: str
+    passed: bool  # None: not checked on this machine
+    points: float
+    max_points: float
+    visibility: str
+    message: str = ""
+    message_id: str = None
+    params: dict = None  # the message's parameters, where the route kept them (feedback.params_of)
+
+
+@dataclass
+class StepResult:
+    id: str
+    title: str
+    score: float
+    max_score: float
+    checks: list
+    status: str = "graded"  # graded | not_implemented | not_checked | partial (not all its checks ran)
+    diagnoses: list = field(default_factory=list)  # [{"id", "message"}], filled by diagnosis
+    mode: str = None  # for device steps: message id of how it was graded (mode_real, mode_simulated, ...)
+    pictures: list = field(default_factory=list)  # --plots: paths of the pictures of its failing checks
+    checks_run: int = None  # a partial step (pytest -k, -x, --lf): how many of its checks_total ran
+    checks_total: int = None
+    example: object = None  # feedback.Example: the smallest failing input of a public check, where found
+
+
+@dataclass
+class GradeResult:
+    assignment: str
+    submission: str
+    steps: list
+    seed: int = None
+    output: str = ""  # what the student's code printed (cut), shown, never parsed
+    sandbox: list = field(default_factory=list)  # isolation layers that were in force
+    duration: float = None  # seconds grade() took (the class report's runtime section)
+    steps_total: int = None  # how many steps the assignment has, where some may not have run (pytest)
+    package_root: str = None  # where the package was, relative to `submission` (None: from a notebook or files)
+    graded_files: list = None  # the submission's files that were graded, relative to `submission`
+
+    @property
+    def score(self):
+        """The points of the steps that ran in full (a partial step has no score)."""
+        return sum(step.score for step in self.complete_steps)
+
+    @property
+    def max_score(self):
+        return sum(step.max_score for step in self.complete_steps)
+
+    @property
+    def complete_steps(self):
+        return [step for step in self.steps if step.status != "partial"]
+
+    @property
+    def partial(self) -> bool:
+        """True when some step did not run all its checks, or some step did not run at all."""
+        total = len(self.steps) if self.steps_total is None else self.steps_total
+        return len(self.complete_steps) < total
+
+    def step(self, step_id):
+        return next(step for step in self.steps if step.id == step_id)
+
+    def to_json(self):
+        """The result as the documented JSON object (see docs/instructors.md, 'JSON result')."""
+        return {
+            "assignment": self.assignment,
+            "submission": self.submission,
+            **({"package_root": self.package_root} if self.package_root is not None else {}),
+            **({"graded_files": list(self.graded_files)} if self.graded_files is not None else {}),
+            "score": _round(self.score),
+            "max_score": _round(self.max_score),
+            "seed": self.seed,
+            "output": self.output,
+            "sandbox": list(self.sandbox),
+            **({"duration_s": round(self.duration, 3)} if self.duration is not None else {}),
+            **({"partial": True} if self.partial else {}),
+            "steps": [
+                {
+                    "id": step.id,
+                    "title": step.title,
+                    "score": _round(step.score),
+                    "max_score": _round(step.max_score),
+                    "status": step.status,
+                    "checks": [
+                        {
+                            "id": c.id,
+                            "passed": c.passed,
+                            "points": _round(c.points),
+                            "max_points": _round(c.max_points),
+                            "visibility": c.visibility,
+                            "message": c.message,
+                            "message_id": c.message_id,
+                        }
+                        for c in step.checks
+                    ],
+                    "diagnoses": list(step.diagnoses),
+                    **({"pictures": list(step.pictures)} if step.pictures else {}),
+                    **({"example": step.example.to_json()} if step.example is not None else {}),
+                    **(
+                        {"checks_run": step.checks_run, "checks_total": step.checks_total}
+                        if step.status == "partial"
+                        else {}
+                    ),
+                    **(
+                        {"mode": step.mode.removeprefix("mode_"), "mode_note": messages.render(step.mode)}
+                        if step.mode
+                        else {}
+                    ),
+                }
+                for step in self.steps
+            ],
+        }
+
+
+def _round(x):
+    return round(x, 4)
+
+
+def points(value: float) -> str:
+    """A score as a student reads it, everywhere: two decimals ("5.36", "15.00")."""
+    text = f"{value:.2f}"
+    return "0.00" if text == "-0.00" else text
+
+
+def table(result, title=None, verbose=False):
+    """The per-step score table, and under each step that lost points its verdict
+    (feedback.verdict: the cause, the evidence once per kind of failure, where the skeleton teaches
+    it, the smallest failing input), in the language of messages.render. `verbose`: every failing
+    check's full message too."""
+    from autograder.engine.judge import feedback
+
+    lines = [title or f"{result.assignment}: {result.submission}", ""]
+    total = messages.render("table.total")
+    width = max([len(step.id) for step in result.steps] + [display_width(total)])
+    for step in result.steps:
+        note = ""
+        if step.status == "not_implemented":
+            note = messages.render("step_not_implemented")
+        elif step.status == "not_checked":
+            note = step.checks[0].message if step.checks else ""
+        score = points(step.score)
+        if step.status == "partial":
+            note, score = messages.render("step_partial", run=step.checks_run, total=step.checks_total), "--"
+        if step.mode and step.status != "not_checked":  # on the row: the first line under it is the verdict's
+            note = f"{note} ({messages.render(step.mode)})".strip()
+        lines.append(f"  {step.id:<{width}}  {score:>6} / {points(step.max_score):<6} {note}".rstrip())
+        lines += feedback.lines(feedback.verdict(step), verbose=verbose, indent="    ")
+    padding = " " * (width - display_width(total))
+    line = f"  {total}{padding}  {points(result.score):>6} / {points(result.max_score)}"
+    unjudged = sum(c.passed is None for step in result.complete_steps if step.status == "graded" for c in step.checks)
+    if unjudged:
+        line += "  " + messages.render("total_not_checked", count=unjudged)
+    if result.partial:
+        line += "  " + messages.render(
+            "total_partial", complete=len(result.complete_steps), total=result.steps_total or len(result.steps)
+        )
+    lines.append(line)
+    return "\n".join(lines)
+
+
+def display_width(text: str) -> int:
+    """Columns `text` takes in a terminal: Korean (wide) characters take two."""
+    return sum(2 if unicodedata.east_asian_width(c) in "WF" else 1 for c in text)
+
+
+def load_result(path):
+    """A GradeResult read back from its JSON file (from_json)."""
+    return from_json(json.loads(Path(path).read_text(encoding="utf-8")))
+
+
+def from_json(data: dict) -> GradeResult:
+    """The GradeResult whose to_json() is `data` (a batch's skipped submissions, a merge, the
+    Classroom route's result of the whole grading). KeyError or TypeError where it is not one."""
+    steps = []
+    for s in data["steps"]:
+        checks = [
+            CheckResult(
+                id=c["id"],
+                passed=c["passed"],
+                points=c["points"],
+                max_points=c["max_points"],
+                visibility=c["visibility"],
+                message=c.get("message", ""),
+                message_id=c.get("message_id"),
+            )
+            for c in s.get("checks", [])
+        ]
+        steps.append(
+            StepResult(
+                id=s["id"],
+                title=s["title"],
+                score=s["score"],
+                max_score=s["max_score"],
+                checks=checks,
+                status=s.get("status", "graded"),
+                diagnoses=s.get("diagnoses", []),
+                mode=f"mode_{s['mode']}" if s.get("mode") else None,
+                pictures=s.get("pictures", []),
+                checks_run=s.get("checks_run"),
+                checks_total=s.get("checks_total"),
+            )
+        )
+    return GradeResult(
+        assignment=data["assignment"],
+        submission=data.get("submission", ""),
+        steps=steps,
+        seed=data.get("seed"),
+        output=data.get("output", ""),
+        sandbox=list(data.get("sandbox", [])),
+        duration=data.get("duration_s"),
+        package_root=data.get("package_root"),
+        graded_files=data.get("graded_files"),
+    )
+
+
+class WriteError(OSError):
+    """A result file could not be written (a full disk, no permission, ...): `path` names it.
+    Nothing half-written is left under its name (write_atomically)."""
+
+    def __init__(self, path, error: OSError):
+        super().__init__(error.errno, error.strerror or str(error), str(path))
+        self.path = Path(path)
+
+    def __str__(self):
+        return f"cannot write {self.path}: {self.strerror}"
+
+
+def write_atomically(path, data, sync: bool = True) -> None:
+    """Write `data` (str: UTF-8 text, or bytes) to `path` whole or not at all: into a hidden
+    temporary file beside it (a name no `*.json` or `*.csv` glob sees), flushed to disk where
+    `sync`, then renamed over `path` (atomic on POSIX: a reader sees the old file or the new,
+    never part of one; two writers leave one of the two whole). On any OSError the temporary
+    file is removed and WriteError raised."""
+    path = Path(path)
+    payload = data.encode("utf-8") if isinstance(data, str) else bytes(data)
+    temporary = path.with_name(f".{path.name}.{os.getpid()}.{secrets.token_hex(4)}.tmp")
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        with open(temporary, "wb") as f:
+            f.write(payload)
+            if sync:
+                f.flush()
+                os.fsync(f.fileno())
+        os.replace(temporary, path)
+        if sync:  # the rename itself survives a crash only once the directory is on disk too
+            directory = os.open(path.parent, os.O_RDONLY | os.O_DIRECTORY)
+            try:
+                os.fsync(directory)
+            finally:
+                os.close(directory)
+    except OSError as error:
+        try:
+            temporary.unlink()
+        except OSError:
+            pass
+        raise WriteError(path, error) from None
+
+
+def remove_stale_temporaries(directory) -> None:
+    """Remove the temporary files a killed writer left in `directory` (write_atomically's
+    names); call it only where no other writer can be at work (under the batch's lock)."""
+    for stale in Path(directory).glob(".*.tmp"):
+        try:
+            stale.unlink()
+        except OSError:
+            pass
+
+
+def write_json(result, path, sync: bool = True):
+    """The result's JSON (GradeResult.to_json), written atomically (write_atomically)."""
+    write_atomically(path, json.dumps(result.to_json(), indent=2) + "\n", sync=sync)
+
+
+def csv_text(results, names, paths=None) -> str:
+    """grades.csv's text: one row per submission (its id, then its path if `paths` is given), one
+    column per step, then the total (empty cells for a result that is None: a submission that
+    could not be graded)."""
+    graded = [result for result in results if result is not None]
+    step_ids = [step.id for step in graded[0].steps] if graded else []
+    buffer = io.StringIO(newline="")
+    writer = csv.writer(buffer)
+    writer.writerow(["submission", *(["path"] if paths is not None else []), *step_ids, "total", "max_score"])
+    for index, (name, result) in enumerate(zip(names, results)):
+        # a path holds names a student chose: one printable line (a spreadsheet or a terminal acts on no control character)
+        head = [name, printable(paths[index], one_line=True)] if paths is not None else [name]
+        if result is None:
+            writer.writerow([*head, *([""] * (len(step_ids) + 2))])
+            continue
+        writer.writerow(
+            [
+                *head,
+                *(_round(result.step(s).score) for s in step_ids),
+                _round(result.score),
+                _round(result.max_score),
+            ]
+        )
+    return buffer.getvalue()
+
+
+def write_csv(results, names, path, paths=None):
+    """grades.csv (csv_text), written atomically: a reader, or a run beside this one, never
+    sees a row without its total."""
+    write_atomically(path, csv_text(results, names, paths))

@@ -1,0 +1,194 @@
+"""Grade a submission: plan -> observe -> judge -> score -> explain, one small stage each.
+
+    result = grade(Path("assignments"), config)                 # public checks only
+    result = grade(path, config, reference=Path("solutions"))   # public + hidden checks
+
+Student code runs in the harness (autograder/harness/): in a sandboxed worker (`isolate`,
+remote.py) or in this process (in_process.py: a student's own run). Either way what it reports
+is read against the judge's own facts (observation.py) before anything is judged: the two halves
+only exchange plain data, the inputs and the observations. The stages, in the order they run:
+
+    plan.plan_step        what each step runs; outcomes known without a run (plan.py)
+    observe               every step's tasks, in one stream from the executor
+    judge                 each observation against its expectation, as it arrives (verdict.py)
+    score                 each step's points (score.py)
+    explain               the likely mistake, pictures, the smallest failing input
+"""
+
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from autograder.engine.checks import messages
+from autograder.engine.checks.check import Fail
+from autograder.engine.checks.text import printable
+from autograder.engine.judge import feedback
+from autograder.engine.judge.in_process import InProcess, observe
+from autograder.engine.judge.plan import check_seed, default_seed, mode_note, plan_step, runs_real, warm_up_grader
+from autograder.engine.judge.results import GradeResult
+from autograder.engine.judge.score import refused, score_step
+from autograder.engine.judge.verdict import cached_expectation, judge, load_reference, not_checked
+from autograder.engine.mistakes import diagnosis
+from autograder.engine.scan.forbidden import package_files
+from autograder.engine.scan.submission import Staging, StagingError, refused_files, staging
+from autograder.harness.package import Package
+
+__all__ = ["grade"]
+
+
+def grade(
+    submission, config, reference=None, seed=None, steps=None, isolate=False, memory_bytes=2 << 30, pictures=None
+):
+    """Grade the package of `submission` with the checks of `config` (an Assignment)'s steps.
+
+    `submission`: a directory holding the package (e.g. mha/), a course notebook, or what
+    submission.staged accepts. With `reference` (a directory holding the reference package),
+    hidden checks run too, seeded with `seed` (plan.default_seed when None). With `isolate`,
+    student code runs only in a sandboxed worker process (autograder/sandbox/worker_process.py);
+    otherwise in this one. `pictures(step_id, records) -> [path]` (routes/plots.py) draws what a
+    failing step's checks can show. Never raises for student faults."""
+    started = time.monotonic()
+    try:
+        with staging(submission, config.package) as staged_files:
+            package_files(Path(staged_files.root) / config.package)  # within staging's limits, or StagingError
+            result = grade_package(staged_files.root, config, reference, seed, steps, isolate, memory_bytes, pictures)
+    except StagingError as error:  # this submission alone: every step says why, the batch goes on
+        result = refused(config, Fail(error.message_id, error.params), steps, seed)
+        staged_files = Staging(Path(submission))
+    # What was handed in, where in it the package was, and which files: names a student chose
+    # (a folder, a file, a notebook), so written out printable wherever they are shown.
+    result.submission = printable(str(submission))
+    found = staged_files.found
+    result.package_root = None if found is None else printable(found.relative_to(submission).as_posix())
+    result.graded_files = [printable(name) for name in staged_files.graded_files]
+    result.duration = time.monotonic() - started
+    return result
+
+
+@dataclass
+class Grading:
+    """What every stage of one submission's grading reads."""
+
+    config: object
+    """The Assignment (course/config.py) being graded."""
+    submission: Path
+    """The staged directory that holds the package."""
+    package: str
+    """The package's name: the folder the submission holds."""
+    hidden: bool
+    """Whether hidden checks run (a reference was given)."""
+    seed: int | None
+    """The hidden checks' seed (None without them)."""
+    isolate: bool
+    """Whether student code runs in the sandbox."""
+    executor: object
+    """Where tasks are observed: in_process.InProcess or remote.RemoteExecutor."""
+    reference: object = None
+    """The loaded reference package (hidden checks without an oracle observe it)."""
+    reference_path: Path | None = None
+    """The directory holding the reference package (the diagnosis runs its probes there)."""
+    package_error: Fail | None = None
+    """Why no step can run at all (no package, one that does not import), or None."""
+    source: object = None
+    """The package unloaded (Package.unloaded): its files, for the source scan."""
+    refused: dict = field(default_factory=dict)
+    """{file: (reason id, params)}: what staging refused."""
+
+
+def grade_package(submission, config, reference, seed, steps, isolate, memory_bytes, pictures=None):
+    """grade() of a directory holding the package: the stages over every step asked for."""
+    hidden = reference is not None
+    if hidden and seed is None:
+        seed = default_seed(config)
+    package = config.package
+    if isolate:
+        from autograder.engine.judge.remote import RemoteExecutor  # the sandbox: not in a student's own run
+
+        executor = RemoteExecutor(
+            submission, config.id, package, memory_bytes, config.budget, gpu=runs_real(config, steps)
+        )
+    else:
+        warm_up_grader([config])
+        executor = InProcess(submission, package, config.budget)
+    grading = Grading(config, Path(submission), package, hidden, seed, isolate, executor)
+    if hidden:
+        grading.reference, grading.reference_path = load_reference(reference, package), reference
+    if not (Path(submission) / package).is_dir():
+        grading.package_error = Fail("missing_package", {"package": package, "path": str(submission)})
+    elif not isolate:
+        grading.package_error = executor.error
+    grading.source = Package.unloaded(submission, package)
+    grading.refused = refused_files(submission, package)
+    modules = config.step_modules()
+    with executor:
+        runs = [plan_step(step, modules[step.id], grading) for step in config.steps if not steps or step.id in steps]
+        observe_and_judge(runs, grading)
+        results = [explain(run, score(run), grading, pictures) for run in runs]  # the worker is free for probes
+        output = executor.output()
+    return GradeResult(
+        assignment=messages.title(f"assignment_title.{config.id}", config.title),
+        submission=str(submission),
+        steps=results,
+        seed=seed,
+        output=output,
+        sandbox=list(executor.layers),
+    )
+
+
+def observe_and_judge(runs, grading) -> None:
+    """Observe every step's tasks in one stream and judge each observation as it arrives (the
+    worker goes on running while the judge reads), into each StepRun's outcomes and records."""
+    observations = grading.executor.observe([task for run in runs for task in run.tasks])
+    for run in runs:
+        for task in run.tasks:
+            check, inputs = task.check, task.inputs
+            observation = next(observations)
+            # also for an error: the diagnosis judges the known mistakes on this check
+            expected = (
+                None if observation.forbidden else cached_expectation(check, inputs, grading.reference, grading.seed)
+            )
+            fail = judge(check, inputs, observation, expected, run.step.tolerance, run.evidence)
+            run.outcomes[check] = (None if not_checked(fail) else fail is None, fail)
+            run.records.append(
+                diagnosis.Record(check, inputs, observation, fail, check_seed(check, grading.seed), expected)
+            )
+
+
+def score(run):
+    """The step's StepResult, its checks in the module's order."""
+    ordered = [check for check in run.module.CHECKS if check in run.outcomes]
+    result = score_step(run.step, [(check, *run.outcomes[check]) for check in ordered])
+    if run.mode is not None:
+        result.mode = mode_note(run.mode)
+    return result
+
+
+def explain(run, result, grading, pictures=None):
+    """`result` with why the step lost points: the likely mistake (diagnosis), the pictures, and
+    the smallest failing input of a public check."""
+    lost = result.score < result.max_score
+    if grading.package_error is None:
+        result.diagnoses = diagnose(run, grading)
+    if pictures is not None and lost:
+        result.pictures = pictures(run.step.id, run.records)
+    if grading.package_error is None and lost:
+        result.example = feedback.first_example(
+            run.records,
+            lambda check, inputs, timeout=run.step.timeout: next(
+                grading.executor.observe([(check, inputs, timeout, ())])
+            ),
+            run.step.tolerance,
+        )
+    return result
+
+
+def diagnose(run, grading):
+    """diagnosis.diagnose of the step's records; probes of the submission run on the executor."""
+    step = run.step
+
+    def probe(check, package, inputs, timeout=step.timeout):
+        if package is None:
+            return next(grading.executor.observe([(check, inputs, timeout, ())]))
+        return observe(check, package, inputs, timeout)
+
+    return diagnosis.diagnose(run.module, run.records, probe, None, step.tolerance, reference=grading.reference_path)

@@ -1,0 +1,67 @@
+"""The score stage: a step's points from its checks' outcomes, against a maximum that is the
+same for every submission.
+
+    result = score_step(step, [(check, passed, fail), ...])   # a StepResult
+"""
+
+from autograder.engine.checks import messages
+from autograder.engine.checks.text import printable
+from autograder.engine.judge.results import CheckResult, GradeResult, StepResult
+
+
+def score_step(step, outcomes):
+    """Turn (check, passed, fail) triples into a StepResult using the step's points and weights.
+
+    The step's maximum is its points, for every submission: a failed check, one blocked by
+    another step's mistake, one that ran out of time or budget, all stay in it and score
+    nothing. Only a check the grading machine cannot run (passed is None: no GPU) carries no
+    points either way; a step whose checks all could not run is reported as not checked (its
+    maximum is 0 for every submission graded on that machine)."""
+    counted = [(c, p, f) for c, p, f in outcomes if p is not None]
+    total_weight = sum(step.weights.get(c.id, c.weight) for c, _, _ in counted)
+    all_passed = all(p for _, p, _ in counted)
+    checks = []
+    for check, passed, fail in outcomes:
+        share = 0.0
+        if passed is not None and total_weight > 0:
+            share = step.points * step.weights.get(check.id, check.weight) / total_weight
+        earned = share if passed and (all_passed or not step.all_or_nothing) else 0.0
+        message = "" if fail is None else printable(messages.render(fail.message_id, **fail.params))
+        checks.append(
+            CheckResult(
+                id=check.id,
+                passed=passed,
+                points=earned,
+                max_points=share,
+                visibility=check.visibility,
+                message=message,
+                message_id=None if fail is None else fail.message_id,
+                params=None if fail is None else dict(fail.params),
+            )
+        )
+    status = "graded"
+    if not counted and outcomes:
+        status = "not_checked"
+    elif counted and all(f is not None and f.message_id == "not_implemented" for _, _, f in counted):
+        status = "not_implemented"
+    return StepResult(
+        id=step.id,
+        title=step.title,
+        score=round(sum(c.points for c in checks), 9),
+        max_score=step.points if counted else 0.0,
+        checks=checks,
+        status=status,
+    )
+
+
+def refused(config, fail, steps=None, seed=None) -> GradeResult:
+    """The result of a submission staging would not take: every check of every step fails with
+    `fail` (scored against the full maximum)."""
+    modules = config.step_modules()
+    results = [
+        score_step(step, [(check, False, fail) for check in modules[step.id].CHECKS if check.visibility == "public"])
+        for step in config.steps
+        if not steps or step.id in steps
+    ]
+    title = messages.title(f"assignment_title.{config.id}", config.title)
+    return GradeResult(assignment=title, submission="", steps=results, seed=seed)

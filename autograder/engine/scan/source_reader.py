@@ -1,0 +1,685 @@
+"""The reader of the source policy: every statement of a graded file, against source_policy.py.
+
+    findings(source)   # (Finding, ...): the first is what the student is told, () when clean
+
+source_policy.py says what is allowed and why (data); this module walks the AST and applies it.
+One module, though long: _Reader is one visitor whose rules share its state (the file's aliases,
+the names it binds, the strings it builds); split, each part would need all of it.
+"""
+
+import ast
+import builtins
+import codecs
+import functools
+import importlib
+import importlib.metadata
+import importlib.util
+import pkgutil
+import re
+import sys
+import types
+from dataclasses import dataclass
+
+from autograder.engine.scan.source_policy import (
+    ALLOWED_BUILTINS,
+    ALLOWED_MODULES,
+    DANGEROUS_NAMES,
+    DUNDERS,
+    DYNAMIC_CODE,
+    FRAME_ATTRIBUTES,
+    GLOBAL_DENY,
+    GLOBAL_DENY_MEMBERS,
+    GLOBAL_DENY_MODULES,
+    GRADER_MODULE_NAMES,
+    GRADER_PACKAGES,
+    GRADER_PATH,
+    LOOKUPS,
+    MAX_FINDINGS,
+    MAX_FOLDED,
+    MAX_FOLDED_TOTAL,
+    MAX_SOURCE_CHARS,
+    MODULE_DENY,
+    PRIVATE_ESCAPES,
+    REBIND_DENY,
+    SOME_MEMBERS,
+    TORCH_HOOKS,
+    _ALLOWED_ROOTS,
+    _CODE_CHARS,
+)
+
+
+@dataclass(frozen=True)
+class Finding:
+    """One construct of a graded file outside what an attention exercise needs."""
+
+    message_id: str  # why: an engine message id (`policy.*`), placeholders {code} and {name}
+    code: str  # the construct as written: one line of the source, cut short
+    name: str  # what it reaches: a module, a dotted name, an attribute, a built-in
+    line: int  # 1-based line of the file
+
+
+def _exceptions() -> frozenset:
+    return frozenset(
+        name for name, value in vars(builtins).items() if isinstance(value, type) and issubclass(value, BaseException)
+    )
+
+
+_BUILTIN_NAMES = frozenset(dir(builtins))
+_ALLOWED_BUILTINS = ALLOWED_BUILTINS | _exceptions()
+
+
+@functools.lru_cache(maxsize=1)
+def _installed_roots() -> frozenset:
+    """Top-level names of the Python installation's modules (the standard library and every
+    installed distribution): an import of one that is not allowed is refused. Any other name is
+    a file of the submission (or a missing module, which fails at import with its own message)."""
+    try:
+        distributions = set(importlib.metadata.packages_distributions())
+    except Exception:  # noqa: BLE001 - a broken distribution's metadata: the standard library still counts
+        distributions = set()
+    return frozenset(sys.stdlib_module_names) | distributions | GRADER_PACKAGES
+
+
+@functools.lru_cache(maxsize=None)
+def _loaded(module_name: str):
+    """The module object of an allowed module, imported here in the judge (trusted library code),
+    or None where it is not installed (einops)."""
+    if module_name not in ALLOWED_MODULES:
+        return None
+    try:
+        return importlib.import_module(module_name)
+    except Exception:  # noqa: BLE001 - not installed or broken: its members stay unknown
+        return None
+
+
+@functools.lru_cache(maxsize=8192)
+def _member(module_name: str, attr: str):
+    """What `attr` of the allowed module `module_name` is: ('module', real dotted name),
+    ('object',) or None where this process cannot tell (a missing name fails at run time)."""
+    module = _loaded(module_name)
+    if module is None or not attr.isidentifier():  # `getattr(torch, "a.b")`: nothing, and nothing to import
+        return None
+    value = vars(module).get(attr, _member)
+    if isinstance(value, types.ModuleType):
+        return ("module", value.__name__)
+    if value is not _member:
+        return ("object",)
+    try:  # a submodule not imported yet (torch and numpy load some lazily)
+        spec = importlib.util.find_spec(f"{module_name}.{attr}")
+    except (ImportError, ValueError, AttributeError):
+        spec = None
+    return ("module", f"{module_name}.{attr}") if spec is not None else None
+
+
+@functools.lru_cache(maxsize=1)
+def private_deny() -> frozenset:
+    """Private names that lead into a library's internals from any object (an object handed
+    over from another graded file may be such a library module): the private submodules of the
+    allowed packages (torch._C, torch._ops, torch._dynamo, numpy._core ...), the private
+    module-valued members of the allowed modules (random._os, collections._sys), and a few
+    private functions that load code or reach frames. Other private names (`self._cache`) stay
+    the student's own."""
+    names = set(PRIVATE_ESCAPES)
+    for module_name in ALLOWED_MODULES:
+        module = _loaded(module_name)
+        if module is None:
+            continue
+        for name, value in vars(module).items():
+            if name.startswith("_") and not _is_dunder(name) and isinstance(value, types.ModuleType):
+                names.add(name)
+        for found in pkgutil.iter_modules(getattr(module, "__path__", None) or []):
+            if found.name.startswith("_") and not _is_dunder(found.name):
+                names.add(found.name)
+    return frozenset(names)
+
+
+def _is_dunder(name: str) -> bool:
+    return len(name) > 4 and name.startswith("__") and name.endswith("__")
+
+
+def _is_main_test(test) -> bool:
+    """`__name__ == "__main__"` (either way round)."""
+    if not (isinstance(test, ast.Compare) and len(test.ops) == 1 and isinstance(test.ops[0], ast.Eq)):
+        return False
+    sides = [test.left, test.comparators[0]]
+    return any(isinstance(s, ast.Name) and s.id == "__name__" for s in sides) and any(
+        isinstance(s, ast.Constant) and s.value == "__main__" for s in sides
+    )
+
+
+def _docstring_ids(expressions) -> set:
+    """Statement-level strings (docstrings and bare string statements): text, not values."""
+    return {
+        id(node.value)
+        for node in expressions
+        if isinstance(node.value, ast.Constant) and isinstance(node.value.value, str)
+    }
+
+
+_ONLY_PERCENT_S = re.compile(r"(?:[^%]|%[s%])*", re.DOTALL)
+
+
+def _int_literal(node):
+    """None for no bound, the int of `3` or `-1`, else False (not a literal bound)."""
+    if node is None:
+        return None
+    sign = 1
+    if isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.USub):
+        sign, node = -1, node.operand
+    if isinstance(node, ast.Constant) and type(node.value) is int:
+        return sign * node.value
+    return False
+
+
+def _folded_strings(every) -> dict:
+    """{id(node): str} for each expression built from string literals ('auto' + 'grader',
+    f'{"auto"}grader', ''.join([...]), 'redargotua'[::-1], '%s' % 'x'), computed bottom-up
+    (`every`: the candidate nodes in breadth-first order, children after parents), without
+    recursion."""
+    value, budget = {}, MAX_FOLDED_TOTAL
+    for node in reversed(every):
+        text = None
+        if isinstance(node, ast.Constant) and isinstance(node.value, (str, bytes)):
+            text = node.value if isinstance(node.value, str) else node.value.decode("latin-1")
+        elif isinstance(node, ast.BinOp):
+            left, right = value.get(id(node.left)), value.get(id(node.right))
+            if isinstance(node.op, ast.Add) and left is not None and right is not None:
+                text = left + right
+            elif isinstance(node.op, ast.Mod) and left is not None and _ONLY_PERCENT_S.fullmatch(left):
+                # only %s: a width or precision ('%0999999999d') would make the judge build it
+                parts = node.right.elts if isinstance(node.right, ast.Tuple) else [node.right]
+                if (
+                    all(id(p) in value for p in parts)
+                    and len(left) + sum(len(value[id(p)]) for p in parts) <= MAX_FOLDED
+                ):
+                    try:
+                        text = left % tuple(value[id(p)] for p in parts)
+                    except (TypeError, ValueError):
+                        text = None
+            elif isinstance(node.op, ast.Mult) and left is not None and isinstance(node.right, ast.Constant):
+                count = node.right.value
+                text = left * count if isinstance(count, int) and 0 <= count * len(left) <= MAX_FOLDED else None
+        elif isinstance(node, ast.JoinedStr):
+            parts = [v.value if isinstance(v, ast.FormattedValue) else v for v in node.values]
+            if all(id(p) in value for p in parts):
+                text = "".join(value[id(p)] for p in parts)
+        elif isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and len(node.args) == 1:
+            glue, arg = value.get(id(node.func.value)), node.args[0]
+            if glue is not None and node.func.attr == "join" and isinstance(arg, (ast.List, ast.Tuple)):
+                if all(id(e) in value for e in arg.elts):
+                    size = sum(len(value[id(e)]) for e in arg.elts) + len(glue) * len(arg.elts)
+                    text = glue.join(value[id(e)] for e in arg.elts) if size <= MAX_FOLDED else None
+            elif glue is not None and node.func.attr == "decode":
+                text = glue
+        elif isinstance(node, ast.Subscript) and isinstance(node.slice, ast.Slice) and id(node.value) in value:
+            bounds = [_int_literal(b) for b in (node.slice.lower, node.slice.upper, node.slice.step)]
+            if all(b is None or isinstance(b, int) for b in bounds) and bounds[2] != 0:
+                text = value[id(node.value)][slice(*bounds)]
+        if isinstance(node, ast.Constant) and text is not None:
+            value[id(node)] = text  # the source's own: no new memory
+        elif text is not None and len(text) <= min(MAX_FOLDED, budget):
+            budget -= len(text)
+            value[id(node)] = text
+    return value
+
+
+_STRING_BUILDERS = (ast.Constant, ast.BinOp, ast.JoinedStr, ast.FormattedValue, ast.Call, ast.Subscript)
+
+
+class _Reader:
+    """One file's findings: bindings first (names, aliases), then every graded node."""
+
+    def __init__(self, source: str, tree):
+        self.lines = re.split(r"\r\n|\r|\n", source.removeprefix("\ufeff"))  # Python's lines, not splitlines()
+        self.tree = tree
+        self.found = []
+        # One breadth-first pass (a node before its children): each node's parent, and the nodes
+        # by type, so that each rule looks only at the nodes it is about.
+        self.parent = {}
+        self.nodes = {}
+        order = [tree]
+        for node in order:
+            self.nodes.setdefault(type(node), []).append(node)
+            for child in ast.iter_child_nodes(node):
+                self.parent[id(child)] = node
+                order.append(child)
+        strings = [n for n in order if isinstance(n, _STRING_BUILDERS)]
+        del order
+        self.bound = self._bound_names()
+        self.kinds = {}  # Name id -> ('module', dotted) | ('object', owner) | ('own',) | ('own_module',)
+        self._expression_kinds = {}
+        self._bind_imports()
+        self._bind_aliases()
+        self.folded = _folded_strings(strings)
+        self.docstrings = _docstring_ids(self.of(ast.Expr))
+
+    def of(self, *types_) -> list:
+        """The nodes of these AST types."""
+        if len(types_) == 1:
+            return self.nodes.get(types_[0], [])
+        return [node for t in types_ for node in self.nodes.get(t, [])]
+
+    # -------------------------------------------------------------- reporting
+
+    def report(self, message_id: str, node, name: str) -> None:
+        if len(self.found) >= 4 * MAX_FINDINGS:  # keep the first ones by line, in bounded memory
+            self.found.sort(key=lambda f: f.line)
+            del self.found[MAX_FINDINGS:]
+        line = getattr(node, "lineno", 1)
+        text = self.lines[line - 1] if 0 < line <= len(self.lines) else ""
+        start = getattr(node, "col_offset", 0) if getattr(node, "end_lineno", None) == line else 0
+        end = getattr(node, "end_col_offset", None) if getattr(node, "end_lineno", None) == line else None
+        code = text.encode("utf-8")[start:end].decode("utf-8", "replace").strip() or text.strip()
+        if len(code) > _CODE_CHARS:
+            code = code[: _CODE_CHARS - 3] + "..."
+        self.found.append(Finding(message_id, code, str(name)[:_CODE_CHARS], line))
+
+    # -------------------------------------------------------------- bindings
+
+    def _bound_names(self) -> set:
+        """Every name the file binds somewhere (a scope-blind over-approximation)."""
+        bound = {node.id for node in self.of(ast.Name) if not isinstance(node.ctx, ast.Load)}
+        bound.update(node.arg for node in self.of(ast.arg))
+        bound.update(node.name for node in self.of(ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef))
+        bound.update(node.asname or node.name.split(".")[0] for node in self.of(ast.alias))
+        bound.update(name for node in self.of(ast.Global, ast.Nonlocal) for name in node.names)
+        bound.update(node.name for node in self.of(ast.ExceptHandler, ast.MatchAs, ast.MatchStar) if node.name)
+        bound.update(node.rest for node in self.of(ast.MatchMapping) if node.rest)
+        return bound
+
+    def _bind(self, name: str, kind) -> None:
+        """Flow-insensitive: a name once bound to a library module or object keeps that kind
+        (the stricter reading), whatever else it is bound to elsewhere."""
+        if kind is None:
+            return
+        old = self.kinds.get(name)
+        rank = {"module": 3, "object": 2, "own_module": 1, "own": 1}
+        if old is None or rank[kind[0]] > rank[old[0]]:
+            self.kinds[name] = kind
+
+    @staticmethod
+    def _root_kind(top: str):
+        """'allowed' (a library graded code may import), 'refused' (any other module of the Python
+        installation, or the grader) or 'own' (a file of the submission, or nothing)."""
+        if top in _ALLOWED_ROOTS:
+            return "allowed"
+        return "refused" if top in _installed_roots() else "own"
+
+    def _bind_imports(self) -> None:
+        for node in self.of(ast.Import, ast.ImportFrom):
+            if isinstance(node, ast.Import):
+                for alias in node.names:
+                    root = self._root_kind(alias.name.split(".")[0])
+                    if root == "own":
+                        self._bind(alias.asname or alias.name.split(".")[0], ("own_module",))
+                    elif root == "allowed":
+                        bound = alias.name if alias.asname else alias.name.split(".")[0]
+                        self._bind(alias.asname or bound, ("module", bound))
+            elif isinstance(node, ast.ImportFrom):
+                module = node.module or ""
+                if node.level or self._root_kind(module.split(".")[0]) == "own":
+                    # `from . import heads`, `from <package> import heads`: a module of the
+                    # submission; `from .heads import x`: something defined there
+                    kind = ("own_module",) if not node.module or "." not in module and not node.level else ("own",)
+                    for alias in node.names:
+                        self._bind(alias.asname or alias.name, kind)
+                elif self._root_kind(module.split(".")[0]) == "allowed":
+                    for alias in node.names:
+                        if alias.name != "*":
+                            self._bind(alias.asname or alias.name, self._step(("module", module), alias.name))
+
+    def _bind_aliases(self) -> None:
+        """`X = <a library module or object>` (`F = nn.functional`, `T = torch.Tensor`): X has
+        that kind too. Repeated until nothing changes (aliases of aliases)."""
+        assignments = [node for node in self.of(ast.Assign, ast.AnnAssign) if node.value is not None]
+        for _ in range(8):
+            before = dict(self.kinds)
+            self._expression_kinds = {}
+            for node in assignments:
+                targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+                kind = self.kind(node.value)
+                if kind is not None and all(isinstance(t, ast.Name) for t in targets):
+                    for target in targets:
+                        self._bind(target.id, kind if kind[0] != "own_module" else ("own",))
+            if self.kinds == before:
+                break
+        self._expression_kinds = {}
+
+    @staticmethod
+    def _step(kind, attr: str):
+        """The kind of `<kind>.attr`."""
+        if kind is None:
+            return None
+        if kind[0] == "module":
+            member = _member(kind[1], attr)
+            if member is not None and member[0] == "module":
+                return member
+            return ("object", f"{kind[1]}.{attr}")
+        if kind[0] == "object":
+            return ("object", f"{kind[1]}.{attr}")
+        return ("own",)
+
+    def kind(self, node):
+        """What an expression statically is: a library module, an object of a library, something of
+        the submission's own files, or None (anything else: self, locals, calls ...)."""
+        chain = []
+        while isinstance(node, ast.Attribute) and id(node) not in self._expression_kinds:
+            chain.append(node)
+            node = node.value
+        if isinstance(node, ast.Attribute):
+            kind = self._expression_kinds[id(node)]
+        elif isinstance(node, ast.Name):
+            kind = self.kinds.get(node.id)
+        else:
+            kind = None
+        for attribute in reversed(chain):
+            kind = self._step(kind, attribute.attr)
+            self._expression_kinds[id(attribute)] = kind
+        return kind
+
+    # -------------------------------------------------------------- what is graded
+
+    def skipped(self) -> set:
+        """Ids of the nodes that are not graded code: the body of a module-level
+        `if __name__ == "__main__":` and the bodies of unreferenced test functions."""
+        roots = []
+        referenced = self._referenced()
+        for node in self.tree.body:
+            if isinstance(node, ast.If) and _is_main_test(node.test) and "__name__" not in self._rebound():
+                roots.extend(node.body)
+            elif self._unreferenced_test(node, referenced):
+                roots.extend(node.body)
+            elif (
+                isinstance(node, ast.ClassDef)
+                and node.name.startswith("Test")
+                and not node.decorator_list
+                and not node.keywords  # a metaclass gets the class body's functions ...
+                and not node.bases  # ... also one inherited from a base
+            ):
+                for method in node.body:
+                    if self._unreferenced_test(method, referenced):
+                        roots.extend(method.body)
+        skipped = set()
+        for root in roots:
+            skipped.update(id(node) for node in ast.walk(root))
+        return skipped
+
+    def _rebound(self) -> set:
+        return {n for n in REBIND_DENY if n in self.bound}
+
+    def _referenced(self):
+        """Names the file may call a test function by: every name and attribute it mentions and
+        every string; None where it looks an attribute up by a computed name (anything may be)."""
+        for node in self.of(ast.Call):
+            if (
+                isinstance(node.func, ast.Name)
+                and node.func.id in LOOKUPS
+                and len(node.args) >= 2
+                and id(node.args[1]) not in self.folded
+            ):
+                return None
+        names = {node.id for node in self.of(ast.Name)}
+        names.update(node.attr for node in self.of(ast.Attribute))
+        names.update(node.value for node in self.of(ast.Constant) if isinstance(node.value, str))
+        names.update(name for node in self.of(ast.Global, ast.Nonlocal) for name in node.names)
+        return names
+
+    @staticmethod
+    def _unreferenced_test(node, referenced) -> bool:
+        return (
+            referenced is not None
+            and isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef))
+            and node.name.startswith("test_")
+            and node.name not in referenced
+            and not node.decorator_list
+        )
+
+    # -------------------------------------------------------------- the rules
+
+    def read(self) -> list:
+        skipped = self.skipped()
+
+        def graded(*types_):
+            return [node for node in self.of(*types_) if id(node) not in skipped]
+
+        for node in graded(ast.Import):
+            self._import(node)
+        for node in graded(ast.ImportFrom):
+            self._import_from(node)
+        for node in graded(ast.Attribute):
+            self._attribute(node, node.value, node.attr, node.ctx)
+        for node in graded(ast.Name):
+            self._name(node)
+        for node in graded(ast.Call):
+            self._call(node)
+        for node in graded(ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef, ast.ExceptHandler):
+            if node.name:
+                self._binding(node, node.name)
+        for node in graded(ast.MatchAs, ast.MatchStar):
+            if node.name:
+                self._binding(node, node.name)
+        for node in graded(ast.MatchMapping):
+            if node.rest:
+                self._binding(node, node.rest)
+        for node in graded(ast.arg):
+            self._binding(node, node.arg)
+        for node in graded(ast.Global, ast.Nonlocal):
+            for name in node.names:
+                self._binding(node, name)
+        for node in graded(*_STRING_BUILDERS):
+            if id(node) in self.folded and id(node) not in self.docstrings:
+                self._string(node)
+        return sorted(self.found, key=lambda f: f.line)[:MAX_FINDINGS]
+
+    def _binding(self, node, name: str) -> None:
+        if name in REBIND_DENY:
+            self.report("policy.rebind", node, name)
+        elif name in TORCH_HOOKS:
+            self.report("policy.machinery", node, name)
+
+    def _import(self, node) -> None:
+        for alias in node.names:
+            root = self._root_kind(alias.name.split(".")[0])
+            if root == "refused" or (root == "allowed" and alias.name not in ALLOWED_MODULES):
+                self.report("policy.module", node, alias.name)
+            if alias.asname:
+                self._binding(node, alias.asname)
+
+    def _import_from(self, node) -> None:
+        module = node.module or ""
+        root = "own" if node.level else self._root_kind(module.split(".")[0])
+        for alias in node.names:
+            if alias.asname or alias.name != "*":
+                self._binding(node, alias.asname or alias.name)
+        if root == "own":  # names the other file made with code read there; a star import: see _name
+            for alias in node.names:
+                if alias.name.startswith(("test_", "Test")):
+                    self.report("policy.test_function", node, alias.name)
+            return
+        if root == "refused" or module not in ALLOWED_MODULES:
+            self.report("policy.module", node, module)
+            return
+        for alias in node.names:
+            if alias.name == "*":
+                self.report("policy.star_import", node, module)
+            else:
+                self._member_rules(node, ("module", module), alias.name)
+
+    def _member_rules(self, node, base_kind, attr: str, ctx=None) -> None:
+        """The rules for reading (or, with ctx Store/Del, changing) `attr` of something of
+        `base_kind` (see kind())."""
+        library = base_kind is not None and base_kind[0] in ("module", "object")
+        shown = f"{base_kind[1]}.{attr}" if library else attr
+        changes = isinstance(ctx, (ast.Store, ast.Del))
+        if base_kind is not None and base_kind[0] in ("own", "own_module") and attr.startswith(("test_", "Test")):
+            # another file's test functions are not read there (see skipped()): not callable here
+            self.report("policy.test_function", node, attr)
+            return
+        if _is_dunder(attr):
+            if attr not in DUNDERS or changes:
+                self.report("policy.reflection", node, attr)
+            return
+        if attr.startswith("_") and (library or attr in private_deny()):
+            self.report("policy.private", node, shown)
+            return
+        if attr in FRAME_ATTRIBUTES:
+            self.report("policy.reflection", node, attr)
+            return
+        if base_kind is not None and base_kind[0] == "module" and attr not in SOME_MEMBERS.get(base_kind[1], (attr,)):
+            self.report("policy.reflection", node, shown)
+            return
+        member = _member(base_kind[1], attr) if base_kind is not None and base_kind[0] == "module" else None
+        if member is not None and member[0] == "module":  # known precisely: allowed or not
+            if member[1] not in ALLOWED_MODULES:
+                self.report("policy.module", node, member[1])
+                return
+        elif attr in GLOBAL_DENY_MODULES:
+            self.report("policy.module", node, shown)
+            return
+        if attr in GLOBAL_DENY_MEMBERS or (library and attr in MODULE_DENY.get(base_kind[1], ())):
+            self.report("policy.machinery", node, shown)
+            return
+        if changes and (library or (base_kind is not None and base_kind[0] == "own")):
+            self.report("policy.patch", node, shown)
+
+    def _attribute(self, node, base, attr, ctx) -> None:
+        self._member_rules(node, self.kind(base), attr, ctx)
+        if isinstance(ctx, ast.Load):
+            self._module_value(node)
+
+    def _module_value(self, node) -> None:
+        """A library module used other than as `module.name` or as an alias's value."""
+        kind = self.kind(node)
+        if kind is None or kind[0] != "module":
+            return
+        parent = self.parent.get(id(node))
+        if isinstance(parent, ast.Attribute) and parent.value is node:
+            return
+        if (
+            isinstance(parent, ast.Call)
+            and isinstance(parent.func, ast.Name)
+            and parent.func.id in ("getattr", "hasattr")
+            and parent.args
+            and parent.args[0] is node
+        ):
+            return
+        if isinstance(parent, (ast.Assign, ast.AnnAssign)) and parent.value is node:
+            targets = parent.targets if isinstance(parent, ast.Assign) else [parent.target]
+            if all(isinstance(t, ast.Name) for t in targets):
+                return
+        self.report("policy.module_value", node, kind[1])
+
+    def _name(self, node) -> None:
+        name = node.id
+        if not isinstance(node.ctx, ast.Load):
+            self._binding(node, name)
+            return
+        if name in DANGEROUS_NAMES:
+            self.report("policy.dynamic_code" if name in DYNAMIC_CODE else "policy.builtin", node, name)
+        elif name in LOOKUPS:
+            parent = self.parent.get(id(node))
+            if not (isinstance(parent, ast.Call) and parent.func is node):
+                self.report("policy.lookup", node, name)
+        elif name in _BUILTIN_NAMES and name not in self.bound and name not in _ALLOWED_BUILTINS:
+            self.report("policy.builtin", node, name)
+        elif name.startswith(("test_", "Test")) and name not in self.bound and self.star_imports_own_file:
+            self.report("policy.test_function", node, name)  # from another file's `import *`
+        else:
+            self._module_value(node)
+
+    @functools.cached_property
+    def star_imports_own_file(self) -> bool:
+        """Whether the file has `from <a file of the submission> import *` (names it cannot see)."""
+        return any(
+            alias.name == "*" and (node.level or self._root_kind((node.module or "").split(".")[0]) == "own")
+            for node in self.of(ast.ImportFrom)
+            for alias in node.names
+        )
+
+    def _call(self, node) -> None:
+        """getattr/hasattr/setattr/delattr: the name must be written in the code."""
+        func = node.func
+        if not (isinstance(func, ast.Name) and func.id in LOOKUPS):
+            return
+        if len(node.args) < 2 or node.keywords or any(isinstance(a, ast.Starred) for a in node.args):
+            if func.id != "hasattr":
+                self.report("policy.lookup", node, func.id)
+            return
+        base, name = node.args[0], node.args[1]
+        ctx = {"setattr": ast.Store(), "delattr": ast.Del()}.get(func.id, ast.Load())
+        literal = self.folded.get(id(name))
+        if isinstance(literal, str):
+            self._member_rules(node, self.kind(base), literal, ctx)
+            return
+        if func.id == "hasattr":
+            return  # a yes or no: nothing reached
+        prefix = self._literal_prefix(name)
+        kind = self.kind(base)
+        if prefix and not (kind and kind[0] in ("module", "object", "own")):
+            return  # getattr(self, f"w_{i}"): no refused name starts that way
+        self.report("policy.lookup", node, func.id)
+
+    @staticmethod
+    def _literal_prefix(node) -> str:
+        """The literal start of an f-string, where no refused name (private, dunder, GLOBAL_DENY)
+        can begin with it; else ''."""
+        if not (isinstance(node, ast.JoinedStr) and node.values and isinstance(node.values[0], ast.Constant)):
+            return ""
+        prefix = str(node.values[0].value)
+        if not prefix or prefix.startswith("_") or any(n.startswith(prefix) for n in GLOBAL_DENY):
+            return ""
+        return prefix
+
+    def _string(self, node) -> None:
+        text = self.folded[id(node)]
+        parent = self.parent.get(id(node))
+        if id(parent) in self.folded:
+            return  # the larger expression is read instead
+        if GRADER_PATH.search(text.strip()) or text.strip().lower() in GRADER_MODULE_NAMES:
+            self.report("policy.grader_name", node, text.strip())
+
+
+# PEP 263: a comment on line 1 or 2 that names the file's encoding.
+_CODING = re.compile(r"^[ \t\f]*#.*?coding[:=][ \t]*([-\w.]+)")
+_UTF8 = frozenset({"utf-8", "ascii"})
+
+
+def _declared_encoding(source: str):
+    """(line, name, number) of an encoding declaration other than UTF-8 (or ASCII), else None. The
+    judge reads a file as UTF-8, but Python decodes it as declared: under `# coding: utf-7` a
+    comment `# +AAo-import os` holds a line of code the judge never sees."""
+    for number, line in enumerate(source.split("\n", 2)[:2], 1):
+        match = _CODING.match(line)
+        if match:
+            try:
+                name = codecs.lookup(match.group(1)).name
+            except LookupError:
+                return None  # Python refuses to import it: "unknown encoding"
+            return None if name in _UTF8 else (line, match.group(1), number)
+        if not line.strip().startswith("#") and line.strip():
+            return None  # line 2 counts only after a comment or blank line 1
+    return None
+
+
+@functools.lru_cache(maxsize=32)  # a submission's files; the keys (sources) are bounded in size
+def findings(source: str) -> tuple:
+    """The Findings of a graded file's source, by line (empty for a file Python cannot parse:
+    importing it fails with its own message). Parsed and read once per source."""
+    if len(source) > MAX_SOURCE_CHARS:
+        return (Finding("policy.too_large", f"{MAX_SOURCE_CHARS >> 10} KiB", f"{len(source) >> 10} KiB", 1),)
+    declared = _declared_encoding(source)
+    if declared is not None:
+        line, name, number = declared
+        return (Finding("policy.encoding", line.strip()[:_CODE_CHARS], name[:_CODE_CHARS], number),)
+    try:
+        # As bytes, as an import reads the file: a UTF-8 byte-order mark (which a str parse
+        # refuses, and an import skips) must not leave the file unread.
+        tree = ast.parse(source.encode("utf-8", "surrogatepass"))
+    except (SyntaxError, ValueError):
+        return ()
+    except (RecursionError, MemoryError):
+        return (Finding("policy.unreadable", "", "", 1),)
+    try:
+        return tuple(_Reader(source, tree).read())
+    except (RecursionError, MemoryError):
+        return (Finding("policy.unreadable", "", "", 1),)

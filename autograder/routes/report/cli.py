@@ -1,0 +1,107 @@
+"""`python -m autograder merge ...` and `python -m autograder report ...` (the CLI's hooks).
+
+merge OUT1 OUT2 ... --out MERGED                 shards (grade --shard K/N) back into one
+report OUT1 [OUT2 ...] --html r.html [--json r.json] [--lang ko] [--threshold 0.6]
+"""
+
+import json
+import sys
+
+from autograder import KIT
+
+
+def run(args) -> int:
+    if args.command == "merge":
+        return run_merge(args)
+    return run_report(args)
+
+
+def run_merge(args) -> int:
+    from autograder.engine.judge.results import WriteError
+    from autograder.engine.operations.shard import IncompleteMerge, ShardError, merge
+
+    try:
+        merged = merge(args.dirs, args.out, allow_missing=getattr(args, "allow_missing", False))
+    except IncompleteMerge as error:  # not a mistake in the command: something to grade first
+        print(f"error: {error}", file=sys.stderr)
+        return 1
+    except ShardError as error:
+        print(f"error: {error}", file=sys.stderr)
+        return 2
+    except WriteError as error:
+        print(f"error: {error}; make room and merge again", file=sys.stderr)
+        return 1
+    print(
+        f"merged {len(merged)} results from {len(args.dirs)} directories into {args.out}/ (grades.csv, one JSON each)"
+    )
+    return 0
+
+
+def build_report(dirs: list, threshold: float = 0.6, assignment: str = None) -> dict:
+    """The report's data from the out directories (report.build with the skeleton's paragraphs
+    and copydetect's similarity; where copydetect is not installed, the report says so).
+    `assignment`: its id in grading.yml (default: the one whose title the results carry)."""
+    from autograder.routes.report import data as report, similarity
+
+    entries = report.load_out_dirs(dirs)
+    config = graded_assignment(entries, assignment)
+    skeleton = KIT / "assignments" / config.package
+    files = {step_id: list(module.FILES) for step_id, module in config.step_modules().items()}
+    try:
+        similarity = similarity.find_similar(entries, skeleton, threshold)
+    except ImportError:
+        similarity = {
+            "pairs": [],
+            "threshold": threshold,
+            "compared": 0,
+            "more": 0,
+            "common_over": None,
+            "unavailable": "copydetect is not installed (pip install -e .[instructor])",
+        }
+    data = report.build(entries, report.skeleton_paragraphs(skeleton, files), similarity)
+    data["assignment"] = {"id": config.id, "title": config.title}  # its titles' ids in the catalogs
+    return data
+
+
+def graded_assignment(entries: list, assignment: str = None):
+    """The Assignment of grading.yml the results are of: `assignment`, else the one whose title
+    the results carry, else the first."""
+    from autograder.engine.course import config as grading_config
+
+    graded = grading_config.load_all()
+    if assignment is not None:
+        return grading_config.choose(graded, assignment, grading_config.default_path())
+    titles = {(entry.get("result") or {}).get("assignment") for entry in entries}
+    return next((config for config in graded if config.title in titles), graded[0])
+
+
+def run_report(args) -> int:
+    from autograder.routes.report.data import ReportError
+
+    if not args.html and not args.json:
+        print("error: nothing to write: give --html FILE and/or --json FILE", file=sys.stderr)
+        return 2
+    try:
+        data = build_report(args.dirs, args.threshold, getattr(args, "assignment", None))
+    except ReportError as error:
+        print(f"error: {error}", file=sys.stderr)
+        return 2
+    if not data["students"]:
+        print(
+            f"error: no results in {', '.join(map(str, args.dirs))} (expected grade --out directories)", file=sys.stderr
+        )
+        return 2
+    if not getattr(args, "assignment", None):
+        print(f"assignment: {data['assignment']['id']} (from the results; --assignment ID to choose)")
+    if args.json:
+        from autograder.routes.report.html import localised
+
+        said = localised(data, args.lang)  # the texts for people in --lang, as the HTML says them
+        args.json.write_text(json.dumps(said, indent=1, ensure_ascii=False) + "\n", encoding="utf-8")
+        print(f"wrote {args.json}")
+    if args.html:
+        from autograder.routes.report.html import render
+
+        args.html.write_text(render(data, args.lang, args.dirs), encoding="utf-8")
+        print(f"wrote {args.html}")
+    return 0

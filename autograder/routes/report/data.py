@@ -1,0 +1,358 @@
+"""The class report's data: what the whole class got wrong, from the batch results.
+
+    entries = load_out_dirs([Path("grades")])        # what `grade ... --out grades/` wrote
+    data = build(entries, similarity=find_similar(entries, skeleton_dir))
+    json.dumps(data)                                  # `report --json`; report_html renders it
+
+Everything here works on the result JSON dicts (docs/instructors.md, "JSON result"), never on live grading
+objects, so the report can be rebuilt at any time from the out directories alone, and the
+aggregates are pure functions that tests feed with hand-made dicts. Rendering (HTML, charts,
+the report's own words in English and Korean) lives in autograder/routes/report/html.py.
+"""
+
+import ast
+import csv
+import json
+import statistics
+from collections import Counter
+from pathlib import Path
+
+
+# Check outcomes that mean the worker ran out of time, or the interpreter died (runner.py).
+HANG_IDS = {"timeout"}
+CRASH_IDS = {"worker_crashed", "worker_exited", "bad_worker_message"}
+UNEXPLAINED = "no_known_mistake"  # diagnosis.py: a failure no cataloged mistake reproduces
+
+
+class ReportError(ValueError):
+    """An out directory that cannot be read (exit code 2, the file named)."""
+
+
+def load_out_dirs(dirs: list) -> list:
+    """One entry per submission found in the out directories of `grade --out`:
+    {"id", "path", "result": the JSON dict, or None where grades.csv has an empty row (the grader
+    failed on it), "file": where the JSON was}. A later directory's copy of an id wins."""
+    entries = {}
+    for out in map(Path, dirs):
+        if not out.is_dir():
+            raise ReportError(f"{out}: not a directory (expected the --out of a batch grade)")
+        csv_path = out / "grades.csv"
+        if csv_path.exists():
+            with open(csv_path, newline="", encoding="utf-8") as f:
+                for row in csv.DictReader(f):
+                    if row.get("submission"):
+                        entries.setdefault(
+                            row["submission"],
+                            {"id": row["submission"], "path": row.get("path", ""), "result": None, "file": None},
+                        )
+        for json_path in sorted(out.glob("*.json")):
+            try:
+                data = json.loads(json_path.read_text(encoding="utf-8"))
+            except ValueError as error:
+                raise ReportError(f"{json_path}: not valid JSON ({error})") from None
+            if not isinstance(data, dict) or "steps" not in data:
+                continue  # not a result (a report.json written beside them, say)
+            entry = entries.setdefault(json_path.stem, {"id": json_path.stem, "path": "", "result": None, "file": None})
+            entry.update(result=data, file=str(json_path))
+            entry["path"] = entry["path"] or data.get("submission", "")
+    return sorted(entries.values(), key=lambda entry: entry["id"])
+
+
+def build(entries: list, step_docs: dict = None, similarity: dict = None, histogram_bins: int = 10) -> dict:
+    """The whole report as one JSON-ready dict (see the functions below for each part)."""
+    # The aggregates cover the submissions with something graded: one with nothing to grade (all
+    # TODO, no package) or that the grader failed on is counted apart, with the reason.
+    graded = [entry for entry in entries if entry["result"] is not None and not not_graded_reason(entry["result"])]
+    return {
+        "summary": summary(entries, histogram_bins),
+        "misconceptions": misconceptions(graded, step_docs or {}),
+        "steps": per_step(graded),
+        "public_vs_hidden": public_vs_hidden(graded),
+        "runtime": runtime([entry for entry in entries if entry["result"] is not None]),
+        "similarity": similarity
+        or {"pairs": [], "threshold": None, "compared": 0, "more": 0, "common_over": None, "clusters": []},
+        "students": students(entries),
+    }
+
+
+def summary(entries: list, bins: int = 10) -> dict:
+    """Counts, mean and median of the total scores of the graded submissions (something in them
+    graded), a histogram, and the submissions that could not be graded or had nothing to grade
+    (left out of the mean), with the reason."""
+    problems, results = [], []
+    for entry in entries:
+        reason = not_graded_reason(entry["result"])
+        if reason:
+            problems.append({"id": entry["id"], "reason": reason})
+        else:
+            results.append(entry["result"])
+    scores = [result["score"] for result in results]
+    max_score = max((entry["result"]["max_score"] for entry in entries if entry["result"] is not None), default=0)
+    return {
+        "submissions": len(entries),
+        "graded": len(results),
+        "mean": round(statistics.fmean(scores), 4) if scores else None,
+        "median": round(statistics.median(scores), 4) if scores else None,
+        "max_score": max_score,
+        "full_marks": sum(1 for result in results if result["score"] >= result["max_score"] > 0),
+        "histogram": histogram(scores, 0, max_score, bins),
+        "not_graded": problems,
+        "not_graded_reasons": dict(Counter(problem["reason"] for problem in problems).most_common()),
+    }
+
+
+def not_graded_reason(result) -> str:
+    """None for a submission with something graded, else why not: `grader_failed` (no JSON),
+    `missing_package` (no package in it), `nothing_implemented` (every step still a TODO)."""
+    if result is None:
+        return "grader_failed"
+    ids = {check.get("message_id") for step in result["steps"] for check in step["checks"]}
+    if "missing_package" in ids:
+        return "missing_package"
+    implementable = [step for step in result["steps"] if step.get("status") != "not_checked"]
+    if implementable and all(step.get("status") == "not_implemented" for step in implementable):
+        return "nothing_implemented"
+    return None
+
+
+def histogram(values: list, low: float, high: float, bins: int) -> list:
+    """[{"low", "high", "count"}]: `bins` equal bins over [low, high], the last one closed."""
+    if high <= low:
+        return [{"low": low, "high": high, "count": len(values)}] if values else []
+    width = (high - low) / bins
+    counts = [0] * bins
+    for value in values:
+        counts[min(bins - 1, max(0, int((value - low) / width)))] += 1
+    return [
+        {"low": round(low + i * width, 4), "high": round(low + (i + 1) * width, 4), "count": count}
+        for i, count in enumerate(counts)
+    ]
+
+
+def misconceptions(graded: list, step_docs: dict) -> list:
+    """One row per diagnosis id found in the results, most frequent first: how many students,
+    in which steps, the explanation most of them got, and the paragraph of the skeleton that
+    teaches the step (`step_docs`: {step id: text}, see skeleton_paragraphs)."""
+    rows = {}
+    for entry in graded:
+        for step in entry["result"]["steps"]:
+            for diagnosis in step.get("diagnoses", []):
+                row = rows.setdefault(
+                    diagnosis["id"], {"id": diagnosis["id"], "students": [], "steps": [], "messages": Counter()}
+                )
+                if entry["id"] not in row["students"]:
+                    row["students"].append(entry["id"])
+                if step["id"] not in row["steps"]:
+                    row["steps"].append(step["id"])
+                row["messages"][diagnosis.get("message", "")] += 1
+    out = []
+    for row in rows.values():
+        out.append(
+            {
+                "id": row["id"],
+                "count": len(row["students"]),
+                "share": round(len(row["students"]) / len(graded), 4) if graded else 0,
+                "steps": row["steps"],
+                "students": sorted(row["students"]),
+                "message": row["messages"].most_common(1)[0][0],
+                "unexplained": row["id"] == UNEXPLAINED,
+                "teaching": {step: step_docs[step] for step in row["steps"] if step in step_docs},
+            }
+        )
+    # The lesson plan: most frequent first; "no known mistake" last among equals.
+    return sorted(out, key=lambda row: (-row["count"], row["unexplained"], row["id"]))
+
+
+def per_step(graded: list) -> list:
+    """Per step, in the order of the results: the scores, how many got full / partial / zero /
+    left it unimplemented, and its checks ordered by pass rate (the hardest first)."""
+    order, steps = [], {}
+    for entry in graded:
+        for step in entry["result"]["steps"]:
+            if step["id"] not in steps:
+                order.append(step["id"])
+                steps[step["id"]] = {
+                    "id": step["id"],
+                    "title": step.get("title", ""),
+                    "max_score": step["max_score"],
+                    "scores": [],
+                    "outcomes": Counter(),
+                    "checks": {},
+                }
+            row = steps[step["id"]]
+            row["max_score"] = max(row["max_score"], step["max_score"])
+            row["scores"].append(step["score"])
+            row["outcomes"][step_outcome(step)] += 1
+            for check in step["checks"]:
+                tally = row["checks"].setdefault(
+                    check["id"],
+                    {"id": check["id"], "visibility": check.get("visibility"), "passed": 0, "failed": 0, "not_run": 0},
+                )
+                tally["passed" if check["passed"] else "not_run" if check["passed"] is None else "failed"] += 1
+    out = []
+    for step_id in order:
+        row = steps[step_id]
+        checks = list(row["checks"].values())
+        for check in checks:
+            ran = check["passed"] + check["failed"]
+            check["pass_rate"] = round(check["passed"] / ran, 4) if ran else None
+        checks.sort(key=lambda c: (c["pass_rate"] if c["pass_rate"] is not None else 2, c["id"]))
+        scores = row["scores"]
+        out.append(
+            {
+                "id": step_id,
+                "title": row["title"],
+                "max_score": row["max_score"],
+                "mean": round(statistics.fmean(scores), 4),
+                "median": round(statistics.median(scores), 4),
+                "outcomes": {
+                    key: row["outcomes"].get(key, 0)
+                    for key in ("full", "partial", "zero", "not_implemented", "not_checked")
+                },
+                "histogram": histogram(scores, 0, row["max_score"], 5),
+                "checks": checks,
+            }
+        )
+    return out
+
+
+def step_outcome(step: dict) -> str:
+    if step.get("status") in ("not_implemented", "not_checked"):
+        return step["status"]
+    if step["max_score"] and step["score"] >= step["max_score"]:
+        return "full"
+    return "partial" if step["score"] > 0 else "zero"
+
+
+def public_vs_hidden(graded: list) -> list:
+    """Per step, the students who pass every public check of it but fail hidden ones (code
+    fitted to the visible tests, or a case the public checks do not reach), with those checks."""
+    out = {}
+    for entry in graded:
+        for step in entry["result"]["steps"]:
+            public = [c for c in step["checks"] if c.get("visibility") == "public"]
+            hidden_failed = [
+                c["id"] for c in step["checks"] if c.get("visibility") == "hidden" and c["passed"] is False
+            ]
+            if public and hidden_failed and all(c["passed"] for c in public):
+                row = out.setdefault(step["id"], {"step": step["id"], "students": []})
+                row["students"].append(
+                    {
+                        "id": entry["id"],
+                        "hidden_failed": hidden_failed,
+                        "lost": round(
+                            sum(c["max_points"] - c["points"] for c in step["checks"] if c["id"] in hidden_failed), 4
+                        ),
+                    }
+                )
+    return [dict(row, count=len(row["students"])) for row in out.values()]
+
+
+def runtime(graded: list, slowest: int = 10) -> dict:
+    """The slowest submissions (the JSON's duration_s, where the grader recorded it), and every
+    check stopped for time (hangs) or that killed its interpreter (crashes)."""
+    timed = sorted(
+        (entry for entry in graded if entry["result"].get("duration_s") is not None),
+        key=lambda entry: -entry["result"]["duration_s"],
+    )
+    hangs, crashes = [], []  # one row per student and step: its checks stopped (or killed) that way
+    for entry in graded:
+        for step in entry["result"]["steps"]:
+            rows = {}
+            for check in step["checks"]:
+                kind = _failure_kind(check)
+                if kind:
+                    row = rows.get(kind)
+                    if row is None:
+                        row = rows[kind] = {
+                            "id": entry["id"],
+                            "step": step["id"],
+                            "checks": [],
+                            "count": 0,
+                            "message": check.get("message", ""),
+                            "message_id": check.get("message_id"),
+                        }
+                        (hangs if kind == "hang" else crashes).append(row)
+                    row["checks"].append(check["id"])
+                    row["count"] += 1
+    durations = [entry["result"]["duration_s"] for entry in timed]
+    return {
+        "slowest": [{"id": entry["id"], "duration_s": entry["result"]["duration_s"]} for entry in timed[:slowest]],
+        "mean_s": round(statistics.fmean(durations), 3) if durations else None,
+        "total_s": round(sum(durations), 3) if durations else None,
+        "hangs": hangs,
+        "crashes": crashes,
+    }
+
+
+def _failure_kind(check: dict) -> str:
+    message_id = check.get("message_id")
+    if message_id is None:  # results written before message ids were in the JSON: the English text
+        message = check.get("message", "")
+        message_id = (
+            "timeout"
+            if message.startswith("stopped after")
+            else "worker_crashed"
+            if message.startswith("your code crashed the interpreter")
+            else "worker_exited"
+            if message.startswith("your code ended the Python process")
+            else None
+        )
+    return "hang" if message_id in HANG_IDS else "crash" if message_id in CRASH_IDS else None
+
+
+def students(entries: list) -> list:
+    """One row per submission: its score per step, its diagnoses, and its whole result."""
+    rows = []
+    for entry in entries:
+        result = entry["result"]
+        rows.append(
+            {
+                "id": entry["id"],
+                "path": entry["path"],
+                "score": result["score"] if result else None,
+                "max_score": result["max_score"] if result else None,
+                "steps": {step["id"]: step["score"] for step in result["steps"]} if result else {},
+                "diagnoses": sorted({d["id"] for step in result["steps"] for d in step.get("diagnoses", [])})
+                if result
+                else [],
+                "not_graded": not_graded_reason(result),
+                "pictures": picture_files(entry),
+                "result": result,
+            }
+        )
+    return rows
+
+
+def picture_files(entry: dict) -> dict:
+    """{step id: [paths]}: the pictures `grade --out DIR --plots` saved for this submission (the
+    JSON's steps[].pictures) that exist: in DIR/pictures/<id>/ beside the JSON (the out directory
+    may have moved), else where the JSON says (absolute, or from the current directory)."""
+    result, found = entry["result"] or {}, {}
+    out = Path(entry["file"]).parent if entry.get("file") else None
+    for step in result.get("steps", []):
+        for picture in step.get("pictures", []):
+            candidates = ([out / "pictures" / entry["id"] / Path(picture).name, out / picture] if out else []) + [
+                Path(picture)
+            ]
+            path = next((c for c in candidates if c.is_file()), None)
+            if path is not None:
+                found.setdefault(step["id"], []).append(str(path))
+    return found
+
+
+def skeleton_paragraphs(skeleton_package: Path, step_files: dict) -> dict:
+    """{step id: the module docstring of the skeleton file that teaches it} (`step_files`:
+    {step id: [file names]}, the checks' FILES; the first one where a step grades several, as
+    `masking` grades masking.py and the mask path of attention.py)."""
+    out = {}
+    for step_id, files in step_files.items():
+        for name in files[:1]:
+            path = Path(skeleton_package) / name
+            try:
+                doc = ast.get_docstring(ast.parse(path.read_text(encoding="utf-8")))
+            except (OSError, SyntaxError):
+                doc = None
+            if doc:
+                out[step_id] = {"file": f"{Path(skeleton_package).name}/{name}", "text": doc}
+    return out
