@@ -193,6 +193,7 @@ def test_a_device_run_that_differs_from_the_cpu_run_fails(submission, name):
 
 
 @pytest.mark.parametrize("name", NOT_DEVICE_MISTAKES)
+@pytest.mark.slow  # an end-to-end run of tens of seconds: CI runs it (pytest -m "")
 def test_a_mistake_that_is_not_about_the_device_costs_nothing_in_cuda(submission, name):
     """The cuda step builds the student's modules with their own weights and compares the device
     run with the CPU run of the same module: a value mistake (its own step's) changes both alike."""
@@ -222,6 +223,7 @@ def test_a_scenario_a_simulation_without_values_cannot_finish_scores_nothing_and
     assert 0 < result.step("cuda").score < result.step("cuda").max_score == 5
 
 
+@pytest.mark.slow  # an end-to-end run of tens of seconds: CI runs it (pytest -m "")
 def test_meta_fallback_without_a_compiler(submission, monkeypatch):
     """No C++ compiler: fake tensors on 'meta' still catch masks made on the CPU in forward,
     and the step says which fallback ran."""
@@ -282,6 +284,7 @@ def test_real_and_simulated_modes_agree(submission, name):
         assert real.score == real.max_score == 5
 
 
+@pytest.mark.slow  # an end-to-end run of tens of seconds: CI runs it (pytest -m "")
 def test_backward_still_works_after_the_fake_guard_is_loaded_first():
     """Regression: the autograd engine started a thread for the fake CUDA device on the first
     backward after the guard was registered, which aborted or hung the process at random."""

@@ -22,6 +22,7 @@ SLOW_OK = settings(max_examples=4, deadline=None, suppress_health_check=[HealthC
 
 @SLOW_OK
 @given(seed=st.integers(0, 2**31 - 1), which=st.sampled_from([None, *VARIANTS]))
+@pytest.mark.slow  # an end-to-end run of tens of seconds: CI runs it (pytest -m "")
 def test_correct_code_gets_full_marks_and_no_diagnosis(config, tmp_path_factory, seed, which):
     root = tmp_path_factory.mktemp("correct")
     shutil.copytree(SOLUTIONS / "mha", root / "mha", dirs_exist_ok=True)

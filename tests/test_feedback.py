@@ -337,6 +337,7 @@ def test_the_smallest_example_of_every_planted_mistake_is_no_larger_and_still_fa
 
 
 @pytest.mark.parametrize("name", ISSUE_LIST)
+@pytest.mark.slow  # an end-to-end run of tens of seconds: CI runs it (pytest -m "")
 def test_pytest_shows_a_short_verdict_with_the_cause_first_and_a_smallest_example(tmp_path, name):
     from test_pytest_assignments import pytest_in, student_copy
 

@@ -5,6 +5,8 @@ import json
 import re
 
 
+import pytest
+
 from autograder.engine.course.assignment import step_modules
 from autograder.routes.nbgrader_cell import check_step
 from conftest import SOLUTIONS
@@ -74,6 +76,7 @@ class FakeKernelShell:
     kernel = object()  # what Jupyter's and Colab's shells have, a terminal's does not
 
 
+@pytest.mark.slow  # an end-to-end run of tens of seconds: CI runs it (pytest -m "")
 def test_the_pictures_of_failing_public_checks_show_in_the_notebook(submission, config, monkeypatch, capsys, tmp_path):
     import IPython
     import IPython.display

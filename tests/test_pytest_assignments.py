@@ -5,6 +5,8 @@ import shutil
 import subprocess
 import sys
 
+import pytest
+
 from autograder.engine.course import config as grading_config
 from conftest import ASSIGNMENTS, KIT, SOLUTIONS, cuda_available, replace_once
 
@@ -38,6 +40,7 @@ def table_line(output, step):
     return next(line for line in output.splitlines() if line.strip().startswith(step + " "))
 
 
+@pytest.mark.slow  # an end-to-end run of tens of seconds: CI runs it (pytest -m "")
 def test_untouched_skeleton_scores_zero_with_not_implemented_and_no_traceback(tmp_path):
     completed = pytest_in(student_copy(tmp_path, ASSIGNMENTS / "mha"), "--cuda")
     out = completed.stdout
@@ -55,6 +58,7 @@ def test_reference_gets_full_public_marks(tmp_path):
     assert "simulated CUDA device" in completed.stdout
 
 
+@pytest.mark.slow  # an end-to-end run of tens of seconds: CI runs it (pytest -m "")
 def test_without_a_gpu_the_quick_run_leaves_the_cuda_step_to_cuda_flag(tmp_path):
     if cuda_available():
         import pytest
@@ -66,6 +70,7 @@ def test_without_a_gpu_the_quick_run_leaves_the_cuda_step_to_cuda_flag(tmp_path)
     assert "95.00 / 95" in table_line(completed.stdout, "total")
 
 
+@pytest.mark.slow  # an end-to-end run of tens of seconds: CI runs it (pytest -m "")
 def test_one_failing_check_shows_expected_and_seen(tmp_path):
     root = student_copy(tmp_path, SOLUTIONS / "mha")
     heads = root / "assignments" / "mha" / "heads.py"
@@ -81,6 +86,7 @@ def test_one_failing_check_shows_expected_and_seen(tmp_path):
     assert "x merge_values: merged: " in out and "values out of tolerance, the first at index" in out
 
 
+@pytest.mark.slow  # an end-to-end run of tens of seconds: CI runs it (pytest -m "")
 def test_endless_loop_ends_in_a_per_check_timeout(tmp_path):
     grading = replace_once((KIT / "grading.yml").read_text(), "timeout: 10", "timeout: 1")
     root = student_copy(tmp_path, SOLUTIONS / "mha", grading)
@@ -97,6 +103,7 @@ def test_endless_loop_ends_in_a_per_check_timeout(tmp_path):
     assert "5.00 / 5" in table_line(out, "embedding")
 
 
+@pytest.mark.slow  # an end-to-end run of tens of seconds: CI runs it (pytest -m "")
 def test_student_exception_shows_a_traceback_into_their_file(tmp_path):
     root = student_copy(tmp_path, SOLUTIONS / "mha")
     output = root / "assignments" / "mha" / "output.py"

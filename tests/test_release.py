@@ -141,6 +141,7 @@ def total_lines(output):
     return [line.split(None, 1)[1] for line in output.splitlines() if line.strip().startswith("total ")]
 
 
+@pytest.mark.slow  # an end-to-end run of tens of seconds: CI runs it (pytest -m "")
 def test_release_grades_the_skeleton_zero_and_the_reference_full(student_release, tmp_path):
     # every assignment's public checks run: mha (95 points without the cuda step), kv_cache (100)
     completed = pytest_in_release(student_release)
@@ -178,6 +179,7 @@ INSTRUCTOR_PARTS = [
 ]
 
 
+@pytest.mark.slow  # an end-to-end run of tens of seconds: CI runs it (pytest -m "")
 def test_release_ships_only_what_the_students_runs_need(student_release):
     grader = student_release / "autograder"
     assert [part for part in INSTRUCTOR_PARTS if (grader / part).exists()] == []
@@ -285,6 +287,7 @@ def assert_gradescope_shape(data):
     data["score"] = sum(t["score"] for t in data["tests"])  # the total Gradescope computes
 
 
+@pytest.mark.slow  # an end-to-end run of tens of seconds: CI runs it (pytest -m "")
 def test_gradescope_grades_the_reference_full(tmp_path):
     files = {p.name: p.read_text() for p in (SOLUTIONS / "mha").glob("*.py")}  # uploaded flat
     data = run_gradescope(tmp_path, files)
@@ -294,6 +297,7 @@ def test_gradescope_grades_the_reference_full(tmp_path):
     assert data["extra_data"] == {"graded_files": sorted(files), "package_root": None}
 
 
+@pytest.mark.slow  # an end-to-end run of tens of seconds: CI runs it (pytest -m "")
 def test_gradescope_grades_the_whole_release_zipped_as_github_does(student_release, tmp_path):
     # a student's repository, handed in whole: GitHub's "Download ZIP" puts it one folder deep,
     # the kit's own files (autograder/, tests, workflows) beside the package
@@ -313,6 +317,7 @@ def test_gradescope_grades_the_whole_release_zipped_as_github_does(student_relea
     assert "mha-lab-main/assignments/mha/attention.py" in data["output"]  # the student sees which files counted
 
 
+@pytest.mark.slow  # an end-to-end run of tens of seconds: CI runs it (pytest -m "")
 def test_gradescope_grades_a_mistake_lower_with_its_diagnosis(tmp_path):
     mistake = next(m for m in planted_of("attention") if m.id == "scale_by_d_model")
     files = {p.name: p.read_text() for p in (SOLUTIONS / "mha").glob("*.py")}

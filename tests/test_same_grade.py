@@ -8,6 +8,8 @@ the assignment id.
 
 import json
 
+import pytest
+
 from autograder.engine.course import config as grading_config
 from autograder.engine.judge.plan import default_seed
 from autograder.routes.nbgrader_cell import check_step
@@ -23,6 +25,7 @@ def without_timing(data):
     return {key: value for key, value in data.items() if key != "duration_s"}
 
 
+@pytest.mark.slow  # an end-to-end run of tens of seconds: CI runs it (pytest -m "")
 def test_the_cli_without_seed_grades_the_same_twice(submission, tmp_path):
     root = submission(SOFTMAX_WRONG_DIM)
     results = []
@@ -35,6 +38,7 @@ def test_the_cli_without_seed_grades_the_same_twice(submission, tmp_path):
     assert without_timing(first) == without_timing(second)
 
 
+@pytest.mark.slow  # an end-to-end run of tens of seconds: CI runs it (pytest -m "")
 def test_the_notebook_route_grades_hidden_checks_as_the_cli_does(submission, tmp_path, capsys):
     """nbgrader's check cell (routes/notebook.check_step, hidden=True) twice: the hidden check
     draws the same sizes (the student's code prints the ones it gets) and gives the same points,

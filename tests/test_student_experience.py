@@ -66,6 +66,7 @@ def test_a_time_limit_spent_in_the_graders_own_code_is_not_the_students_hang():
     assert hangs.note(check, 1.0, theirs) is None  # known already: nothing new to trap
 
 
+@pytest.mark.slow  # an end-to-end run of tens of seconds: CI runs it (pytest -m "")
 def test_pytest_charges_one_time_limit_per_hung_step(tmp_path):
     grading = (KIT / "grading.yml").read_text().replace("timeout: 10", "timeout: 1")
     root = student_copy(tmp_path, SOLUTIONS / "mha", grading)
@@ -105,6 +106,7 @@ def test_a_step_cut_short_by_k_shows_how_many_checks_ran_and_no_score(tmp_path):
     assert "partial run" in total and "of 9 steps" in total, total
 
 
+@pytest.mark.slow  # an end-to-end run of tens of seconds: CI runs it (pytest -m "")
 def test_k_with_a_step_id_selects_exactly_that_steps_checks_and_says_so(tmp_path):
     """pytest's -k matches parts of names: `-k attention` picked multi_head_attention's checks and
     masking's attention_padding too (26 checks), and `-k padding` masking's. A step id in -k means
@@ -379,6 +381,7 @@ def test_masking_verdict_is_the_same_on_every_seed(config, submission, changes):
     assert len(verdicts) == 1, verdicts
 
 
+@pytest.mark.slow  # an end-to-end run of tens of seconds: CI runs it (pytest -m "")
 def test_pytest_keeps_masking_whole_beside_a_softmax_mistake_and_charges_an_ignored_mask(tmp_path):
     root = student_copy(tmp_path, SOLUTIONS / "mha")
     attention = root / "assignments" / "mha" / "attention.py"
@@ -506,6 +509,7 @@ def test_grade_plots_draw_the_failing_attention_weights_and_the_table_points_to_
         assert open(picture, "rb").read(8) == b"\x89PNG\r\n\x1a\n"
 
 
+@pytest.mark.slow  # an end-to-end run of tens of seconds: CI runs it (pytest -m "")
 def test_pytest_plots_option_saves_pictures_where_attention_fails(tmp_path):
     root = student_copy(tmp_path, SOLUTIONS / "mha")
     attention = root / "assignments" / "mha" / "attention.py"
