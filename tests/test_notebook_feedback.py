@@ -32,7 +32,7 @@ def test_points_changed_since_the_course_was_made_are_scored_out_of_the_cells(ca
 
 
 def test_the_course_freezes_each_steps_points_into_its_check_cell(config):
-    # solutions/mha.ipynb is the course notebook (a test keeps it up to date with course.py)
+    # solutions/mha.ipynb is the course notebook (a test keeps it up to date with nbgrader_course.py)
     notebook = json.loads((SOLUTIONS / "mha.ipynb").read_text())
     cells = {c["id"]: c for c in notebook["cells"]}
     for step in config.steps:

@@ -40,7 +40,7 @@ def test_the_cli_without_seed_grades_the_same_twice(submission, tmp_path):
 
 @pytest.mark.slow  # an end-to-end run of tens of seconds: CI runs it (pytest -m "")
 def test_the_notebook_route_grades_hidden_checks_as_the_cli_does(submission, tmp_path, capsys):
-    """nbgrader's check cell (routes/notebook.check_step, hidden=True) twice: the hidden check
+    """nbgrader's check cell (routes/nbgrader_cell.check_step, hidden=True) twice: the hidden check
     draws the same sizes (the student's code prints the ones it gets) and gives the same points,
     the points the command line gives."""
     root = submission(SOFTMAX_WRONG_DIM)

@@ -99,15 +99,21 @@ def randint(rng, low, high, *shape):
     return torch.randint(low, high, shape, generator=rng)
 
 
-def randsize(rng, low, high):
-    """A random size in [low, high) for a hidden check, at least 2.
+def randsize(rng, low, high, avoid=()):
+    """A random size in [low, high) for a hidden check, at least 2, stepped up past the sizes in
+    `avoid` (so it may end at high or above).
 
     A size of 1 makes mistakes invisible (one head: d_k == d_model; a length-1 axis: a missing
     transpose is a no-op), so a random draw would pass a wrong answer on some seeds and not on
-    others. Edge cases of size 1 belong in a fixed check, never in a random draw."""
+    others. Edge cases of size 1 belong in a fixed check, never in a random draw. `avoid` does
+    the same for sizes that make two different computations agree: a square d_k, whose square
+    root other sizes can equal, or d_k equal to the head count."""
     if low < 2:
         raise ValueError(f"randsize(low={low}): random sizes start at 2; test size 1 in a fixed check")
-    return int(torch.randint(low, high, (), generator=rng))
+    size = int(torch.randint(low, high, (), generator=rng))
+    while size in avoid:
+        size += 1
+    return size
 
 
 def randindex(rng, low, high):

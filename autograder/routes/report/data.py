@@ -2,7 +2,7 @@
 
     entries = load_out_dirs([Path("grades")])        # what `grade ... --out grades/` wrote
     data = build(entries, similarity=find_similar(entries, skeleton_dir))
-    json.dumps(data)                                  # `report --json`; report_html renders it
+    json.dumps(data)                                  # `report --json`; html.py renders it
 
 Everything here works on the result JSON dicts (docs/instructors.md, "JSON result"), never on live grading
 objects, so the report can be rebuilt at any time from the out directories alone, and the

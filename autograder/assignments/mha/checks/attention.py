@@ -111,11 +111,11 @@ class RandomSizes(Check):
 
     def inputs(self, rng):
         lead = (randsize(rng, 2, 4), randsize(rng, 2, 5))  # (B, H)
-        lq, lk, d_k, d_v = randsize(rng, 2, 9), randsize(rng, 2, 9), randsize(rng, 2, 17), randsize(rng, 2, 9)
         # d_k not a square (4, 9, 16): sqrt(d_k) is then no whole number, so no scale made of
-        # sizes (d_k / 2, H, ...) equals it by chance on some seeds only
-        while d_k in (4, 9, 16) or d_k == lead[1]:  # nor the head count (scaled by sqrt(q.size(1)))
-            d_k += 1
+        # sizes (d_k / 2, H, ...) equals it by chance on some seeds only; nor the head count
+        # (scaled by sqrt(q.size(1)))
+        lq, lk = randsize(rng, 2, 9), randsize(rng, 2, 9)
+        d_k, d_v = randsize(rng, 2, 17, avoid=(4, 9, 16, lead[1])), randsize(rng, 2, 9)
         d_v += d_v == d_k  # d_v != d_k: else scaling by sqrt(d_v) would pass on some seeds only
         return qkv(rng, lead, lq=lq, lk=lk, d_k=d_k, d_v=d_v)
 

@@ -332,9 +332,9 @@ class RandomConfigurations(Check):
     observer = observers.configurations
 
     def inputs(self, rng):
-        num_heads, d_k, B = randsize(rng, 2, 5), randsize(rng, 2, 6), randsize(rng, 2, 4)
-        while d_k == 4 or d_k == num_heads:  # no scale made of other sizes equals sqrt(d_k) by chance
-            d_k += 1
+        num_heads = randsize(rng, 2, 5)
+        d_k = randsize(rng, 2, 6, avoid=(4, num_heads))  # no scale made of other sizes equals sqrt(d_k) by chance
+        B = randsize(rng, 2, 4)
         lq = randsize(rng, 2, 7)
         lk = lq + randsize(rng, 2, 4)  # Lq != Lk: top-left and bottom-right causal masks differ
         # Trailing padding, as pad_batch makes it (the contract): at least one real key (a row of
