@@ -95,21 +95,21 @@ def cached_attention_by_hand(q, k, v, cache):
 
 
 class KVCacheByHand:
-    """The keys and values of every position seen so far: update(k, v) appends and returns them."""
+    """The cache as the public oracle of step `kv_cache` states it (checks/kv_cache.py): every
+    chunk given so far, concatenated along the sequence axis (dim 2)."""
 
     def __init__(self):
-        self.k = self.v = None
+        self.chunks = []  # [(k, v)]: (B, H_kv, L_chunk, d_k), (B, H_kv, L_chunk, d_v)
 
     def update(self, k, v):
-        self.k = k if self.k is None else torch.cat([self.k, k], dim=2)
-        self.v = v if self.v is None else torch.cat([self.v, v], dim=2)
-        return self.k, self.v
+        self.chunks.append((k, v))
+        return torch.cat([k for k, _ in self.chunks], dim=2), torch.cat([v for _, v in self.chunks], dim=2)
 
     def __len__(self):
-        return 0 if self.k is None else self.k.size(2)
+        return sum(k.size(2) for k, _ in self.chunks)
 
     def reset(self):
-        self.k = self.v = None
+        self.chunks = []
 
 
 def _probe(*shapes, seed=2026):
