@@ -9,12 +9,9 @@ from conftest import SOLUTIONS, full_marks, grade_with_hidden, replace_once
 SDPA = "torch.nn.functional.scaled_dot_product_attention"
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="known double charge: a forbidden call inside the attention function also costs the module's checks; "
-    "the written-out run excuses the module only for functions the judge finds wrong by value",
-)
 def test_sdpa_in_attention_costs_the_attention_and_masking_checks(config, submission):
+    """One mistake, one charge: the module that calls the student's attention is not charged for
+    the forbidden call inside it (the module's run with attention written out makes none)."""
     attention = (
         (SOLUTIONS / "mha" / "attention.py")
         .read_text()
@@ -31,6 +28,52 @@ def test_sdpa_in_attention_costs_the_attention_and_masking_checks(config, submis
     assert result.step("attention").score == 0
     for check in result.step("attention").checks:
         assert SDPA in check.message and "attention" in check.message
+
+
+def attention_calling(call):
+    """The reference attention with `call` made after its softmax (right values, a forbidden call)."""
+    return (
+        (SOLUTIONS / "mha" / "attention.py")
+        .read_text()
+        .replace(
+            "    weights = torch.softmax(scores, dim=-1)  # (..., Lq, Lk)\n",
+            f"    weights = torch.softmax(scores, dim=-1)  # (..., Lq, Lk)\n    {call}\n",
+        )
+    )
+
+
+def module_through_attention(extra=""):
+    """The reference module with its attention done by the package's own attention function."""
+    return (
+        (SOLUTIONS / "mha" / "mha.py")
+        .read_text()
+        .replace("from .heads import", "from .attention import scaled_dot_product_attention\nfrom .heads import", 1)
+        .replace(
+            "        scores = scores.masked_fill(blocked, torch.finfo(scores.dtype).min)  # (B, H, Lq, Lk)\n\n"
+            "        weights = torch.softmax(scores, dim=-1)  # (B, H, Lq, Lk)\n",
+            "        _, weights = scaled_dot_product_attention(q, k, v, mask=blocked)  # (B, H, Lq, Lk)\n" + extra,
+        )
+    )
+
+
+def test_a_module_is_not_charged_for_a_forbidden_call_inside_the_attention_it_calls(config, submission):
+    """One mistake, one charge: the call is inside the attention function, which the attention
+    and masking steps charge; the module's run with attention written out makes none."""
+    files = {"attention.py": attention_calling(f"{SDPA}(q, k, v)"), "mha.py": module_through_attention()}
+    result = grade_with_hidden(submission(files=files), config)
+    assert set(full_marks(result)) == {"attention", "masking"}
+
+
+def test_a_module_that_also_calls_sdpa_itself_is_charged(config, submission):
+    """The same module with a call of its own: the run with attention written out still makes
+    one, so the module's checks are charged too."""
+    files = {
+        "attention.py": attention_calling(f"{SDPA}(q, k, v)"),
+        "mha.py": module_through_attention(f"        {SDPA}(q, k, v)\n"),
+    }
+    result = grade_with_hidden(submission(files=files), config)
+    assert set(full_marks(result)) == {"attention", "masking", "multi_head_attention"}
+    assert all(SDPA in c.message for c in result.step("multi_head_attention").checks if c.passed is False)
 
 
 def test_hidden_call_is_caught_at_run_time(config, submission):

@@ -23,6 +23,7 @@ from typing import Callable
 
 import torch
 
+from autograder.harness import watch
 from autograder.harness.contract import ContractError
 from autograder.harness.observe import where_text
 
@@ -81,10 +82,12 @@ def close(theirs, mine) -> bool:
     return bool(torch.allclose(theirs, mine, equal_nan=True, **CLOSE))
 
 
-def wrong_functions(package, table) -> dict:
+def wrong_functions(package, table, forbidden_in=None) -> dict:
     """{entry: (the student's function, its results on the probe)} of the entries whose function
-    differs from the written-out one on the probe (or raises there). Files that cannot be loaded
-    are left out: their own step says so."""
+    differs from the written-out one on the probe (or raises there), or makes a forbidden call
+    there: its name -> [the calls] into `forbidden_in`, and out of the watch's record (the probe
+    is the grader's run, not the module's). Files that cannot be loaded are left out: their own
+    step says so."""
     wrong = {}
     for entry in table:
         try:
@@ -94,9 +97,13 @@ def wrong_functions(package, table) -> dict:
         theirs = getattr(module, entry.name, None)
         if not callable(theirs):
             continue
-        got = probe(theirs, entry)
+        with watch.apart() as seen:
+            got = probe(theirs, entry)
+        calls = sorted(seen)
+        if calls and forbidden_in is not None:
+            forbidden_in[entry.name] = calls
         mine = entry.results(entry.by_hand)
-        if got is None or not all(map(close, got, mine)):
+        if got is None or calls or not all(map(close, got, mine)):
             wrong[entry] = (theirs, got)
     return wrong
 
@@ -149,7 +156,9 @@ def holders(package, entry):
 def with_earlier_steps(package, table, run):
     """run() (the module's observations), and where an earlier function is wrong, under
     WRITTEN_OUT: {"steps", "functions", "probes": {function: the student's results on the probe,
-    None if it raised}, "values": run() with the written-out versions (None if that raised)}.
+    None if it raised}, "values": run() with the written-out versions (None if that raised),
+    "forbidden_in": {function: the forbidden calls it made on the probe}, "written_out_forbidden":
+    the forbidden calls of the run with the written-out versions}.
     When the module's own run raises and the written-out run does not, the observation is
     {OWN_RAISED: {"type", "message", "where"}, WRITTEN_OUT: ...}; otherwise the error stands."""
     try:
@@ -158,16 +167,19 @@ def with_earlier_steps(package, table, run):
         raise
     except Exception as error:  # noqa: BLE001 - student code
         got, own_error = None, error
-    wrong = wrong_functions(package, table)
+    forbidden_in = {}
+    wrong = wrong_functions(package, table, forbidden_in)
     if not wrong:
         if own_error is not None:
             raise own_error
         return got
-    try:
-        with written_out(package, wrong):
-            values = run()
-    except Exception:  # noqa: BLE001 - student code
-        values = None
+    with watch.apart(keep=True) as seen:
+        try:
+            with written_out(package, wrong):
+                values = run()
+        except Exception:  # noqa: BLE001 - student code
+            values = None
+    written_out_forbidden = sorted(seen)
     if own_error is not None and values is None:
         raise own_error
     report = {
@@ -175,6 +187,8 @@ def with_earlier_steps(package, table, run):
         "functions": sorted(entry.name for entry in wrong),
         "probes": {entry.name: results for entry, (_, results) in wrong.items()},
         "values": values,
+        "forbidden_in": forbidden_in,
+        "written_out_forbidden": written_out_forbidden,
     }
     if own_error is not None:
         text = str(own_error).strip().splitlines()

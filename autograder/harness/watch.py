@@ -193,6 +193,25 @@ class Watch:
 _active = []  # Watches in force, innermost last: process-wide (read by the kernels below, on any thread)
 
 
+@contextmanager
+def apart(keep: bool = False):
+    """Within the block, the innermost watch in force records into a list of its own, yielded
+    (every call, also those seen before the block); after it, they are added to the watch's
+    record only if `keep`. Where no watch is in force, the list stays empty."""
+    if not _active:
+        yield []
+        return
+    watch = _active[-1]
+    record, watch.seen = watch.seen, []
+    try:
+        yield watch.seen
+    finally:
+        calls, watch.seen = watch.seen, record
+        if keep:
+            for dotted in calls:
+                watch.note(dotted)
+
+
 class _FunctionWatch(TorchFunctionMode):
     def __init__(self, watch):
         super().__init__()

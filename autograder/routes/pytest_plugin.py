@@ -31,7 +31,7 @@ from autograder.engine.judge.plan import (
     mode_note,
     warm_up_grader,
 )
-from autograder.engine.judge.verdict import judge, not_checked
+from autograder.engine.judge.verdict import charged_forbidden, judge, not_checked
 from autograder.engine.judge.score import score_step
 from autograder.harness import observe as harness
 from autograder.harness.package import Package
@@ -229,7 +229,7 @@ def run_public_check(check, lab):
         fail = observation.error
     else:
         observation = Observation(error=fail)
-    if not observation.forbidden:  # also for an error: the diagnosis judges the known mistakes on it
+    if not charged_forbidden(observation):  # also for an error: the diagnosis judges the known mistakes on it
         expected = check.expected(**clone(inputs))
     if fail is None:
         fail = judge(check, inputs, observation, expected, step.tolerance)

@@ -59,6 +59,21 @@ def judge_with_earlier_steps(got, judge_own, table, tol):
     return fail if judge_own(written_out["values"]) else None
 
 
+def forbidden_excused(values, forbidden) -> bool:
+    """Whether every forbidden call of an integration step's run (`forbidden`) was made inside an
+    earlier step's function, which that step charges: the observer found each of them in a
+    function's probe, and the run with those functions written out made none and finished.
+    The module is then judged on its values, as for an earlier function wrong by value."""
+    written_out = values.get(WRITTEN_OUT) if isinstance(values, dict) else None
+    if not forbidden or not isinstance(written_out, dict) or written_out.get("values") is None:
+        return False
+    inside, after = written_out.get("forbidden_in"), written_out.get("written_out_forbidden")
+    if not isinstance(inside, dict) or after != []:
+        return False
+    names = {name for calls in inside.values() if isinstance(calls, list) for name in calls if isinstance(name, str)}
+    return set(forbidden) <= names
+
+
 def wrong_on_probe(entry, theirs, tol) -> bool:
     """Whether the student's results on the entry's probe (None: it raised) are wrong, judged
     against the written-out version's within `tol`; where the contract leaves a result open

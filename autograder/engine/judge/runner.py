@@ -27,7 +27,13 @@ from autograder.engine.judge.in_process import InProcess, observe
 from autograder.engine.judge.plan import check_seed, default_seed, mode_note, plan_step, runs_real, warm_up_grader
 from autograder.engine.judge.results import GradeResult
 from autograder.engine.judge.score import refused, score_step
-from autograder.engine.judge.verdict import cached_expectation, judge, load_reference, not_checked
+from autograder.engine.judge.verdict import (
+    cached_expectation,
+    charged_forbidden,
+    judge,
+    load_reference,
+    not_checked,
+)
 from autograder.engine.mistakes import diagnosis
 from autograder.engine.scan.forbidden import package_files
 from autograder.engine.scan.submission import Staging, StagingError, refused_files, staging
@@ -145,7 +151,9 @@ def observe_and_judge(runs, grading) -> None:
             observation = next(observations)
             # also for an error: the diagnosis judges the known mistakes on this check
             expected = (
-                None if observation.forbidden else cached_expectation(check, inputs, grading.reference, grading.seed)
+                None
+                if charged_forbidden(observation)
+                else cached_expectation(check, inputs, grading.reference, grading.seed)
             )
             fail = judge(check, inputs, observation, expected, run.step.tolerance, run.evidence)
             run.outcomes[check] = (None if not_checked(fail) else fail is None, fail)

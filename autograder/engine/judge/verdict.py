@@ -11,6 +11,7 @@ import threading
 from pathlib import Path
 
 from autograder.engine.checks.check import Check, Fail, judged
+from autograder.engine.checks.earlier import forbidden_excused
 from autograder.engine.judge.in_process import clone
 from autograder.engine.judge.plan import check_seed
 from autograder.harness.package import Package
@@ -44,10 +45,16 @@ class ExpectationCache:
 cached_expectation = ExpectationCache()
 
 
+def charged_forbidden(observation) -> bool:
+    """Whether the observation's forbidden calls cost its check: there are some, and they were not
+    all made inside earlier steps' functions that their own steps charge (forbidden_excused)."""
+    return bool(observation.forbidden) and not forbidden_excused(observation.values, observation.forbidden)
+
+
 def judge(check, inputs, observation, expected, tol, evidence=None):
     """None if the observation passes, else the Fail to report. Runs no student code.
     `evidence`: plan.source_evidence(), to name the line of a forbidden call."""
-    if observation.forbidden:
+    if charged_forbidden(observation):
         call = observation.forbidden[0]
         if evidence and call in evidence:
             file, line = evidence[call]

@@ -253,8 +253,11 @@ def dropout(mha, states, query, key, value, num_heads, p):
 
 
 def gradients(mha, states, query, key=None):
-    """gradient_sizes of the module after a backward (self- or cross-attention)."""
-    return gradient_sizes(build(mha, states), query, *(() if key is None else (key, key)))
+    """gradient_sizes of the module after a backward (self- or cross-attention), with earlier
+    steps written out too."""
+    return with_earlier_steps(
+        mha, lambda: gradient_sizes(build(mha, states), query, *(() if key is None else (key, key)))
+    )
 
 
 def one_query_changed(mha, states, query, changed, key):
