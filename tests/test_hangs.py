@@ -7,6 +7,7 @@ import re
 
 import pytest
 
+from autograder.assignments.mha.warmup import warm_up
 from autograder.engine.course import config as grading_config
 from autograder.engine.judge.runner import grade
 from conftest import KIT, SOLUTIONS
@@ -26,17 +27,15 @@ def short_timeout_config(seconds):
 
 
 @pytest.mark.slow
-@pytest.mark.xfail(
-    strict=True,
-    reason="known since the module probes earlier steps' functions (issue 22): the probe of the hung "
-    "attention waits a second time and the module's checks are skipped instead of judged with it written out",
-)
 @pytest.mark.parametrize("isolate", [False, True], ids=["in_process", "sandboxed"])
 def test_a_hang_in_attention_is_waited_for_once_and_skips_what_runs_it_in_other_steps(submission, isolate):
+    """The module step is judged with the hung attention written out (one hang, one charge)."""
     attention = endless_attention((SOLUTIONS / "mha" / "attention.py").read_text())
+    if not isolate:  # what the worker server does before any check: the meta device's first triu
+        warm_up()  # imports torch._dynamo (about a second): not the student's time
     result = grade(
         submission(files={"attention.py": attention}),
-        short_timeout_config(0.5),
+        short_timeout_config(1.5),  # the module's run twice (with attention written out), on a loaded machine
         reference=SOLUTIONS,
         steps=["attention", "masking", "multi_head_attention"],
         isolate=isolate,

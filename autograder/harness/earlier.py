@@ -25,7 +25,7 @@ import torch
 
 from autograder.harness import watch
 from autograder.harness.contract import ContractError
-from autograder.harness.observe import where_text
+from autograder.harness.observe import trapped, where_text
 
 WRITTEN_OUT = "with_earlier_steps_written_out"  # the observation of the second run
 OWN_RAISED = "with_earlier_steps_own_raised"  # the module's own run raised: its report instead of values
@@ -59,6 +59,10 @@ def probe(function, entry):
     try:
         results = entry.results(function)
     except Exception:  # noqa: BLE001 - student code
+        return None
+    except GeneratorExit as error:  # trapped where it hung before (observe.trap): stopped at once
+        if trapped(error) is None:
+            raise
         return None
     return None if any(result is None for result in results) else results
 
@@ -166,6 +170,10 @@ def with_earlier_steps(package, table, run):
     except ContractError:  # the module's own form (a missing layer): no earlier function's doing
         raise
     except Exception as error:  # noqa: BLE001 - student code
+        got, own_error = None, error
+    except GeneratorExit as error:  # an earlier function trapped where it hung: the hang is its step's
+        if trapped(error) is None:
+            raise
         got, own_error = None, error
     forbidden_in = {}
     wrong = wrong_functions(package, table, forbidden_in)
