@@ -262,6 +262,29 @@ def test_the_engine_folders_import_downward():
     assert not wrong, "imports up the engine's folders (ENGINE_FOLDERS, bottom up):\n" + "\n".join(wrong)
 
 
+def uncommented_late_imports(root: Path, package: str = "autograder") -> list:
+    """'module (line n)' of each late import whose line says nothing of why it is late (a
+    comment: whose start-up it keeps light, as "# late: not at the start of `pytest
+    assignments/`")."""
+    found = []
+    for name, line in late_imports(root, package):
+        path = root.joinpath(*name.split(".")[1:]).with_suffix(".py")
+        if not path.is_file():
+            path = root.joinpath(*name.split(".")[1:], "__init__.py")
+        text = path.read_text()
+        node = next(
+            n for n in ast.walk(ast.parse(text)) if isinstance(n, (ast.Import, ast.ImportFrom)) and n.lineno == line
+        )
+        if "#" not in "".join(text.splitlines()[line - 1 : node.end_lineno]):
+            found.append(f"{name} (line {line})")
+    return found
+
+
+def test_a_late_import_says_why_it_is_late():
+    """A late import stays only where it keeps an entry point's start-up light, and says so."""
+    assert uncommented_late_imports(KIT / "autograder") == []
+
+
 def test_no_import_cycles():
     """No circle of imports in the kit, counting the late ones."""
     found = cycle_paths(import_graph(KIT / "autograder"))
@@ -394,6 +417,7 @@ def test_a_circle_closed_by_a_late_import_is_found(tmp_path):
     )
     assert cycle_paths(import_graph(package, "pkg")) == ["pkg.first (line 1) -> pkg.second (line 2) -> pkg.first"]
     assert late_imports(package, "pkg") == [("pkg.second", 2)]
+    assert uncommented_late_imports(package, "pkg") == ["pkg.second (line 2)"]
     (package / "second.py").write_text("def helper():\n    return 1\n")  # the circle broken
     assert cycle_paths(import_graph(package, "pkg")) == []
 

@@ -34,6 +34,12 @@ from pathlib import Path
 
 from autograder.engine.course.torch_pin import CPU_INDEX, GRADING_TORCH
 from autograder.routes.public_view import public_step, public_view
+from autograder.engine.checks import messages
+from autograder.engine.judge import results
+from autograder import KIT
+from autograder import __version__
+from autograder import cache_base
+from autograder.engine.judge.results import WriteError, write_atomically
 
 # A grading step or the report still runs after an earlier step failed (a grader error, a
 # timeout): the other steps' results and the report are not lost. Not after a cancel.
@@ -276,7 +282,7 @@ def _public_checks(config, step_id):
 def grade_step(step_id, submission, config, reference=None, isolate=True):
     """The GradeResult of one step. Isolated by default: student code runs in a worker process,
     so its prints, its exit or a crash cannot reach this process or what it writes."""
-    from autograder.engine.judge.runner import grade
+    from autograder.engine.judge.runner import grade  # late: not at the start of a Classroom step
 
     return grade(submission, config, reference=reference, steps=[step_id], isolate=isolate)
 
@@ -299,7 +305,7 @@ def reporter_result(step, location=None):
     failing test's `test_code`, each other failing test's own message in its own. `line_no`: the
     line a failure names, else the step's code (`location`: (file, line) from step_location).
     An empty test list would be NaN: a step with no check run here scores 0 of 0 (off the total)."""
-    from autograder.engine.judge import feedback
+    from autograder.engine.judge import feedback  # late: not at the start of a Classroom step
 
     counted = [check for check in step.checks if check.passed is not None]
     if not counted:
@@ -389,7 +395,7 @@ def annotations(step, location, title):
     line a failure names or else at the step's code (`location`, from step_location): one
     `::error` for a step that lost points, one `::warning` for checks that could not be judged.
     The file is given as the student's repository holds it (assignments/<package>/<file>)."""
-    from autograder.engine.judge import feedback
+    from autograder.engine.judge import feedback  # late: not at the start of a Classroom step
 
     public = dataclasses.replace(step, checks=[check for check in step.checks if check.visibility == "public"])
     found = feedback.verdict(public)
@@ -441,9 +447,6 @@ def print_log(graded, step_id: str, hidden: bool, location=None, title=None) -> 
     student's file as an annotation (annotations; `location`: the step's code)."""
     import os
 
-    from autograder.engine.checks import messages
-    from autograder.engine.judge import results
-
     if os.environ.get("GITHUB_ACTIONS") == "true":
         for line in annotations(graded.step(step_id), location, title or step_id):
             print(line)
@@ -474,7 +477,6 @@ BLOCKING_LAYERS = {"landlock", "bubblewrap", "uid-drop"}
 def nearest_config(start) -> Path:
     """The nearest grading.yml at or above `start`, else the kit's own (as pytest_plugin finds
     it, without its imports)."""
-    from autograder import KIT
 
     for directory in [Path(start).resolve(), *Path(start).resolve().parents]:
         if (directory / "grading.yml").is_file():
@@ -497,8 +499,6 @@ def cache_key(config_path: Path, assignment, submission: Path, reference) -> str
     import hashlib
     import importlib.metadata
     import os
-
-    from autograder import KIT, __version__
 
     key = hashlib.sha256()
     try:
@@ -523,8 +523,6 @@ def cache_directory() -> Path:
     the job), else the kit's cache folder."""
     import os
 
-    from autograder import cache_base
-
     temporary = os.environ.get("RUNNER_TEMP")
     return Path(temporary) / "mha-lab-classroom" if temporary else cache_base() / "classroom"
 
@@ -534,7 +532,7 @@ def cache_trusted_here() -> bool:
     (the uid drop) or where the kernel has Landlock. Elsewhere every step grades for itself."""
     import os
 
-    from autograder.sandbox.confine import landlock_abi
+    from autograder.sandbox.confine import landlock_abi  # late: not at the start of a Classroom step
 
     return os.geteuid() == 0 or landlock_abi() > 0
 
@@ -602,7 +600,6 @@ def read_cache(key: str, assignment) -> dict:
 
 def write_cache(key: str, steps: dict) -> None:
     """Keep `steps` under `key` (atomically; a failure only costs the next step a grading)."""
-    from autograder.engine.judge.results import WriteError, write_atomically
 
     directory = cache_directory()
     if not _private_folder(directory, create=True):
@@ -620,9 +617,8 @@ def grade_every_step(args, shallow) -> tuple:
     import contextlib
     import io
 
-    from autograder.engine.checks import messages
-    from autograder.engine.course.config import load
-    from autograder.engine.judge.runner import grade
+    from autograder.engine.course.config import load  # late: not at the start of a Classroom step
+    from autograder.engine.judge.runner import grade  # late: not at the start of a Classroom step
 
     config = load(args.config_path, assignment=shallow.id)
     steps, first = {}, graded_steps(config)[0].id if graded_steps(config) else None
@@ -635,7 +631,9 @@ def grade_every_step(args, shallow) -> tuple:
         return steps, False
     public_ids = None
     if args.reference is not None:
-        from autograder.engine.mistakes.diagnosis import public_message_ids
+        from autograder.engine.mistakes.diagnosis import (
+            public_message_ids,
+        )  # late: not at the start of a Classroom step
 
         public_ids = public_message_ids(config)
     for step_config in graded_steps(config):
@@ -699,7 +697,7 @@ def main(argv=None):
         key = cache_key(args.config_path, light, args.path, args.reference)
         steps = read_cache(key, light)
     if steps is None:
-        from autograder.engine.course.config import ConfigError, parse_all
+        from autograder.engine.course.config import ConfigError, parse_all  # late: not at the start of a Classroom step
 
         try:
             try:
@@ -770,7 +768,7 @@ def grade_one_step(args) -> dict:
     import contextlib
     import io
 
-    from autograder.engine.course.config import load
+    from autograder.engine.course.config import load  # late: not at the start of a Classroom step
 
     config = load(args.config_path, assignment=args.assignment)
     log = io.StringIO()
@@ -778,7 +776,9 @@ def grade_one_step(args) -> dict:
         graded = grade_step(args.step, args.path, config, args.reference, isolate=not args.in_process)
         step = graded.step(args.step)
         if args.reference is not None:
-            from autograder.engine.mistakes.diagnosis import public_message_ids
+            from autograder.engine.mistakes.diagnosis import (
+                public_message_ids,
+            )  # late: not at the start of a Classroom step
 
             step = public_step(step, public_message_ids(config))
             graded = dataclasses.replace(graded, steps=[step])
@@ -789,7 +789,6 @@ def grade_one_step(args) -> dict:
             "log": "",
             "result": error_result(args.step, config.step(args.step).points, f"{type(error).__name__}: {error}"),
         }
-    from autograder.engine.checks import messages
 
     title = messages.title(f"step_title.{config.id}.{args.step}", config.step(args.step).title)
     with contextlib.redirect_stdout(log):

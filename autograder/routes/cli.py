@@ -209,7 +209,10 @@ def main(argv=None):
 
     args = parser.parse_args(argv)
     args.argv = argv  # a batch records the command that runs it again (its manifest)
-    from autograder.engine.course.config import ConfigError, precheck
+    from autograder.engine.course.config import (
+        ConfigError,
+        precheck,
+    )  # late: not at the start of `python -m autograder`
 
     try:
         precheck(getattr(args, "config", None))  # before any process starts or torch loads
@@ -221,7 +224,7 @@ def main(argv=None):
 
 def run(args):
     if args.command == "doctor":
-        from autograder.routes.doctor import run as run_doctor
+        from autograder.routes.doctor import run as run_doctor  # late: not at the start of `python -m autograder`
 
         return run_doctor(args)
     if args.command == "class-list":
@@ -229,7 +232,9 @@ def run(args):
     if args.command == "student-notebook":
         return run_student_notebook(args)
     if args.command in ("merge", "report"):
-        from autograder.routes.report.cli import run as run_report_command
+        from autograder.routes.report.cli import (
+            run as run_report_command,
+        )  # late: not at the start of `python -m autograder`
 
         return run_report_command(args)
     if args.command == "fingerprints":
@@ -241,8 +246,10 @@ def run(args):
     if args.command == "nbgrader":
         return run_nbgrader(args)
     if args.command in ("release", "gradescope"):
-        from autograder.routes.gradescope import gradescope_zip
-        from autograder.routes.release import release as write_release
+        from autograder.routes.gradescope import gradescope_zip  # late: not at the start of `python -m autograder`
+        from autograder.routes.release import (
+            release as write_release,
+        )  # late: not at the start of `python -m autograder`
 
         if args.command == "release" and args.out.exists():
             print(f"error: {args.out} already exists", file=sys.stderr)
@@ -262,9 +269,9 @@ def run(args):
 
 
 def run_student_notebook(args):
-    from autograder.engine.course import config as grading_config
-    from autograder.routes.nbgrader_course import notebook_text
-    from autograder.routes.student_notebook import student_notebook
+    from autograder.engine.course import config as grading_config  # late: not at the start of `python -m autograder`
+    from autograder.routes.nbgrader_course import notebook_text  # late: not at the start of `python -m autograder`
+    from autograder.routes.student_notebook import student_notebook  # late: not at the start of `python -m autograder`
 
     try:
         config = grading_config.load(assignment=args.assignment)
@@ -279,7 +286,7 @@ def run_student_notebook(args):
 def which_assignment(chosen, every=False) -> str:
     """Which assignment of grading.yml a command took, in words: the one `chosen`, else the first
     (or, where `every`, all of them), with how to choose another."""
-    from autograder.engine.course import config as grading_config
+    from autograder.engine.course import config as grading_config  # late: not at the start of `python -m autograder`
 
     ids = [config.id for config in grading_config.load_all()]
     if chosen:
@@ -294,7 +301,10 @@ def which_assignment(chosen, every=False) -> str:
 def run_grade(args):
     shard = None
     if args.shard:
-        from autograder.engine.operations.shard import ShardError, parse_shard
+        from autograder.engine.operations.shard import (
+            ShardError,
+            parse_shard,
+        )  # late: not at the start of `python -m autograder`
 
         try:
             shard = parse_shard(args.shard)
@@ -305,7 +315,10 @@ def run_grade(args):
             print("error: --shard needs --out DIR", file=sys.stderr)
             return 2
     if args.class_list is not None:
-        from autograder.engine.operations.shard import ShardError, read_class_list
+        from autograder.engine.operations.shard import (
+            ShardError,
+            read_class_list,
+        )  # late: not at the start of `python -m autograder`
 
         if args.paths or not args.out:
             print("error: --class-list FILE takes the place of the paths, and needs --out DIR", file=sys.stderr)
@@ -323,25 +336,25 @@ def run_grade(args):
     if len(paths) > 1 and not args.out:
         print("error: several submissions need --out DIR (one JSON each and grades.csv)", file=sys.stderr)
         return 2
-    from autograder.engine.course import config as grading_config
+    from autograder.engine.course import config as grading_config  # late: not at the start of `python -m autograder`
 
     # All of grading.yml (check ids, forbidden names: torch loads) is validated before the worker
     # server starts, unless this very file passed that on this machine before: then the server's
     # torch import overlaps ours, and a failure still ends the command with exit 2.
     early = not args.in_process and grading_config.validated_before(args.config)
     if early:
-        from autograder.sandbox import fork_server
+        from autograder.sandbox import fork_server  # late: not at the start of `python -m autograder`
 
         fork_server.start("autograder.harness.serve")  # it imports its torch while this process goes on
     graded = grading_config.load_all(args.config)
     if not early:  # an early start means the file is remembered already
         grading_config.remember_valid(args.config)
     if not args.in_process and not early:
-        from autograder.sandbox import fork_server
+        from autograder.sandbox import fork_server  # late: not at the start of `python -m autograder`
 
         fork_server.start("autograder.harness.serve")
-    from autograder.engine.judge.plan import default_seed
-    from autograder.engine.judge.runner import grade
+    from autograder.engine.judge.plan import default_seed  # late: not at the start of `python -m autograder`
+    from autograder.engine.judge.runner import grade  # late: not at the start of `python -m autograder`
 
     if args.assignment:
         chosen = [grading_config.choose(graded, args.assignment, args.config or grading_config.default_path())]
@@ -372,7 +385,7 @@ def run_grade(args):
     isolate = not args.in_process
     seed = args.seed if args.seed is not None else default_seed(chosen[0])
     warnings.simplefilter("ignore")  # warnings from torch or student code never reach our stderr
-    from autograder.routes.plots import pictures_for
+    from autograder.routes.plots import pictures_for  # late: not at the start of `python -m autograder`
 
     if args.out:
         from autograder.engine.operations.batch import (
@@ -439,7 +452,10 @@ def resume_seed(args):
     """A batch resumed into an --out that has a manifest keeps its seed: --seed left out takes
     it, and a different --seed is refused (the hidden checks' inputs would differ within one
     class). Returns an exit code, or None."""
-    from autograder.engine.operations.shard import ShardError, read_manifest
+    from autograder.engine.operations.shard import (
+        ShardError,
+        read_manifest,
+    )  # late: not at the start of `python -m autograder`
 
     try:
         manifest = read_manifest(args.out) if args.out.is_dir() else None
@@ -470,7 +486,10 @@ def rerun_words(args, seed) -> list:
 
 
 def run_class_list(args):
-    from autograder.engine.operations.shard import ShardError, class_list_text
+    from autograder.engine.operations.shard import (
+        ShardError,
+        class_list_text,
+    )  # late: not at the start of `python -m autograder`
 
     missing = [str(path) for path in args.paths if not path.exists()]
     if missing:
@@ -490,8 +509,8 @@ def run_gradescope(upload, config, reference, seed, isolate, results_path):
     import json
     import time
 
-    from autograder.routes.gradescope import gradescope_results
-    from autograder.engine.judge.runner import grade
+    from autograder.routes.gradescope import gradescope_results  # late: not at the start of `python -m autograder`
+    from autograder.engine.judge.runner import grade  # late: not at the start of `python -m autograder`
 
     started = time.monotonic()
     result = grade(upload, config, reference=reference, seed=seed, isolate=isolate)
@@ -506,8 +525,8 @@ def run_gradescope(upload, config, reference, seed, isolate, results_path):
 
 
 def run_nbgrader(args):
-    from autograder.engine.course import config as grading_config
-    from autograder.routes.nbgrader_course import write_course
+    from autograder.engine.course import config as grading_config  # late: not at the start of `python -m autograder`
+    from autograder.routes.nbgrader_course import write_course  # late: not at the start of `python -m autograder`
 
     try:
         written = write_course(args.course_dir, grading_config.load_all())
@@ -521,9 +540,11 @@ def run_nbgrader(args):
 
 
 def run_skeleton(args):
-    from autograder.engine.course import config as grading_config
-    from autograder.engine.build.skeleton import write_skeletons
-    from autograder.routes.nbgrader_course import write_course_notebook
+    from autograder.engine.course import config as grading_config  # late: not at the start of `python -m autograder`
+    from autograder.engine.build.skeleton import write_skeletons  # late: not at the start of `python -m autograder`
+    from autograder.routes.nbgrader_course import (
+        write_course_notebook,
+    )  # late: not at the start of `python -m autograder`
 
     changed = []
     for config in grading_config.load_all():
@@ -548,9 +569,9 @@ def run_skeleton(args):
 def run_fingerprints(args):
     import json
 
-    from autograder.engine.course import config as grading_config
-    from autograder.engine.mistakes import fingerprints
-    from autograder.engine.build.fingerprint_build import generate
+    from autograder.engine.course import config as grading_config  # late: not at the start of `python -m autograder`
+    from autograder.engine.mistakes import fingerprints  # late: not at the start of `python -m autograder`
+    from autograder.engine.build.fingerprint_build import generate  # late: not at the start of `python -m autograder`
 
     stale = []
     for config in grading_config.load_all():
@@ -569,7 +590,7 @@ def run_fingerprints(args):
 
 def run_generate(args):
     """Every generated file from its sources (engine/build/generated.py), then the skeletons."""
-    from autograder.engine.build import generated
+    from autograder.engine.build import generated  # late: not at the start of `python -m autograder`
 
     changed = generated.stale() if args.check else generated.generate()
     for path in changed:

@@ -18,6 +18,9 @@ import sys
 from dataclasses import dataclass
 
 from autograder import KIT
+from autograder.sandbox import confine
+from autograder.sandbox.fork_server import ServerError, WorkerServer
+from autograder.engine.course import config as grading_config
 
 
 @dataclass
@@ -73,7 +76,6 @@ def run(args) -> int:
 
 
 def environment(say):
-    from autograder.sandbox import confine
 
     import torch
 
@@ -172,7 +174,7 @@ def simulated(gpu, say):
     if gpu:
         say("SKIP", "simulated cuda", "a real GPU grades the cuda step")
         return
-    from autograder.harness.fake_cuda import build_error, simulated_device
+    from autograder.harness.fake_cuda import build_error, simulated_device  # late: keeps torch out until it runs
 
     device = simulated_device()
     if device == "cuda":
@@ -241,8 +243,7 @@ HINTS = {
 
 def fork_hygiene(say):
     """The worker server's report on itself before its first fork; returns the server's layers."""
-    from autograder.engine.judge.remote import PRELOAD
-    from autograder.sandbox.fork_server import ServerError, WorkerServer
+    from autograder.engine.judge.remote import PRELOAD  # late: keeps torch out until it runs
 
     server = WorkerServer.shared(PRELOAD)
     try:
@@ -274,8 +275,7 @@ def fork_hygiene(say):
 
 
 def reference(say):
-    from autograder.engine.course import config as grading_config
-    from autograder.engine.judge.runner import grade
+    from autograder.engine.judge.runner import grade  # late: keeps torch out until it runs
 
     solutions = KIT / "solutions"
     for config in grading_config.load_all():

@@ -15,6 +15,10 @@ from autograder import KIT
 from autograder.engine.mistakes.diagnosis import public_message_ids
 from autograder.engine.course.torch_pin import CPU_INDEX, GRADING_TORCH
 from autograder.routes.public_view import public_diagnoses
+from autograder.engine.course import config as grading_config
+from autograder.engine.judge import feedback
+from autograder.engine.checks import messages
+from autograder.routes.classroom import whole_points
 
 
 SETUP_SH = """#!/usr/bin/env bash
@@ -43,7 +47,6 @@ def gradescope_zip(out, assignment=None):
     """Write the Gradescope autograder zip to `out`, grading `assignment` (default: the first in
     grading.yml; a Gradescope assignment grades one). grading.yml is validated first (a zip with
     a broken one would fail on every submission), and the zip is written aside, then renamed."""
-    from autograder.engine.course import config as grading_config
 
     config = grading_config.load(assignment=assignment)
     out = Path(out)
@@ -83,12 +86,7 @@ def gradescope_results(result, execution_time, hidden_visibility="after_publishe
     failing hidden check's test, shown at its visibility, carries the verdict of them all."""
     import dataclasses
 
-    from autograder.engine.judge import feedback
-    from autograder.engine.checks import messages
-
     if public_ids is None:
-        from autograder.engine.course import config as grading_config
-
         public_ids = set().union(*(public_message_ids(config) for config in grading_config.load_all()))
     tests = []
     for step in result.steps:
@@ -155,7 +153,6 @@ def gradescope_results(result, execution_time, hidden_visibility="after_publishe
 
 def exact_shares(values: list) -> list:
     """`values` rounded to 4 decimals so that they add up to their sum rounded to 4 decimals."""
-    from autograder.routes.classroom import whole_points
 
     units = whole_points([value * 10_000 for value in values], sum(values) * 10_000)
     return [round(unit / 10_000, 4) for unit in units]

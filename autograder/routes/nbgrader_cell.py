@@ -112,7 +112,7 @@ def _check_step(step_id, hidden, directory, seed, assignment, points, verbose=Fa
 def public_pictures(directory: Path):
     """The runner's `pictures` callable: routes/plots.py's pictures of the failing public checks
     only (a hidden check's picture would show its inputs), saved under `directory`."""
-    from autograder.routes.plots import save_pictures
+    from autograder.routes.plots import save_pictures  # late: not at the start of a notebook's check cell
 
     return lambda step_id, records: save_pictures(
         directory, step_id, [r for r in records if r.check.visibility == "public"]

@@ -24,6 +24,7 @@ from autograder import KIT
 from autograder.engine.checks import messages
 from autograder.engine.scan.submission import writefile_pattern
 from autograder.routes.student_release import grader_archive
+from autograder.engine.course.torch_pin import CPU_INDEX, GRADING_TORCH
 
 PLACEHOLDER = 'raise NotImplementedError("TODO")'  # the skeleton's, so both copies read the same
 
@@ -265,7 +266,6 @@ def installer(grader: str) -> str:
     (torch as the grading's, in its CPU build, only where there is none) and unpack `grader` (the
     student release's grader, base64 zip) into a folder of its own, outside the notebook's. Where
     the kit is installed (nbgrader autograde, the instructor's) it is used as it is."""
-    from autograder.engine.course.torch_pin import CPU_INDEX, GRADING_TORCH
 
     return INSTALLER.format(grader=grader, torch=GRADING_TORCH, cpu_index=CPU_INDEX)
 

@@ -341,7 +341,7 @@ class StudentPlugin:
 
     def pytest_report_header(self, config):
         """A torch other than the grading's, said before anything runs (torch_pin)."""
-        from autograder.engine.course.torch_pin import torch_note
+        from autograder.engine.course.torch_pin import torch_note  # late: not at the start of `pytest assignments/`
 
         note = torch_note()
         return [note] if note else []
@@ -427,7 +427,7 @@ class StudentPlugin:
         """The step's smallest failing input (feedback.first_example), its candidates run here as
         the checks are, without the forbidden-call watch (the check shrunk made no forbidden call,
         and the watch costs more than the small runs it would watch)."""
-        from autograder.engine.judge.feedback import first_example
+        from autograder.engine.judge.feedback import first_example  # late: not at the start of `pytest assignments/`
 
         return first_example(
             records,
@@ -467,7 +467,7 @@ class StudentPlugin:
                     reference=self.reference(assignment),
                 )
                 if self.plots is not None:
-                    from autograder.routes.plots import save_pictures
+                    from autograder.routes.plots import save_pictures  # late: not at the start of `pytest assignments/`
 
                     result.pictures = save_pictures(Path(self.plots), step.id, records)
                 result.example = self.example(step, records, student)

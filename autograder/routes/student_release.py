@@ -15,6 +15,10 @@ from autograder import KIT
 from autograder.engine.course.assignment import folder as assignment_folder
 from autograder.engine.mistakes.diagnosis import public_message_ids
 from autograder.engine.course.torch_pin import CPU_INDEX, GRADING_TORCH
+from autograder.engine.course import config as grading_config
+from autograder.engine.build.catalogs import write_student_catalogs
+from autograder.routes.classroom import private_workflow, workflow
+from autograder.engine.checks import messages
 
 HIDDEN_MARKER = "# ### BEGIN HIDDEN CHECKS"
 PROBES_MARKER = "# ### PROBES"
@@ -95,7 +99,6 @@ def release_files(out, classroom="command", assignment=None, kit_repository=None
     from the private kit `kit_repository`; see routes/classroom.py). `also(directory, graded)`,
     where given, writes more into it (release.py: the notebooks). Built aside and renamed at
     the end: a failed release leaves nothing that blocks the next."""
-    from autograder.engine.course import config as grading_config
 
     out = Path(out)
     if out.exists():
@@ -120,8 +123,6 @@ def release_files(out, classroom="command", assignment=None, kit_repository=None
 def write_release(out, graded, classroom, kit_repository=None):
     """The student release's files, its notebooks aside, into the existing empty directory
     `out`, for the Assignments `graded`."""
-    from autograder.engine.build.catalogs import write_student_catalogs
-    from autograder.routes.classroom import private_workflow, workflow
 
     workflows = out / ".github" / "workflows"
     workflows.mkdir(parents=True)
@@ -182,7 +183,6 @@ def write_release(out, graded, classroom, kit_repository=None):
 
 def _write_config(target, graded):
     """grading.yml, or only the entries of the assignments released when not all of them are."""
-    from autograder.engine.course import config as grading_config
 
     text = grading_config.default_path().read_text()
     if len(graded) == len(grading_config.load_all()):
@@ -210,7 +210,6 @@ def student_message(message_id: str, keep: set) -> bool:
 
 def student_readme(graded):
     """The student release's README.md: in Korean, then in English (the same content)."""
-    from autograder.engine.checks import messages
 
     rows = "\n".join(f"| `{c.package}/` | `{s.id}` | {s.title} | {s.points:g} |" for c in graded for s in c.steps)
     korean_rows = "\n".join(

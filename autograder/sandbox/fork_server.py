@@ -53,6 +53,7 @@ import threading
 import time
 import traceback
 from pathlib import Path
+from autograder import cache_base
 
 FORK, KILL = b"F", b"K"  # judge -> server: F<token> with two descriptors; K<token>
 FORKED, EXITED = b"P", b"X"  # server -> judge: P<token> <pid>; X<token> <exit code>
@@ -156,7 +157,7 @@ def hygiene(attempts, real_gpu):
 
 
 def _thread_count():
-    from autograder.sandbox.confine import thread_count
+    from autograder.sandbox.confine import thread_count  # late: not at the start of the worker server
 
     return thread_count()
 
@@ -175,7 +176,7 @@ def remove_tree(path, identity=None):
     """Remove the directory `path` and all in it, following no link: its contents as `identity`
     ((uid, gid): their owner, a worker's own uid), itself as this process. A sealed scratch
     (read-only) is made writable first, as its owner may."""
-    from autograder.sandbox.confine import file_identity
+    from autograder.sandbox.confine import file_identity  # late: not at the start of the worker server
 
     with file_identity(*(identity or (None, None))):
         for _, dirs, files, fd in os.fwalk(path, topdown=False):  # each fd is valid until the next step
@@ -204,7 +205,7 @@ class ScratchDirectories:
     the server stops; a killed server's are removed by the next server (sweep)."""
 
     def __init__(self, uid_base=None):
-        from autograder.sandbox.confine import UID_BLOCK
+        from autograder.sandbox.confine import UID_BLOCK  # late: not at the start of the worker server
 
         self.uid_base = uid_base
         self.free_slots = list(range(UID_BLOCK)) if uid_base is not None else []
@@ -233,7 +234,7 @@ class ScratchDirectories:
             slot = self.free_slots.pop(0)
             identity = (self.uid_base + slot, self.uid_base + slot)
         path = self.parent / token.decode()
-        from autograder.sandbox.confine import file_identity
+        from autograder.sandbox.confine import file_identity  # late: not at the start of the worker server
 
         with file_identity(*(identity or (None, None))):
             os.mkdir(path, 0o700)
@@ -254,7 +255,11 @@ class ScratchDirectories:
 def sweep(base):
     """Remove from `base` the scratch that servers of this uid left when they were killed (their
     pid gone), and old servers' leftovers (an hour old). Never follows a link."""
-    from autograder.sandbox.confine import OWN_UIDS, UID_BLOCK, UID_BLOCKS
+    from autograder.sandbox.confine import (
+        OWN_UIDS,
+        UID_BLOCK,
+        UID_BLOCKS,
+    )  # late: not at the start of the worker server
 
     own = range(OWN_UIDS, OWN_UIDS + UID_BLOCK * UID_BLOCKS)
     try:
@@ -288,7 +293,7 @@ def fork_server_main(control_fd, preload):
     warm_up() and serve(conn, scratch, setup)) and warm it up, then serve fork requests."""
     import importlib
 
-    from autograder.sandbox import confine
+    from autograder.sandbox import confine  # late: not at the start of the worker server
 
     # No parent-death signal: it fires when the *thread* that started us ends. The judge's end
     # of the control socket closes when the judge goes, however it goes, and then so do we.
@@ -312,7 +317,7 @@ def fork_server_main(control_fd, preload):
         facts = confine.machine_facts()
         warm_up(preloaded, facts.real_gpu)
     # Late: worker_process imports torch (wire), which must first load inside the fence above.
-    from autograder.sandbox.worker_process import worker_main
+    from autograder.sandbox.worker_process import worker_main  # late: not at the start of the worker server
 
     dropped = dropped or confine.drop_to_unprivileged_user(keep_setuid=keep_setuid)
     scratch = ScratchDirectories(uid_base if keep_setuid and dropped else None)
@@ -397,9 +402,7 @@ def bubblewrap_command(python):
     bwrap = shutil.which("bwrap")
     if bwrap is None or os.environ.get("MHA_LAB_NO_BWRAP"):
         return None
-    from autograder.sandbox.confine import python_paths
-
-    from autograder import cache_base
+    from autograder.sandbox.confine import python_paths  # late: not at the start of the worker server
 
     # The judge's cache of built helpers (the simulated CUDA device's), read-only.
     binds = [*python_paths(), str(cache_base()), "/usr", "/etc/ld.so.cache", "/etc/localtime"]
@@ -444,7 +447,7 @@ def bubblewrap_command(python):
     command += links
     # A GPU: its device files after --dev (those the driver creates on first use included, made
     # beforehand by ensure_gpu_device_nodes), and what its driver reads (confine.server_plan).
-    from autograder.sandbox.confine import machine_facts, server_plan
+    from autograder.sandbox.confine import machine_facts, server_plan  # late: not at the start of the worker server
 
     gpu = server_plan(machine_facts())
     for device in gpu.device_binds:
@@ -492,7 +495,11 @@ def claim_uid_block():
     """Root only: a block of uids for this server's workers (confine.OWN_UIDS), one no other
     grader on this machine holds: (lock descriptor, first uid), the lock held until closed (or
     this process ends); None where every block is taken or this is not root."""
-    from autograder.sandbox.confine import OWN_UIDS, UID_BLOCK, UID_BLOCKS
+    from autograder.sandbox.confine import (
+        OWN_UIDS,
+        UID_BLOCK,
+        UID_BLOCKS,
+    )  # late: not at the start of the worker server
 
     if os.geteuid() != 0:
         return None
@@ -583,7 +590,6 @@ class WorkerServer:
             f"fork_server_main({server_end.fileno()}, {preload!r})"
         )
         base = [sys.executable, "-c", code]
-        from autograder import cache_base
 
         env = {
             "PATH": "/usr/bin:/bin",
@@ -595,7 +601,7 @@ class WorkerServer:
             "HOME": "/tmp",
             "MHA_LAB_CACHE": str(cache_base()),
         }
-        from autograder.sandbox.confine import machine_facts, server_plan
+        from autograder.sandbox.confine import machine_facts, server_plan  # late: not at the start of the worker server
 
         ensure_gpu_device_nodes()
         env.update(server_plan(machine_facts()).env)  # NVML-based CUDA checks; CUDA_VISIBLE_DEVICES, ...

@@ -18,6 +18,7 @@ import tempfile
 import threading
 
 from autograder.sandbox import confine
+from autograder.sandbox.fork_server import claim_uid_block
 
 PROBE_UID_SLOT = confine.UID_BLOCK - 1  # the doctor's forks use the last uid of the block it claims
 
@@ -91,8 +92,6 @@ def main(argv) -> int:
     facts = confine.machine_facts()
     claim = None
     if facts.root:
-        from autograder.sandbox.fork_server import claim_uid_block
-
         claim = claim_uid_block()
     identity = (claim[1] + PROBE_UID_SLOT,) * 2 if claim else None
     for layers in steps(facts):

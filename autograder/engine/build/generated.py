@@ -23,6 +23,7 @@ from babel.messages.mofile import write_mo
 from autograder import KIT
 from autograder.engine.build import catalogs
 from autograder.engine.checks import messages
+from autograder.engine.course import config as grading_config
 
 _HEADER_END = re.compile(r'^msgid ""\nmsgstr ""\n(?:".*"\n)*\n', re.MULTILINE)
 
@@ -58,8 +59,8 @@ def compiled(po: Path) -> bytes:
 def _fingerprints(config, thorough):
     """(path, fresh data or None, stale?) of an assignment's fingerprints. Not thorough: compare
     the digest of their sources only (fast); thorough: regenerate and compare."""
-    from autograder.engine.mistakes import fingerprints
-    from autograder.engine.build.fingerprint_build import generate
+    from autograder.engine.mistakes import fingerprints  # late: keeps torch out until it runs
+    from autograder.engine.build.fingerprint_build import generate  # late: keeps torch out until it runs
 
     path = fingerprints.path_of(config.id)
     if not thorough:
@@ -80,7 +81,6 @@ def generate() -> list:
 
 
 def _run(write, thorough):
-    from autograder.engine.course import config as grading_config
 
     changed = []
     for directory, domain in messages.CATALOGS:
@@ -99,7 +99,7 @@ def _run(write, thorough):
         if out_of_date:
             changed.append(path)
             if write:
-                from autograder.engine.mistakes import fingerprints
+                from autograder.engine.mistakes import fingerprints  # late: keeps torch out until it runs
 
                 fingerprints.write(fresh, path)
     return changed

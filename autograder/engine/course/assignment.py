@@ -44,7 +44,7 @@ def step_modules(assignment_id: str) -> dict:
 
 def _load(assignment_id, step_id):
     # Late: check.py imports torch, and grading.yml is validated (config.py) before torch loads.
-    from autograder.engine.checks.check import Check
+    from autograder.engine.checks.check import Check  # late: keeps torch out until it runs
 
     module = importlib.import_module(f"{PACKAGE}.{assignment_id}.checks.{step_id}")
     checks, probes = [], []

@@ -25,6 +25,9 @@ import yaml
 
 from autograder import KIT
 from autograder.engine.course import assignment as assignments
+from autograder import __version__
+from autograder import cache_base
+from autograder.engine.scan.submission import find_notebook, package_root
 
 DEFAULT_TIMEOUT = 10.0  # seconds a check may run, unless grading.yml says otherwise
 DEFAULT_BUDGET = 120.0  # seconds a whole submission may take (every check and probe), unless grading.yml says otherwise
@@ -107,8 +110,6 @@ def validation_key(path=None) -> str:
     import hashlib
     import importlib.metadata
 
-    from autograder import __version__
-
     path = Path(path) if path else default_path()
     key = hashlib.sha256()
     try:
@@ -123,7 +124,6 @@ def validation_key(path=None) -> str:
 
 
 def _validated_mark(path) -> Path:
-    from autograder import cache_base
 
     return cache_base() / "validated" / validation_key(path)
 
@@ -173,7 +173,6 @@ def choose(graded: list, assignment_id: str, path) -> Assignment:
 def found_in(graded: list, submission) -> list:
     """The Assignments of `graded` whose package the submission holds, as staging finds it (a
     folder at its top, under assignments/ or one folder down; a notebook named after it)."""
-    from autograder.engine.scan.submission import find_notebook, package_root
 
     path = Path(submission)
 
@@ -481,7 +480,7 @@ def _options_validator(module):
 
 def _resolves(dotted):
     """Whether a dotted torch name stands for something: a typo would forbid nothing, silently."""
-    from autograder.harness.watch import resolve
+    from autograder.harness.watch import resolve  # late: keeps torch out until it runs
 
     return resolve(dotted) is not None
 

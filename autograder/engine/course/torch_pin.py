@@ -1,3 +1,5 @@
+from autograder.engine.checks import messages
+
 """The torch the official grading runs on, and what a student with another one is told.
 
 The release's requirements.txt, the Classroom workflows, the Gradescope setup and the student
@@ -23,7 +25,6 @@ def installed_torch() -> str | None:
 def torch_note(version: str | None = None) -> str | None:
     """The message for a torch other than GRADING_TORCH (`version`, default: the installed one),
     in the chosen language; None where it is the same (or there is none)."""
-    from autograder.engine.checks import messages
 
     version = installed_torch() if version is None else version
     if version is None or version.split("+", 1)[0] == GRADING_TORCH:

@@ -26,6 +26,8 @@ import torch
 
 from autograder.engine.checks import messages
 from autograder.engine.mistakes.evidence import NOT_EVIDENCE
+from autograder.engine.checks.check import judged
+from autograder.engine.checks.check import compare
 
 MAX_LINES = 8
 MAX_CHARS = 1200
@@ -379,8 +381,7 @@ def smallest_example(check, inputs, fail, run, tol, observation=None, **limits):
     fails when the check judges it against its own oracle (never a reference: public checks only)
     and the verdict is the same kind of failure: the same message id (and, for an exception, the
     same type). The check may declare `dims` (shrink.dimensions) or opt out with `shrink = False`."""
-    from autograder.engine.checks.check import judged
-    from autograder.engine.judge.shrink import shrink
+    from autograder.engine.judge.shrink import shrink  # late: not at the start of a notebook's check cell
 
     if check.visibility != "public" or not getattr(check, "shrink", True) or not inputs or fail is None:
         return None
@@ -437,7 +438,6 @@ def differing(got, expected, fail, tol):
     """(got, expected) cut to the parts of the observation that are wrong: the keys whose values
     differ (all of them where that cannot be told), or, without an expectation, the tensors the
     failure names."""
-    from autograder.engine.checks.check import compare
 
     if not isinstance(got, dict):
         return {}, {}

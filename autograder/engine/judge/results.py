@@ -143,7 +143,7 @@ def table(result, title=None, verbose=False):
     (feedback.verdict: the cause, the evidence once per kind of failure, where the skeleton teaches
     it, the smallest failing input), in the language of messages.render. `verbose`: every failing
     check's full message too."""
-    from autograder.engine.judge import feedback
+    from autograder.engine.judge import feedback  # late: not at the start of `pytest assignments/`
 
     lines = [title or f"{result.assignment}: {result.submission}", ""]
     total = messages.render("table.total")

@@ -24,6 +24,10 @@ from autograder.engine.judge import results as results_io
 from autograder.engine.judge.results import load_result  # noqa: F401 - where callers found it first
 from autograder.engine.judge.runner import grade
 from autograder.engine.judge.plan import warm_up_grader
+from autograder.engine.operations.shard import LOCK, Manifest, in_shard, now, read_manifest, write_manifest
+from autograder.engine.judge.remote import PRELOAD
+from autograder.sandbox.fork_server import WorkerServer
+from autograder.sandbox.confine import SECCOMP, landlock_abi
 
 
 def _safe(part):
@@ -105,7 +109,6 @@ def grade_batch(
     whole files only, and a write that fails (a full disk) stops the batch with WriteError after
     the submissions in flight. One run at a time per `out` (a lock; BatchBusy otherwise). A
     submission whose worker server died while it was graded is graded again on a new server."""
-    from autograder.engine.operations.shard import LOCK, Manifest, in_shard, now, read_manifest, write_manifest
 
     out = Path(out)
     try:
@@ -279,8 +282,6 @@ def _grade_into(given, config, out, workers, reference, seed, force, isolate, me
 
 def _worker_server():
     """The worker server the next sandboxed grading runs on (started, or restarted, if need be)."""
-    from autograder.engine.judge.remote import PRELOAD
-    from autograder.sandbox.fork_server import WorkerServer
 
     return WorkerServer.shared(PRELOAD)
 
@@ -289,8 +290,6 @@ def isolation_gaps(layers: list) -> list:
     """The sandbox layers missing from `layers` (a result's `sandbox` list) that this machine
     could give, each with how to get it."""
     import shutil
-
-    from autograder.sandbox.confine import SECCOMP, landlock_abi
 
     gaps = []
     if "uid-drop" not in layers:

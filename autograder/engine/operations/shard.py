@@ -23,6 +23,8 @@ import re
 import shlex
 import shutil
 from pathlib import Path
+from autograder.engine.judge.results import write_atomically
+from autograder.engine.judge.results import csv_text, load_result
 
 MANIFEST = Path("batch") / "manifest.json"  # in a --out directory: a folder, so no id can clash with it
 LOCK = Path("batch") / "lock"
@@ -79,7 +81,6 @@ def now() -> str:
 
 
 def write_manifest(out: Path, manifest: Manifest) -> None:
-    from autograder.engine.judge.results import write_atomically
 
     write_atomically(Path(out) / MANIFEST, json.dumps(manifest.to_json(), indent=1) + "\n")
 
@@ -165,7 +166,6 @@ def merge(out_dirs: list, merged: Path, allow_missing: bool = False) -> dict:
     grade them (nothing written), unless `allow_missing` (then their rows are empty). An id
     graded in two directories with different scores is an error (two runs disagree: which one
     counts is the instructor's call). Returns {id: path of its merged JSON}."""
-    from autograder.engine.judge.results import csv_text, load_result, write_atomically
 
     merged = Path(merged)
     dirs = [Path(out) for out in out_dirs]

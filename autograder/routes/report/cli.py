@@ -8,6 +8,13 @@ import json
 import sys
 
 from autograder import KIT
+from autograder.engine.judge.results import WriteError
+from autograder.engine.operations.shard import IncompleteMerge, ShardError, merge
+from autograder.routes.report import data as report, similarity
+from autograder.engine.course import config as grading_config
+from autograder.routes.report.data import ReportError
+from autograder.routes.report.html import localised
+from autograder.routes.report.html import render
 
 
 def run(args) -> int:
@@ -17,8 +24,6 @@ def run(args) -> int:
 
 
 def run_merge(args) -> int:
-    from autograder.engine.judge.results import WriteError
-    from autograder.engine.operations.shard import IncompleteMerge, ShardError, merge
 
     try:
         merged = merge(args.dirs, args.out, allow_missing=getattr(args, "allow_missing", False))
@@ -41,16 +46,15 @@ def build_report(dirs: list, threshold: float = 0.6, assignment: str = None) -> 
     """The report's data from the out directories (report.build with the skeleton's paragraphs
     and copydetect's similarity; where copydetect is not installed, the report says so).
     `assignment`: its id in grading.yml (default: the one whose title the results carry)."""
-    from autograder.routes.report import data as report, similarity
 
     entries = report.load_out_dirs(dirs)
     config = graded_assignment(entries, assignment)
     skeleton = KIT / "assignments" / config.package
     files = {step_id: list(module.FILES) for step_id, module in config.step_modules().items()}
     try:
-        similarity = similarity.find_similar(entries, skeleton, threshold)
+        similar = similarity.find_similar(entries, skeleton, threshold)
     except ImportError:
-        similarity = {
+        similar = {
             "pairs": [],
             "threshold": threshold,
             "compared": 0,
@@ -58,7 +62,7 @@ def build_report(dirs: list, threshold: float = 0.6, assignment: str = None) -> 
             "common_over": None,
             "unavailable": "copydetect is not installed (pip install -e .[instructor])",
         }
-    data = report.build(entries, report.skeleton_paragraphs(skeleton, files), similarity)
+    data = report.build(entries, report.skeleton_paragraphs(skeleton, files), similar)
     data["assignment"] = {"id": config.id, "title": config.title}  # its titles' ids in the catalogs
     return data
 
@@ -66,7 +70,6 @@ def build_report(dirs: list, threshold: float = 0.6, assignment: str = None) -> 
 def graded_assignment(entries: list, assignment: str = None):
     """The Assignment of grading.yml the results are of: `assignment`, else the one whose title
     the results carry, else the first."""
-    from autograder.engine.course import config as grading_config
 
     graded = grading_config.load_all()
     if assignment is not None:
@@ -76,7 +79,6 @@ def graded_assignment(entries: list, assignment: str = None):
 
 
 def run_report(args) -> int:
-    from autograder.routes.report.data import ReportError
 
     if not args.html and not args.json:
         print("error: nothing to write: give --html FILE and/or --json FILE", file=sys.stderr)
@@ -94,14 +96,10 @@ def run_report(args) -> int:
     if not getattr(args, "assignment", None):
         print(f"assignment: {data['assignment']['id']} (from the results; --assignment ID to choose)")
     if args.json:
-        from autograder.routes.report.html import localised
-
         said = localised(data, args.lang)  # the texts for people in --lang, as the HTML says them
         args.json.write_text(json.dumps(said, indent=1, ensure_ascii=False) + "\n", encoding="utf-8")
         print(f"wrote {args.json}")
     if args.html:
-        from autograder.routes.report.html import render
-
         args.html.write_text(render(data, args.lang, args.dirs), encoding="utf-8")
         print(f"wrote {args.html}")
     return 0
