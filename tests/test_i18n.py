@@ -339,7 +339,7 @@ def test_every_check_points_to_a_paragraph_of_the_students_skeleton():
             "no paragraph of mha/attention.py opens with",
         ),
         (
-            lambda en, ko: en.update({"concept.attention.weights": 'mha/masking.py, "Why divide by sqrt(d_k)?"'}),
+            lambda en, ko: en.update({"concept.attention.weights": 'mha/masking.py, "Divide by sqrt(d_k)"'}),
             "no paragraph of mha/masking.py opens with",
         ),
         (lambda en, ko: en.update({"concept.padding": 'solutions/padding.py, "Why"'}), "is not a skeleton file"),
@@ -391,15 +391,15 @@ def test_a_failing_step_points_once_to_the_paragraph_that_teaches_its_cause(no_l
     def arrows(diagnosis=None):
         return [line.strip() for line in table(result(diagnosis)).splitlines() if "→" in line]
 
-    assert arrows() == ['→ see mha/attention.py, "Why divide by sqrt(d_k)?"']  # the first check's: weights
+    assert arrows() == ['→ see mha/attention.py, "Divide by sqrt(d_k)"']  # the first check's: weights
     assert arrows("softmax_wrong_dim") == ['→ see mha/attention.py, "For every query, compare it with every key"']
-    assert arrows("no_scale") == ['→ see mha/attention.py, "Why divide by sqrt(d_k)?"']
+    assert arrows("no_scale") == ['→ see mha/attention.py, "Divide by sqrt(d_k)"']
     english = table(result("no_scale")).splitlines()
     cause = next(i for i, line in enumerate(english) if line.strip().startswith("x "))
     assert english[cause].strip() == "x " + messages.render("diagnosis.no_scale")  # the cause first
     monkeypatch.setenv("MHA_LAB_LANG", "ko")
     assert arrows("softmax_wrong_dim") == ['→ 설명: mha/attention.py, "쿼리마다 모든 키와 비교하고(내적)"']
-    assert arrows("no_scale") == ['→ 설명: mha/attention.py, "왜 sqrt(d_k)로 나눌까요 (스케일링)?"']
+    assert arrows("no_scale") == ['→ 설명: mha/attention.py, "sqrt(d_k)로 나누세요"']
 
 
 # --- the choice of language -----------------------------------------------------------------
@@ -550,9 +550,9 @@ def test_the_notebook_check_points_a_failing_check_to_its_paragraph(tmp_path, ca
 
     attention = failing_copy(tmp_path).joinpath("assignments")
     assert check_step("attention", directory=attention, lang="ko") == 0.0
-    assert '→ 설명: mha/attention.py, "왜 sqrt(d_k)로 나눌까요 (스케일링)?"' in capsys.readouterr().out
+    assert '→ 설명: mha/attention.py, "sqrt(d_k)로 나누세요"' in capsys.readouterr().out
     check_step("attention", directory=attention, lang="en")
-    assert '→ see mha/attention.py, "Why divide by sqrt(d_k)?"' in capsys.readouterr().out
+    assert '→ see mha/attention.py, "Divide by sqrt(d_k)"' in capsys.readouterr().out
 
 
 # --- the student's own copies: the release README, the notebook, the pictures ------------------
@@ -697,7 +697,7 @@ def test_pytest_assignments_in_korean(tmp_path):
     assert "0.00 / 15" in line_of(out, "attention ")
     assert "값이 틀렸습니다 (가장 큰 오차" in out  # the failing checks' short messages (pytest's and the table's)
     assert "x 어텐션 가중치가 sqrt(d_k)(헤드 하나의 크기)가 아니라 sqrt(d_model)" in out
-    assert '→ 설명: mha/attention.py, "왜 sqrt(d_k)로 나눌까요 (스케일링)?"' in out  # where the skeleton teaches it
+    assert '→ 설명: mha/attention.py, "sqrt(d_k)로 나누세요"' in out  # where the skeleton teaches it
     assert "80.00 / 95" in line_of(out, "합계")
     cuda = line_of(out, "cuda ")
     assert cuda.count("검사하지 않음:") == 1 and "GPU가 없습니다" in cuda
@@ -728,7 +728,7 @@ def test_grade_json_in_korean(tmp_path):
         timeout=600,
     )
     assert completed.returncode == 0, completed.stderr[-3000:]
-    assert "합계" in completed.stdout and '→ 설명: mha/attention.py, "왜 sqrt(d_k)로 나눌까요' in completed.stdout
+    assert "합계" in completed.stdout and '→ 설명: mha/attention.py, "sqrt(d_k)로 나누세요' in completed.stdout
     result = json.loads(out.read_text(encoding="utf-8"))
     steps = {step["id"]: step for step in result["steps"]}
     failed = [c for c in steps["attention"]["checks"] if c["passed"] is False]

@@ -78,13 +78,18 @@ def test_every_step_has_a_self_contained_worked_example(package, stem):
 
 @pytest.mark.parametrize("package, stem", STEP_FILES + [(package, "__init__") for package in ("mha", "kv_cache")])
 def test_every_step_is_explained_in_korean_and_english(package, stem):
-    """The module docstring has a Korean section, then an English one, and the Korean one is
-    written in Korean (Hangul), not left in English under the heading."""
+    """The module docstring has a Korean section, then an English one, and the Korean text is
+    written in Korean (Hangul), not left in English under the heading. The explanation of a step
+    is its docstring and its course note (solutions/notes/<package>/<stem>.md, the why that the
+    docstring leaves to the notebook): the two [한국어] sections together are counted."""
     docstring = module_docstring(package, stem)
     assert "[한국어]" in docstring and "[English]" in docstring, f"solutions/{package}/{stem}.py"
     korean = docstring.split("[한국어]", 1)[1].split("[English]", 1)[0]
+    note = SOLUTIONS / "notes" / package / f"{stem}.md"
+    if note.is_file():
+        korean += note.read_text(encoding="utf-8").split("[한국어]", 1)[1].split("[English]", 1)[0]
     hangul = sum("\uac00" <= ch <= "\ud7a3" for ch in korean)
-    assert hangul >= 100, f"solutions/{package}/{stem}.py: the [한국어] section has {hangul} Hangul syllables"
+    assert hangul >= 100, f"solutions/{package}/{stem}: the [한국어] sections have {hangul} Hangul syllables"
 
 
 def test_a_wrong_expected_output_fails(tmp_path):
@@ -101,3 +106,25 @@ def test_a_wrong_expected_output_fails(tmp_path):
     )
     failed, _, report = run_examples(tmp_path, "mha", "padding")
     assert failed == 1 and "[3, 0, 1]" in report and "[3, 0, 0]" in report
+
+
+def notes_files():
+    """(package, file stem) of each course note, solutions/notes/<package>/<stem>.md."""
+    return [(path.parent.name, path.stem) for path in sorted((SOLUTIONS / "notes").glob("*/*.md"))]
+
+
+@pytest.mark.parametrize("package, stem", notes_files())
+def test_the_why_of_a_step_is_in_its_notebook_cell_in_korean_and_english(package, stem):
+    """What a skeleton's docstring leaves out (the why) lives in solutions/notes/<package>/<stem>.md:
+    it belongs to a reference file, says everything in Korean, then in English, and the course
+    notebook shows it in the file's cell, after the docstring."""
+    from autograder.routes.nbgrader_course import course_notebook
+
+    assert (SOLUTIONS / package / f"{stem}.py").is_file(), f"notes/{package}/{stem}.md: no such reference file"
+    notes = (SOLUTIONS / "notes" / package / f"{stem}.md").read_text(encoding="utf-8").strip()
+    korean = notes.split("[한국어]", 1)[1].split("[English]", 1)[0]
+    english = notes.split("[English]", 1)[1]
+    assert sum("\uac00" <= ch <= "\ud7a3" for ch in korean) >= 100 and len(english.split()) >= 50
+    (config,) = [config for config in grading_config.load_all() if config.package == package]
+    cells = {cell.get("id"): cell.source for cell in course_notebook(config).cells}
+    assert cells[f"about-{stem}"].endswith(notes) and module_docstring(package, stem).strip() in cells[f"about-{stem}"]

@@ -1,18 +1,8 @@
 """Step `kv_cache` — 키-값 캐시 / a key-value cache, for generating text one token at a time.
 
 [한국어]
-왜 필요한가: 디코더만 있는 언어 모델은 글을 토큰 하나씩 씁니다. 토큰 t를 고르려면 인과 어텐션을
-돌리는데, 이때 새 쿼리(토큰 t의 쿼리)가 토큰 0..t 모두의 키와 값을 봅니다. 캐시가 없으면 매
-단계마다 앞부분 전체를 다시 프로젝션합니다: 단계 t에서 프로젝션 t번, 토큰 n개짜리 글이면 모두 약
-n^2 / 2번입니다. 그런데 지나간 토큰의 키와 값은 절대 바뀌지 않습니다. 인과 마스크 아래에서 한
-토큰의 k, v는 그 토큰과 그 앞 토큰들로만 정해지고, 뒤에 오는 토큰과는 상관이 없기 때문입니다.
-그러니 한 번 계산한 것을 저장해 둡니다. 매 단계 새 토큰의 k, v만 계산해서 저장된 것 뒤에 붙이면,
-앞부분을 두 번 프로젝션할 일이 없습니다.
-
-왜 쿼리(Q)는 캐시하지 않을까요? 쿼리는 "지금 이 토큰이 무엇을 볼까"를 묻는 쪽입니다. 지나간
-토큰의 쿼리는 그 토큰의 출력을 만들 때 한 번 쓰였고, 그 출력은 이미 나왔습니다 (인과 마스크 때문에
-나중 토큰이 와도 바뀌지 않습니다). 다음 단계에 필요한 것은 새 토큰의 쿼리 하나와, 그것이 바라볼
-모든 키와 값뿐입니다. 그래서 키와 값만 캐시합니다.
+지금까지 본 모든 토큰의 키와 값을 저장하세요: update(k, v)는 새 청크의 k, v를 저장된 것 뒤에 붙이고
+캐시 전체 (K, V)를 반환합니다. 쿼리는 캐시하지 않습니다.
 
 모양 (헤드별, 배치 먼저, mha 과제처럼 시퀀스는 dim 2):
 
@@ -28,23 +18,9 @@ n^2 / 2번입니다. 그런데 지나간 토큰의 키와 값은 절대 바뀌�
 청크는 여러 토큰일 수도 있고 (프롬프트를 한 번에 처리: "프리필"), 토큰 하나일 수도 있습니다
 (생성한 토큰마다: "디코드"). len(cache)는 update 호출 횟수가 아니라 캐시된 위치(토큰) 수입니다.
 
-실제 추론 엔진은 최대 길이만큼 버퍼 하나를 미리 잡아 두고 그 안에 씁니다 ("정적 캐시"). torch.cat은
-매 단계 저장된 것 전체를 복사하기 때문입니다. 이어 붙이기는 더 단순하고 같은 값을 계산하며, 이
-단계가 요구하는 것도 이것입니다.
-
 [English]
-Why: a decoder-only language model writes a text token by token. To choose token t it runs
-causal attention in which the NEW query (token t's) meets the keys and values of ALL tokens
-0..t. Without a cache every step projects the whole prefix again: step t costs t projections, a
-text of n tokens about n^2 / 2. Yet the key and the value of an old token never change: under a
-causal mask a token's k and v depend only on that token and the ones before it, never on what
-comes later. So keep them. Each step computes k and v of the new token(s) only and appends them
-to what is kept; the prefix is never projected twice.
-
-Why not cache the queries (Q)? A query is the side that asks "what should this token look at
-now?". An old token's query was used once, to make that token's output, and that output is done
-(the causal mask keeps later tokens from changing it). The next step needs only the new token's
-query and every key and value it looks at. So only keys and values are cached.
+Keep the keys and values of every token seen so far: update(k, v) appends the new chunk's k and v
+to what is kept and returns the whole cache (K, V). Queries are not cached.
 
 Shapes (per head, batch-first, the sequence on dim 2 as in the mha assignment):
 
@@ -60,10 +36,6 @@ more tokens.
 
 A chunk may be several tokens (the prompt, processed at once: "prefill") or one token (each
 generated token: "decode"). len(cache) is the number of cached positions (tokens), not of calls.
-
-Real inference engines preallocate one buffer of the maximum length and write into it (a
-"static cache"), because torch.cat copies everything kept at every step. Concatenating is
-simpler and computes the same values; it is what this step asks for.
 
 예시 / Example: B = 1, H_kv = 1, d_k = d_v = 2. 두 토큰짜리 프롬프트, 그다음 토큰 하나 / a two-token
 prompt, then one token:

@@ -1,11 +1,9 @@
 """Step `grouped_query_attention` — 그룹 쿼리 어텐션 / fewer key/value heads than query heads.
 
 [한국어]
-왜 필요한가: 큰 모델의 KV 캐시는 큽니다. 토큰 하나마다, 헤드마다, 층마다 키 벡터 하나와 값 벡터
-하나를 저장하기 때문입니다. 그룹 쿼리 어텐션(GQA, Llama 2 70B, Llama 3, Mistral이 씀)은 이것을
-줄입니다: 쿼리 헤드는 H개 그대로 두고, 키/값 헤드는 H_kv개만 둡니다. 키/값 헤드 하나가 이웃한 쿼리
-헤드 n_rep = H // H_kv개의 그룹을 맡습니다. 캐시는 n_rep배 작아집니다. H_kv == H이면 보통의
-멀티헤드 어텐션이고, H_kv == 1이면 멀티 쿼리 어텐션(MQA, 모든 쿼리 헤드가 키/값 하나를 같이 씀)입니다.
+쿼리 헤드는 H개 그대로 두고, 키/값 헤드는 H_kv개만 둡니다: 키/값 헤드 하나가 이웃한 쿼리 헤드
+n_rep = H // H_kv개의 그룹을 맡습니다. H_kv == H이면 보통의 멀티헤드 어텐션이고, H_kv == 1이면 멀티
+쿼리 어텐션(MQA, 모든 쿼리 헤드가 키/값 하나를 같이 씀)입니다.
 
 쿼리 헤드 h는 어느 키/값 헤드를 쓸까요? 키/값 헤드 h // n_rep입니다. H = 6, H_kv = 2 (n_rep = 3)이면:
 
@@ -13,23 +11,15 @@
     키/값 헤드     0 0 0 | 1 1 1
 
 가장 단순한 올바른 구현은 키/값 헤드마다 n_rep번 복사해서 자기 바로 옆에 두는 것입니다. 그러면
-K/V 텐서의 헤드가 다시 H개가 되고, 보통의 어텐션을 그대로 쓸 수 있습니다. 왜 repeat_interleave
-순서일까요? 복사한 뒤 헤드 h 자리에는 키/값 헤드 h // n_rep가 와야 하고, 그것이 바로
-repeat_interleave가 만드는 순서 [0, 0, 0, 1, 1, 1]입니다. repeat(타일처럼 통째로 반복)는
-[0, 1, 0, 1, 0, 1]을 만들어 쿼리 헤드 h에 키/값 헤드 h % H_kv를 줍니다. 모양이 같아서 에러는 나지
-않지만 헤드의 짝이 틀립니다: 학습된 모델의 가중치(그리고 PyTorch의 enable_gqa)는 헤드 h와 키/값
-헤드 h // n_rep를 짝으로 삼으므로 결과가 달라집니다.
-
-(복사는 이해하기 쉽게 하려는 것입니다. 빠른 커널은 복사하지 않고 공유하는 헤드를 인덱싱합니다.
-x[:, :, None].expand(B, H_kv, n_rep, L, d).reshape(B, H_kv * n_rep, L, d)도 같은 순서로 복사하며,
-메모리 할당은 한 번입니다.)
+K/V 텐서의 헤드가 다시 H개가 되고, 보통의 어텐션을 그대로 쓸 수 있습니다. 복사한 뒤 헤드 h 자리에는
+키/값 헤드 h // n_rep가 와야 하고, 그것이 바로 repeat_interleave가 만드는 순서 [0, 0, 0, 1, 1, 1]입니다.
+repeat(타일처럼 통째로 반복)는 [0, 1, 0, 1, 0, 1]을 만들어 쿼리 헤드 h에 키/값 헤드 h % H_kv를 줍니다:
+모양이 같아서 에러는 나지 않지만 헤드의 짝이 틀립니다.
 
 [English]
-Why: the KV cache of a big model is big: per token it keeps one key and one value vector per
-head and per layer. Grouped-query attention (GQA, used by Llama 2 70B, Llama 3, Mistral) shrinks
-it: the model keeps H query heads but only H_kv key/value heads, and each K/V head serves a GROUP
-of n_rep = H // H_kv consecutive query heads. The cache shrinks by a factor of n_rep. H_kv == H
-is ordinary multi-head attention; H_kv == 1 is multi-query attention (MQA), one K/V for all.
+Keep H query heads but only H_kv key/value heads: each K/V head serves a GROUP of
+n_rep = H // H_kv consecutive query heads. H_kv == H is ordinary multi-head attention; H_kv == 1
+is multi-query attention (MQA), one K/V for all.
 
 Which K/V head does query head h use?  kv head h // n_rep.  With H = 6, H_kv = 2 (n_rep = 3):
 
@@ -37,16 +27,10 @@ Which K/V head does query head h use?  kv head h // n_rep.  With H = 6, H_kv = 2
     kv head       0 0 0 | 1 1 1
 
 The simplest correct implementation copies each K/V head n_rep times, next to itself, so that
-the K/V tensor has H heads again and ordinary attention applies. Why repeat_interleave order?
-After the copy, slot h must hold kv head h // n_rep, and that is exactly the order
-repeat_interleave makes, [0, 0, 0, 1, 1, 1]. repeat (tiling) makes [0, 1, 0, 1, 0, 1] and gives
-query head h the kv head h % H_kv: same shape, so no error, but the wrong pairs: a trained
-model's weights (and PyTorch's enable_gqa) pair head h with kv head h // n_rep, so the result
-changes.
-
-(The copy is for clarity; fast kernels index the shared heads instead of copying them, and
-x[:, :, None].expand(B, H_kv, n_rep, L, d).reshape(B, H_kv * n_rep, L, d) copies in the same
-order with one allocation.)
+the K/V tensor has H heads again and ordinary attention applies. After the copy, slot h must hold
+kv head h // n_rep, and that is exactly the order repeat_interleave makes, [0, 0, 0, 1, 1, 1].
+repeat (tiling) makes [0, 1, 0, 1, 0, 1] and gives query head h the kv head h % H_kv: same shape,
+so no error, but the wrong pairs.
 
 예시 / Example: repeat_interleave와 repeat의 순서 / the order of repeat_interleave and repeat:
 

@@ -2,7 +2,8 @@
 
 [한국어]
 아래 순서대로 파일마다 TODO를 채우고, 한 파일을 끝낼 때마다 `pytest assignments/`를 실행하세요.
-각 파일의 맨 위 설명에는 그 단계가 왜 필요한지와, 작은 텐서로 계산한 예시(`>>>`)가 있습니다.
+각 파일의 맨 위 설명에는 무엇을 작성할지와, 작은 텐서로 계산한 예시(`>>>`)가 있습니다.
+그 단계가 왜 필요한지는 노트북에서 각 파일의 설명 뒤에 이어집니다.
 예시의 출력은 정답 코드가 실제로 출력하는 값 그대로입니다: 같은 줄을 여러분의 코드로 실행해
 비교해 보세요 (`<BLANKLINE>`은 출력의 빈 줄을 뜻합니다).
 
@@ -18,8 +19,9 @@
 
 [English]
 Fill in the TODOs file by file, in this order, and run `pytest assignments/` after each.
-The top of every file says why its step is needed and shows a worked example on tiny tensors
-(`>>>`); its output is exactly what the reference prints: run the same lines on your code and
+The top of every file says what to write and shows a worked example on tiny tensors (`>>>`);
+why its step is needed follows each file's explanation in the notebook. The example's output is
+exactly what the reference prints: run the same lines on your code and
 compare (`<BLANKLINE>` stands for an empty line of the output).
 
 Conventions used in every file:

@@ -1,44 +1,31 @@
 """Step `split_heads` — 헤드 분할과 헤드 결합 / cut the model dimension into heads, and glue them back.
 
 [한국어]
-왜 필요한가: 한 문장 안에서도 토큰 사이의 관계는 여러 종류입니다 (문법적인 관계, 의미적인 관계 ...).
-어텐션 하나는 쿼리마다 가중치 분포를 하나만 만들므로 한 번에 한 가지 관계만 잘 표현합니다.
-멀티헤드 어텐션은 작은 어텐션 H개를 나란히 돌려, 헤드마다 다른 관계를 보게 합니다. 계산량은
-어텐션 하나와 같습니다: 각 헤드는 d_k = D // H개의 특성만 봅니다. 헤드 h는 모든 토큰의 특성
-h*d_k ... (h+1)*d_k - 1을 받습니다.
+D를 헤드 H개로 자르세요: 각 헤드는 d_k = D // H개의 특성을 받고, 헤드 h는 모든 토큰의 특성
+h*d_k ... (h+1)*d_k - 1을 받습니다. D가 H로 나누어지지 않으면 ValueError를 내세요.
 
 분할 / split:  (B, L, D) --view--> (B, L, H, d_k) --transpose(1, 2)--> (B, H, L, d_k)
 결합 / merge:  (B, H, L, d_k) --transpose(1, 2)--> (B, L, H, d_k) --view--> (B, L, H*d_k)
 
-왜 (B, H, L, d_k)로 바로 view하지 않고 transpose를 할까요? view는 숫자를 옮기지 않고 다시 읽기만
-합니다. (B, L, D)를 곧바로 (B, H, L, d_k)로 읽으면 "헤드" 하나가 여러 토큰을 섞어서 받습니다
-(아래 예시에서 head 0이 토큰 0 전체를 받는 것을 보세요). transpose는 아무것도 섞지 않고 헤드 축을
-토큰 축 앞으로 옮깁니다. 결합할 때도 마찬가지로, 먼저 transpose로 헤드 축을 토큰 축 뒤로 되돌려야
-한 토큰의 헤드들이 나란히 붙습니다.
+(B, H, L, d_k)로 바로 view하지 말고 transpose하세요: 곧바로 view하면 "헤드" 하나가 여러 토큰을 섞어서
+받습니다 (아래 예시에서 head 0이 토큰 0 전체를 받는 것을 보세요). 결합할 때도 먼저 transpose로 헤드
+축을 토큰 축 뒤로 되돌려야 한 토큰의 헤드들이 나란히 붙습니다.
 
-마지막 view 전에 왜 contiguous()가 필요할까요? transpose는 메모리를 걷는 방법(stride)만 바꿉니다.
-view는 메모리가 순서대로 놓여 있어야 하므로 먼저 .contiguous()를 호출하세요 (또는 필요할 때
-복사하는 .reshape를 쓰세요).
+마지막 view 전에 .contiguous()를 호출하세요 (또는 필요할 때 복사하는 .reshape를 쓰세요).
 
 [English]
-Why: even inside one sentence, tokens relate in several ways (grammar, meaning, ...). One attention
-makes a single weight distribution per query, so it captures one kind of relation well at a time.
-Multi-head attention runs H small attentions side by side, so each head can look for a different
-relation, for the cost of one: each head looks at its own slice of d_k = D // H features: head h
-gets features h*d_k ... (h+1)*d_k - 1 of every token.
+Cut D into H heads: each head gets d_k = D // H features, head h gets features
+h*d_k ... (h+1)*d_k - 1 of every token. Raise a ValueError when D is not divisible by H.
 
 split:  (B, L, D) --view--> (B, L, H, d_k) --transpose(1, 2)--> (B, H, L, d_k)
 merge:  (B, H, L, d_k) --transpose(1, 2)--> (B, L, H, d_k) --view--> (B, L, H*d_k)
 
-Why transpose and not just view (B, H, L, d_k) directly? view never moves numbers, it only
-re-reads them. Reading (B, L, D) as (B, H, L, d_k) would hand each "head" a mix of several
-tokens (in the example below head 0 gets all of token 0). The transpose moves the head axis in
-front of the token axis without mixing anything. Merging is the same in reverse: transpose the
-head axis back behind the token axis first, so that the heads of one token end up side by side.
+Transpose, do not just view (B, H, L, d_k) directly: a bare view hands each "head" a mix of
+several tokens (in the example below head 0 gets all of token 0). Merging is the same in reverse:
+transpose the head axis back behind the token axis first, so that the heads of one token end up
+side by side.
 
-Why contiguous() before the last view? transpose only changes how memory is walked (strides);
-view needs memory laid out in order, so call .contiguous() first (or use .reshape, which copies
-when it has to).
+Call .contiguous() before the last view (or use .reshape, which copies when it has to).
 
 예시 / Example: B = 1, L = 2 토큰 / tokens, D = 4, H = 2, d_k = 2.
 

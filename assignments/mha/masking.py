@@ -1,11 +1,7 @@
 """Step `masking` — 마스킹: 쿼리가 보면 안 되는 키는? / which keys may a query not look at?
 
 [한국어]
-왜 필요한가: 어텐션은 기본적으로 모든 키를 봅니다. 하지만 보면 안 되는 키가 있습니다. 패딩은 의미가
-없는 자리 채우기이고, 언어 모델에서 미래의 토큰을 보는 것은 답을 미리 보는 것과 같습니다. 마스크는
-그런 키를 막아, 소프트맥스 뒤 그 가중치가 정확히 0이 되게 합니다 (attention.py).
-
-마스크 두 가지, 둘 다 bool이고 True = 막힘:
+마스크 두 가지를 만드세요, 둘 다 bool이고 True = 막힘:
 
   * 패딩 마스크: 어떤 쿼리도 패딩 토큰을 보면 안 됩니다. ids (B, L)에서 ids == pad_id인 곳이
     True이고, 모양은 (B, 1, 1, L)입니다. 그래야 점수 (B, H, Lq, Lk)에 대해 헤드 축(dim 1)과 쿼리
@@ -18,11 +14,7 @@
     없습니다.
 
 [English]
-Why: attention looks at every key by default, but some keys must not be looked at. Padding is
-meaningless filler, and in a language model looking at future tokens means reading the answer.
-A mask blocks such keys so that their weight after the softmax is exactly 0 (attention.py).
-
-Two masks, both bool with True = BLOCKED:
+Build two masks, both bool with True = BLOCKED:
 
   * padding mask: no query may attend to a padding token. From ids (B, L) it is True where
     ids == pad_id, shaped (B, 1, 1, L) so that it broadcasts over heads (dim 1) and over queries

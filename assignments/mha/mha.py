@@ -1,14 +1,13 @@
 """Step `multi_head_attention` — 멀티헤드 어텐션 모듈 전체 / the whole module.
 
 [한국어]
-왜 필요한가: 지금까지의 단계를 하나의 nn.Module로 묶습니다. 트랜스포머의 각 층이 쓰는 바로 그
-모듈이고, PyTorch의 torch.nn.MultiheadAttention과 같은 계산을 합니다:
+지금까지의 단계를 하나의 nn.Module로 묶으세요. PyTorch의 torch.nn.MultiheadAttention과 같은 계산을
+합니다:
 
     x -> w_q, w_k, w_v -> 헤드 분할 -> scores = q k^T / sqrt(d_k) -> 마스킹 -> 소프트맥스
       -> 드롭아웃 -> weights @ v -> 헤드 결합 -> w_o
 
-같은 가중치를 주면 torch.nn.MultiheadAttention과 결과가 같아야 합니다 (nn.MultiheadAttention은
-w_q, w_k, w_v를 in_proj_weight 하나에 쌓아 두고, out_proj가 우리의 w_o입니다).
+같은 가중치를 주면 torch.nn.MultiheadAttention과 결과가 같아야 합니다.
 
 query (B, Lq, D)가 key/value (B, Lk, D)를 봅니다. 셀프 어텐션에서는 key = value = query입니다.
 pad_mask (B, Lk)는 패딩 키에서 True이고, 패딩은 pad_batch가 만드는 것처럼 실제 토큰 뒤에 옵니다
@@ -28,14 +27,13 @@ q 층 옆에 k, v용 D -> 2*D 층도 됩니다). 층의 가중치나 nn.Paramete
 단, 결과는 입력의 dtype으로 돌려주세요.
 
 [English]
-Why: this puts the steps so far into one nn.Module, the very module each layer of a transformer
-uses, computing what PyTorch's torch.nn.MultiheadAttention computes:
+Put the steps so far into one nn.Module, computing what PyTorch's torch.nn.MultiheadAttention
+computes:
 
     x -> w_q, w_k, w_v -> split_heads -> scores = q k^T / sqrt(d_k) -> mask -> softmax
       -> dropout -> weights @ v -> merge_heads -> w_o
 
-It must agree with torch.nn.MultiheadAttention given the same weights (nn.MultiheadAttention
-keeps w_q, w_k, w_v stacked in one in_proj_weight; out_proj is our w_o).
+It must agree with torch.nn.MultiheadAttention given the same weights.
 
 query (B, Lq, D) attends to key/value (B, Lk, D); for self-attention key = value = query.
 pad_mask (B, Lk) is True at padding keys; the padding comes after the real tokens, as pad_batch

@@ -1,9 +1,7 @@
 """Step `output_projection` — 헤드 결합과 출력 프로젝션 / glue the heads back together and mix them.
 
 [한국어]
-왜 필요한가: 어텐션은 헤드마다 결과를 하나씩 남깁니다: (B, H, L, d_k). 다음 층은 토큰마다 벡터 하나
-(B, L, D)를 기대하므로 헤드들을 다시 나란히 붙여야 하고 (헤드 결합), 각 헤드는 자기 조각만 보았으므로
-헤드들의 결과를 서로 섞어 줄 학습되는 선형 변환이 하나 더 필요합니다 (w_o).
+헤드들을 다시 토큰마다 벡터 하나로 나란히 붙이고 (헤드 결합), 학습되는 선형 변환 w_o로 섞으세요:
 
 (B, H, L, d_k) -> (B, L, H, d_k) -> (B, L, H*d_k = D), 그다음 w_o (D -> D).
 
@@ -15,9 +13,8 @@
 w_o에, 또는 이름과 상관없이 클래스의 유일한 층에 넣습니다 (nn.LazyLinear도 됩니다).
 
 [English]
-Why: attention leaves one result per head: (B, H, L, d_k). The next layer expects one vector per
-token, (B, L, D), so the heads must be put next to each other again (merging); and since each head
-only saw its own slice, one more learned linear map w_o is needed to mix the heads' results.
+Put the heads next to each other again, one vector per token (merging), then mix them with the
+learned linear map w_o:
 
 (B, H, L, d_k) -> (B, L, H, d_k) -> (B, L, H*d_k = D), then w_o (D -> D).
 

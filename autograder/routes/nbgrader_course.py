@@ -28,6 +28,10 @@ from autograder.engine.course.torch_pin import CPU_INDEX, GRADING_TORCH
 
 PLACEHOLDER = 'raise NotImplementedError("TODO")'  # the skeleton's, so both copies read the same
 
+# solutions/notes/<package>/<file stem>.md: the course text of a file that its docstring leaves
+# out (the why, derivations, precision notes), shown after the docstring in the file's cell.
+NOTES = KIT / "solutions" / "notes"
+
 INTRODUCTION = """# {korean_title} / {title}
 
 {about}
@@ -143,13 +147,15 @@ def split_docstring(source):
     return ast.get_docstring(tree), "".join(rest).lstrip("\n")
 
 
-def file_cells(package, name, source):
-    """Markdown (the module docstring) and the solution cell that writes <package>/<name>."""
+def file_cells(package, name, source, notes: str = ""):
+    """Markdown (the module docstring, then `notes`) and the solution cell that writes <package>/<name>."""
     import nbformat
 
     doc, code = split_docstring(source)
     stem = name.removesuffix(".py")
     text = f"### `{package}/{name}`\n\n{doc.strip()}" if doc else f"### `{package}/{name}`"
+    if notes.strip():
+        text += f"\n\n{notes.strip()}"
     return [
         nbformat.v4.new_markdown_cell(text, id=f"about-{stem}"),
         nbformat.v4.new_code_cell(
@@ -205,7 +211,13 @@ def course_notebook(config, solutions=None, grader: str = None):
         for name in modules[step.id].FILES:
             if name not in shown:
                 shown.add(name)
-                cells += file_cells(config.package, name, (solutions / name).read_text(encoding="utf-8"))
+                notes = NOTES / config.package / name.replace(".py", ".md")
+                cells += file_cells(
+                    config.package,
+                    name,
+                    (solutions / name).read_text(encoding="utf-8"),
+                    notes.read_text(encoding="utf-8") if notes.is_file() else "",
+                )
         cells.append(
             nbformat.v4.new_code_cell(
                 CHECK.format(step_id=step.id, assignment=config.id, points=step.points),

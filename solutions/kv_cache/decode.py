@@ -1,21 +1,18 @@
 """Step `incremental_decoding` — 증분 디코딩 / new tokens attend to everything cached.
 
 [한국어]
-왜 필요한가: KV 캐시(cache.py)가 있으면 모델은 매 단계 글 전체에 어텐션을 다시 돌리지 않습니다.
-새 청크에 대해서만 돌립니다: 청크의 쿼리 L_new개가 캐시된 키 L = L_past + L_new개 전부 (예전 키들과,
-먼저 캐시에 붙인 청크 자신의 키들)를 봅니다. 결과는 글 전체에 인과 어텐션을 돌렸을 때 그 행들과
-정확히 같아야 합니다. 캐시는 계산을 줄이는 방법일 뿐, 다른 모델이 아닙니다.
+새 청크에 대해서만 어텐션을 돌리세요: 청크의 쿼리 L_new개가 캐시된 키 L = L_past + L_new개 전부
+(예전 키들과, 먼저 캐시에 붙인 청크 자신의 키들)를 봅니다. 결과는 글 전체에 인과 어텐션을 돌렸을 때
+그 행들과 정확히 같아야 합니다.
 
 어려운 곳은 인과 마스크입니다. 전체 어텐션에서 쿼리 i는 키 0..i를 봅니다. 그런데 청크 안의 쿼리 i는
 위치 i에 있지 않습니다. 캐시된 L_past개 토큰 뒤에 있으므로 절대 위치는
 
     p = L_past + i = (L - L_new) + i,       그리고 키 0..p를 볼 수 있습니다.
 
-왜 오프셋이 k_len - q_len일까요? 키는 캐시된 것까지 k_len = L개, 쿼리는 새 청크의 q_len = L_new개
-뿐입니다. 그 차이 L - L_new가 바로 청크 앞에 이미 있던 토큰 수 L_past입니다. 그래서 청크의 마스크는
-전체 (L, L) 인과 마스크의 오른쪽 아래 모서리, 즉 마지막 L_new개 행입니다. 보통의 왼쪽 위 마스크
-triu(ones(L_new, L), diagonal=1)를 쓰면 청크마다 위치가 0부터 다시 시작하는 셈이 되어, 새 토큰이
-캐시된 토큰 대부분을 보지 못합니다 (아래 예시).
+청크의 마스크는 전체 (L, L) 인과 마스크의 오른쪽 아래 모서리, 즉 마지막 L_new개 행입니다 (오프셋
+k_len - q_len = L - L_new = L_past). 보통의 왼쪽 위 마스크 triu(ones(L_new, L), diagonal=1)는 틀립니다
+(아래 예시).
 
 L_new == L이면 (아직 캐시가 없는 프롬프트) 이것은 보통의 (L, L) 인과 마스크입니다. torch에서
 triu(ones(L_new, L), diagonal=d)는 열 - 행 >= d인 칸을 남깁니다. 여기서 막힘은
@@ -26,23 +23,18 @@ triu(ones(L_new, L), diagonal=d)는 열 - 행 >= d인 칸을 남깁니다. 여�
 float32로 해도 인정합니다. 단, 결과는 입력의 dtype으로 돌려주세요.
 
 [English]
-Why: with a KV cache (cache.py) a model no longer runs attention over the whole text at every
-step. It runs it for the NEW chunk only: its L_new queries against all L = L_past + L_new cached
+Run attention for the NEW chunk only: its L_new queries against all L = L_past + L_new cached
 keys (the old ones and the chunk's own, appended first). The result must be exactly what full
-causal attention over the whole text gives for those rows: caching is an optimisation, not a
-new model.
+causal attention over the whole text gives for those rows.
 
 The catch is the causal mask. In full attention query i may see keys 0..i. In a chunk, query i
 is not at position i: it sits after the L_past cached tokens, at the absolute position
 
     p = L_past + i = (L - L_new) + i,       and may see keys 0..p.
 
-Why is the offset k_len - q_len? There are k_len = L keys, the cached ones included, but only
-q_len = L_new queries, the new chunk's. The difference L - L_new is exactly L_past, the number
-of tokens already there before the chunk. So the mask of a chunk is the bottom-right corner of
-the full (L, L) causal mask: its last L_new rows. The usual top-left mask,
-triu(ones(L_new, L), diagonal=1), restarts the positions at 0 in every chunk, and a new token
-then misses most of the cached ones (see the example below).
+The mask of a chunk is the bottom-right corner of the full (L, L) causal mask: its last L_new
+rows (offset k_len - q_len = L - L_new = L_past). The usual top-left mask,
+triu(ones(L_new, L), diagonal=1), is wrong (see the example below).
 
 With L_new == L (no cache yet, the prompt) this is the ordinary (L, L) causal mask. In torch,
 triu(ones(L_new, L), diagonal=d) keeps the entries with column - row >= d; here blocked means

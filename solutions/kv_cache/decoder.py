@@ -1,9 +1,7 @@
 """Step `decoder` — 디코더 어텐션 블록 / causal self-attention with GQA and a KV cache, in one module.
 
 [한국어]
-왜 필요한가: 지금까지의 단계를 하나의 nn.Module로 묶습니다. 요즘 디코더만 있는 모델(Llama, Mistral)의
-어텐션 블록이 바로 이것입니다. 단, 회전 위치 임베딩(RoPE)은 뺐습니다 (위치는 이 과제에서 다루지
-않습니다):
+지금까지의 단계를 하나의 nn.Module로 묶으세요 (회전 위치 임베딩(RoPE)은 없습니다):
 
     x (B, L, D) -> w_q -> q (B, H, L, d_k)
                 -> w_k -> k (B, H_kv, L, d_k) -+-> cache.update -> K, V (B, H_kv, L_past + L, d_k)
@@ -11,7 +9,6 @@
     q, K, V, 오프셋 인과 마스크 -> grouped_query_attention -> (B, H, L, d_k) -> 헤드 결합 -> w_o
 
 d_k = D // H. 쿼리 프로젝션의 출력은 H * d_k = D개이고, 키와 값 프로젝션의 출력은 H_kv * d_k개뿐입니다.
-GQA가 아끼는 곳이 여기입니다 (가중치에서, 무엇보다 캐시에서: 캐시에는 H_kv개 헤드만 들어갑니다).
 
 캐시 없이 forward(x)를 부르면 x 전체에 대한 보통의 인과 셀프 어텐션입니다. forward(x, cache)는 x를
 더 긴 글의 다음 청크로 봅니다: 그 키와 값이 캐시에 붙고, 청크의 쿼리 i는 절대 위치
@@ -22,9 +19,7 @@ len(이전 캐시) + i에 있습니다 (decode.offset_causal_mask). 캐시에는
 채점기가 쓰는 이름: w_q, w_k, w_v, w_o (nn.Linear 층, bias는 인자대로).
 
 [English]
-Why: this puts the steps so far into one nn.Module: the attention block of a modern decoder-only
-model (Llama, Mistral), without the rotary position embedding (positions are left out of this
-assignment):
+Put the steps so far into one nn.Module (without the rotary position embedding, RoPE):
 
     x (B, L, D) -> w_q -> q (B, H, L, d_k)
                 -> w_k -> k (B, H_kv, L, d_k) -+-> cache.update -> K, V (B, H_kv, L_past + L, d_k)
@@ -32,8 +27,7 @@ assignment):
     q, K, V, offset causal mask -> grouped_query_attention -> (B, H, L, d_k) -> merge -> w_o
 
 d_k = D // H. The query projection has H * d_k = D outputs; the key and value projections have
-only H_kv * d_k outputs: that is where GQA saves (in the weights, and above all in the cache,
-which holds H_kv heads only).
+only H_kv * d_k outputs.
 
 forward(x) with no cache is ordinary causal self-attention over x. forward(x, cache) treats x as
 the next chunk of a longer text: its keys and values are appended to the cache, and query i of

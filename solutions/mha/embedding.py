@@ -1,8 +1,7 @@
 """Step `embedding` — 임베딩: 토큰 id -> 벡터 / token ids -> vectors.
 
 [한국어]
-왜 필요한가: 토큰 id(5, 2, 7 ...)는 이름표일 뿐 크기나 방향이 없습니다. 어텐션은 벡터끼리 내적을
-계산하므로, 각 토큰을 d_model개의 숫자로 된 벡터로 바꿔야 합니다.
+각 토큰 id를 d_model개의 숫자로 된 벡터로 바꾸세요: (B, L) -> (B, L, d_model).
 
 `nn.Embedding(vocab_size, d_model)`은 조회 테이블(lookup table)입니다. 가중치 (vocab_size, d_model)의
 i번째 행이 토큰 i의 벡터이고, (B, L) 모양의 id 텐서를 조회하면 (B, L, d_model)이 나옵니다.
@@ -16,8 +15,7 @@ i번째 행이 토큰 i의 벡터이고, (B, L) 모양의 id 텐서를 조회하
 (하위 클래스, nn.Sequential 안도 됩니다), 모듈의 파라미터에 적용한 F.embedding이든 괜찮습니다.
 
 [English]
-Why: a token id (5, 2, 7, ...) is only a label, with no size and no direction. Attention takes
-dot products of vectors, so each token must become a vector of d_model numbers.
+Turn each token id into a vector of d_model numbers: (B, L) -> (B, L, d_model).
 
 `nn.Embedding(vocab_size, d_model)` is a lookup table: row i of its weight (vocab_size, d_model)
 is the vector of token i. Looking up a (B, L) tensor of ids gives (B, L, d_model).

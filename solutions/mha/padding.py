@@ -1,24 +1,20 @@
 """Step `padding` — 패딩: 토큰 id 리스트를 하나의 배치로 / pad token-id lists into one batch.
 
 [한국어]
-왜 필요한가: 모델은 텐서로 계산하고, 텐서는 직사각형입니다. 그런데 문장마다 길이가 다릅니다.
-그래서 짧은 문장의 오른쪽(뒤)을 특별한 토큰 id인 `pad_id`로 채워 모든 행의 길이를 L로
-맞춥니다. 이것이 패딩입니다.
+짧은 문장의 오른쪽(뒤)을 특별한 토큰 id인 `pad_id`로 채워 모든 행의 길이를 L로 맞추세요. 이것이
+패딩입니다.
 
-`pad_mask`는 어느 위치가 패딩으로 채워졌는지 기억합니다. 나중에 어텐션은 이 마스크를 보고
-어떤 토큰도 패딩 위치를 바라보지(attend) 않게 합니다 (masking.py). 이 키트의 마스크 규칙은
-True = 막힘(blocked)입니다. 여기서는 True = 패딩 위치입니다.
+`pad_mask`는 어느 위치가 패딩으로 채워졌는지 기억합니다. 이 키트의 마스크 규칙은 True = 막힘(blocked)
+입니다. 여기서는 True = 패딩 위치입니다.
 
 `max_len`을 주면 L = max_len 이고, 그보다 긴 문장은 앞의 max_len개 토큰만 남깁니다.
 
 [English]
-Why: a model computes on tensors, and a tensor is a rectangle, but sentences have different
-lengths. So the shorter ones are filled up on the RIGHT with a special token id, `pad_id`, until
-every row has length L. This is padding.
+Fill the shorter sentences up on the RIGHT with a special token id, `pad_id`, until every row has
+length L. This is padding.
 
-`pad_mask` remembers which positions were added. Later, attention uses it so that no token
-attends to padding (masking.py). Mask convention in this kit: True = blocked (here: True =
-padding).
+`pad_mask` remembers which positions were added. Mask convention in this kit: True = blocked
+(here: True = padding).
 
 With `max_len`, L = max_len and longer sentences keep only their first max_len tokens.
 

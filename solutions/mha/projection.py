@@ -1,11 +1,9 @@
 """Step `qkv_projection` — 쿼리/키/밸류 프로젝션: 벡터 -> q, k, v / vectors -> queries, keys, values.
 
 [한국어]
-왜 필요한가: 어텐션에서 한 토큰은 세 가지 역할을 합니다. 쿼리(query, "내가 찾는 것"), 키(key, "내가
-가진 것을 알리는 표지"), 밸류(value, "넘겨줄 내용")입니다. 같은 벡터 x를 세 역할에 그대로 쓰면
-모델이 "무엇을 찾을지"와 "무엇을 넘겨줄지"를 따로 배울 수 없습니다. 그래서 학습되는 선형 변환
-세 개로 x를 세 번 바꿉니다:  q = x W_q^T + b_q,  k = x W_k^T + b_k,  v = x W_v^T + b_v.
-셋 다 크기 d_model을 유지하므로 x (B, L, D)에서 q, k, v가 각각 (B, L, D)로 나옵니다.
+학습되는 선형 변환 세 개로 x를 세 번 바꾸세요:  q = x W_q^T + b_q,  k = x W_k^T + b_k,
+v = x W_v^T + b_v. 셋 다 크기 d_model을 유지하므로 x (B, L, D)에서 q, k, v가 각각 (B, L, D)로
+나옵니다.
 
 실제로 쓰이는 두 가지 작성법을 모두 구현합니다:
   * 따로 있는 nn.Linear(D, D) 세 개: w_q, w_k, w_v;
@@ -20,10 +18,7 @@ FusedQKVProjection에서는 c_attn에, 또는 이름과 상관없이 (3*D, D) �
 nn.LazyLinear도 됩니다.
 
 [English]
-Why: in attention a token plays three roles: a query ("what I am looking for"), a key ("the label
-that says what I hold") and a value ("what I hand over"). Using the same vector x for all three
-would not let the model learn what to look for apart from what to hand over. So every token
-vector x (d_model numbers) is mapped three times by three different learned linear maps:
+Map every token vector x (d_model numbers) three times, by three different learned linear maps:
 q = x W_q^T + b_q,  k = x W_k^T + b_k,  v = x W_v^T + b_v.  Each keeps the size d_model, so
 x (B, L, D) gives q, k, v each (B, L, D).
 
