@@ -34,7 +34,6 @@ pytestmark = pytest.mark.slow
 OUTSIDE_TODAY = {}
 INTEGRATION_TODAY = {
     **OUTSIDE_TODAY,
-    "merge_view_not_contiguous": "multi_head_attention 0/10; cuda 2.86/5",
     "causal_ignores_device": "cuda 4.29/5",
 }
 CUDA_TODAY = {
