@@ -391,7 +391,14 @@ PLANTED = [
     P("returns_swapped", "attention", "attention.py", [("return out, weights", "return weights, out")]),
     P("weights_before_softmax", "attention", "attention.py", [("return out, weights", "return out, scores")]),
     P("no_softmax", "attention", "attention.py", [(SOFTMAX, "weights = scores")]),
-    P("output_upcast", "attention", "attention.py", [("out = weights @ v", "out = weights.double() @ v.double()")]),
+    P(
+        "output_upcast",
+        "attention",
+        "attention.py",
+        [
+            ("out = weights @ v  #", "out = weights.double() @ v.double()  #")
+        ],  # the code line, not the docstring's formula
+    ),
     # operator precedence: d_k ** 1/2 is d_k / 2 (equal to sqrt(d_k) only at d_k = 4), d_k ** -1/2 is 1 / (2 d_k)
     P("scale_precedence", "attention", "attention.py", [("/ math.sqrt(d_k)", "/ d_k ** 1/2")]),
     P(
