@@ -10,7 +10,7 @@
 모든 파일에 공통인 규칙:
     * 모든 텐서는 배치가 먼저입니다: (B, ...)
     * B = 배치 크기, L = 시퀀스 길이, D = d_model, H = n_heads (쿼리 헤드 수),
-      H_kv = n_kv_heads (키/값 헤드 수), d_k = D // H (헤드 하나의 크기)
+      H_kv = n_kv_heads (키/밸류 헤드 수), d_k = D // H (헤드 하나의 크기)
     * 헤드별 텐서는 (B, heads, L, d_k)입니다: mha 과제처럼 시퀀스는 dim 2
     * 마스크는 bool 텐서이고 True = 막힘 (그 키를 보면(attend) 안 됨)입니다.
       F.scaled_dot_product_attention은 반대 규칙 (True = 볼 수 있음)을 쓰고, 이 과제에서는 쓸 수
@@ -40,12 +40,12 @@ from being graded.
 
 단계 / Steps:
 
-    cache.py     KVCache                                 키-값 캐시 / a key-value cache
-                 계산한 키와 값을 저장 / keep the keys and values already computed
+    cache.py     KVCache                                 키-밸류 캐시 / a key-value cache
+                 계산한 키와 밸류를 저장 / keep the keys and values already computed
     decode.py    offset_causal_mask, cached_attention    증분 디코딩 / incremental decoding
                  새 쿼리가 캐시된 키 + 새 키를 인과적으로 봄 / new queries against cached + new keys, causally
     gqa.py       repeat_kv, grouped_query_attention      그룹 쿼리 어텐션 / grouped-query attention
-                 쿼리 헤드보다 적은 키/값 헤드 / fewer K/V heads than query heads
+                 쿼리 헤드보다 적은 키/밸류 헤드 / fewer K/V heads than query heads
     decoder.py   CachedSelfAttention                     디코더 어텐션 블록 / the decoder's attention block
                  위의 모든 것을 모듈 하나로 / everything above in one module
 """

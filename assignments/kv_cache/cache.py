@@ -1,19 +1,19 @@
-"""Step `kv_cache` — 키-값 캐시 / a key-value cache, for generating text one token at a time.
+"""Step `kv_cache` — 키-밸류 캐시: 글을 한 토큰씩 생성할 때 씁니다 / a key-value cache, for generating text one token at a time.
 
 [한국어]
-지금까지 본 모든 토큰의 키와 값을 저장하세요: update(k, v)는 새 청크의 k, v를 저장된 것 뒤에 붙이고
+지금까지 본 모든 토큰의 키와 밸류를 저장하세요: update(k, v)는 새 청크의 k, v를 저장된 것 뒤에 붙이고
 캐시 전체 (K, V)를 반환합니다. 쿼리는 캐시하지 않습니다.
 
 모양 (헤드별, 배치 먼저, mha 과제처럼 시퀀스는 dim 2):
 
-    새 청크의 k               (B, H_kv, L_new, d_k)      H_kv = 키/값 헤드 수 (gqa.py 참고)
+    새 청크의 k               (B, H_kv, L_new, d_k)      H_kv = 키/밸류 헤드 수 (gqa.py 참고)
     새 청크의 v               (B, H_kv, L_new, d_v)      d_v는 d_k와 다를 수 있음
     update 뒤 캐시된 K        (B, H_kv, L_past + L_new, d_k)
     update 뒤 캐시된 V        (B, H_kv, L_past + L_new, d_v)
 
-이어 붙이기는 dim 2, 즉 시퀀스 축을 따라 torch.cat 합니다. dim 1은 헤드, dim 3은 특성입니다.
-크기가 우연히 맞으면 (예: 토큰 하나씩) 그 축으로 이어 붙여도 에러 없이 "돌아가지만" 모양이 틀린
-텐서가 됩니다: 토큰이 늘어나는 대신 헤드가 늘거나 벡터가 길어집니다.
+새 청크는 dim 2, 즉 시퀀스 축을 따라 torch.cat으로 이어 붙입니다. dim 1은 헤드, dim 3은 특성입니다.
+크기가 우연히 맞으면 (예: 토큰 하나씩) 그 축들(dim 1, dim 3)로 이어 붙여도 에러 없이 "돌아가지만" 모양이
+틀린 텐서가 됩니다: 토큰이 늘어나는 대신 헤드가 늘거나 벡터가 길어집니다.
 
 청크는 여러 토큰일 수도 있고 (프롬프트를 한 번에 처리: "프리필"), 토큰 하나일 수도 있습니다
 (생성한 토큰마다: "디코드"). len(cache)는 update 호출 횟수가 아니라 캐시된 위치(토큰) 수입니다.
@@ -55,7 +55,7 @@ prompt, then one token:
     tensor([[[[1., 1.],
               [2., 2.],
               [3., 3.]]]])
-    >>> V            # (1, 1, 3, 2): 값도 같은 순서 / the values in the same order
+    >>> V            # (1, 1, 3, 2): 밸류도 같은 순서 / the values in the same order
     tensor([[[[10., 10.],
               [20., 20.],
               [30., 30.]]]])
@@ -71,7 +71,7 @@ import torch
 
 
 class KVCache:
-    """지금까지 본 모든 위치의 키와 값, 헤드별 / The keys and values of every position seen so far,
+    """지금까지 본 모든 위치의 키와 밸류, 헤드별 / The keys and values of every position seen so far,
     per head: (B, H_kv, L, d_k / d_v).
 
     update(k, v)는 청크를 뒤에 붙이고 캐시 전체 (K, V)를 반환합니다; len(cache)는 캐시된 위치 수
@@ -113,6 +113,6 @@ class KVCache:
         """모두 잊습니다: 다음 update가 새 시퀀스를 시작합니다 / Forget everything: the next update
         starts a new sequence."""
         # TODO (kv_cache)
-        #   [한국어] 캐시된 키와 값을 지워 처음 상태로 돌려놓으세요.
+        #   [한국어] 캐시된 키와 밸류를 지워 처음 상태로 돌려놓으세요.
         #   [English] drop the cached keys and values, back to the empty state.
         raise NotImplementedError("TODO")

@@ -8,12 +8,12 @@
                 -> w_v -> v (B, H_kv, L, d_k) -+
     q, K, V, 오프셋 인과 마스크 -> grouped_query_attention -> (B, H, L, d_k) -> 헤드 결합 -> w_o
 
-d_k = D // H. 쿼리 프로젝션의 출력은 H * d_k = D개이고, 키와 값 프로젝션의 출력은 H_kv * d_k개뿐입니다.
+d_k = D // H. 쿼리 프로젝션의 출력은 H * d_k = D개이고, 키와 밸류 프로젝션의 출력은 H_kv * d_k개뿐입니다.
 
 캐시 없이 forward(x)를 부르면 x 전체에 대한 보통의 인과 셀프 어텐션입니다. forward(x, cache)는 x를
-더 긴 글의 다음 청크로 봅니다: 그 키와 값이 캐시에 붙고, 청크의 쿼리 i는 절대 위치
-len(이전 캐시) + i에 있습니다 (decode.offset_causal_mask). 캐시에는 프로젝션한 키와 값을 헤드로
-나눈 모양 그대로 넣고, 쿼리는 넣지 않습니다 (cache.py의 설명). 글을 한 번에 넣든, 청크로 나누어
+더 긴 글의 다음 청크로 봅니다: 그 키와 밸류가 캐시에 붙고, 청크의 쿼리 i는 절대 위치
+(update 전의 len(cache)) + i에 있습니다 (decode.offset_causal_mask). 캐시에는 프로젝션한 키와 밸류를
+헤드로 나눈 모양 그대로 넣고, 쿼리는 넣지 않습니다 (cache.py의 설명). 글을 한 번에 넣든, 청크로 나누어
 넣든, 토큰 하나씩 넣든 출력은 행마다 같아야 합니다.
 
 채점기가 쓰는 이름: w_q, w_k, w_v, w_o (nn.Linear 층, bias는 인자대로).
@@ -29,11 +29,11 @@ Put the steps so far into one nn.Module (without the rotary position embedding, 
 d_k = D // H. The query projection has H * d_k = D outputs; the key and value projections have
 only H_kv * d_k outputs.
 
-forward(x) with no cache is ordinary causal self-attention over x. forward(x, cache) treats x as
-the next chunk of a longer text: its keys and values are appended to the cache, and query i of
-the chunk is at absolute position len(cache before) + i (decode.offset_causal_mask). The cache
-holds the projected keys and values, split into heads, and no queries (see cache.py). Feeding a
-text in one piece, in chunks, or token by token must give the same outputs, row for row.
+forward(x) with no cache is ordinary causal self-attention over x. forward(x, cache) treats x as the
+next chunk of a longer text: its keys and values are appended to the cache, and query i of the chunk
+is at absolute position (len(cache) before the update) + i (decode.offset_causal_mask). The cache
+holds the projected keys and values, split into heads, and no queries (see cache.py). Feeding a text
+in one piece, in chunks, or token by token must give the same outputs, row for row.
 
 Names the grader relies on: w_q, w_k, w_v, w_o (nn.Linear layers; bias as the argument says).
 
@@ -64,8 +64,8 @@ feature 0 over tokens 0..i:
     tensor([[[1., 1.],
              [2., 2.],
              [3., 3.]]])
-    >>> len(cache), cache.k.shape    # (B, H_kv, L, d_k): 헤드 1개만 캐시 / only one head cached
-    (3, torch.Size([1, 1, 3, 1]))
+    >>> len(cache)   # 캐시된 위치(토큰) 수 / cached positions (tokens)
+    3
     >>> CachedSelfAttention(d_model=6, n_heads=3, n_kv_heads=2)  # doctest: +IGNORE_EXCEPTION_DETAIL
     Traceback (most recent call last):
         ...

@@ -10,8 +10,8 @@
   * 인과(causal) 마스크: 언어 모델에서 토큰 i는 토큰 0..i만 볼 수 있습니다. 점수 (L, L)에서
     대각선 위쪽을 모두 막습니다 (아래 예시의 causal_mask(4)).
 
-    마스크는 `device` 위에서 바로 만드세요: CPU에서 만든 마스크는 GPU에 있는 점수와 함께 쓸 수
-    없습니다.
+    인과 마스크는 `device` 위에서 바로 만드세요: CPU에서 만든 마스크는 GPU에 있는 점수와 함께 쓸
+    수 없습니다.
 
 [English]
 Build two masks, both bool with True = BLOCKED:

@@ -7,7 +7,8 @@
     x -> w_q, w_k, w_v -> 헤드 분할 -> scores = q k^T / sqrt(d_k) -> 마스킹 -> 소프트맥스
       -> 드롭아웃 -> weights @ v -> 헤드 결합 -> w_o
 
-같은 가중치를 주면 torch.nn.MultiheadAttention과 결과가 같아야 합니다.
+같은 가중치를 주면 torch.nn.MultiheadAttention과 결과가 같아야 합니다 (batch_first=True, 두 모듈
+모두 .eval()).
 
 query (B, Lq, D)가 key/value (B, Lk, D)를 봅니다. 셀프 어텐션에서는 key = value = query입니다.
 pad_mask (B, Lk)는 패딩 키에서 True이고, 패딩은 pad_batch가 만드는 것처럼 실제 토큰 뒤에 옵니다
@@ -15,8 +16,8 @@ pad_mask (B, Lk)는 패딩 키에서 True이고, 패딩은 pad_batch가 만드�
 막습니다 (인과 마스크; Lq != Lk일 때도 왼쪽 위에 맞춤). 드롭아웃은 어텐션 가중치에 적용하고
 (소프트맥스 뒤, @ v 전), nn.Dropout은 .eval() 뒤에 자동으로 꺼집니다.
 
-채점기가 여러분의 프로젝션을 찾는 방법: 이름이 아니라 하는 일로 찾습니다. 다음은 모두 됩니다.
-nn.Linear나 nn.LazyLinear 층을 모듈 안 어디에 두어도 됩니다 (여러분의 QKVProjection /
+채점기가 여러분의 프로젝션을 찾는 방법: 이름이 아니라 하는 일로 찾습니다. 아래 방식은 모두
+인정됩니다. nn.Linear나 nn.LazyLinear 층은 모듈 안 어디에 있어도 됩니다 (여러분의 QKVProjection /
 OutputProjection 안도 괜찮습니다): query, key, value, 결합된 헤드에 각각 적용하는 (D -> D) 층
 네 개; 또는 출력을 q, k, v 순서로 D씩 자르는 합친 (D -> 3*D) 층 하나 (FusedQKVProjection처럼;
 q 층 옆에 k, v용 D -> 2*D 층도 됩니다). 층의 가중치나 nn.Parameter를 (또는 그 행을 잘라) F.linear로
@@ -33,7 +34,8 @@ computes:
     x -> w_q, w_k, w_v -> split_heads -> scores = q k^T / sqrt(d_k) -> mask -> softmax
       -> dropout -> weights @ v -> merge_heads -> w_o
 
-It must agree with torch.nn.MultiheadAttention given the same weights.
+It must agree with torch.nn.MultiheadAttention given the same weights (with batch_first=True, both
+in .eval()).
 
 query (B, Lq, D) attends to key/value (B, Lk, D); for self-attention key = value = query.
 pad_mask (B, Lk) is True at padding keys; the padding comes after the real tokens, as pad_batch

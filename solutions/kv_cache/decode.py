@@ -1,14 +1,14 @@
 """Step `incremental_decoding` — 증분 디코딩 / new tokens attend to everything cached.
 
 [한국어]
-새 청크에 대해서만 어텐션을 돌리세요: 청크의 쿼리 L_new개가 캐시된 키 L = L_past + L_new개 전부
-(예전 키들과, 먼저 캐시에 붙인 청크 자신의 키들)를 봅니다. 결과는 글 전체에 인과 어텐션을 돌렸을 때
-그 행들과 정확히 같아야 합니다.
+새 청크에 대해서만 어텐션을 돌리세요: 청크의 쿼리 L_new개가 캐시된 키 L = L_past + L_new개 전부 (예전
+키들과, 먼저 캐시에 붙인 청크 자신의 키들)를 봅니다. 결과는 글 전체에 인과 어텐션을 돌렸을 때 그 행들과
+정확히 같아야 합니다 (부동소수점 오차 안에서).
 
-어려운 곳은 인과 마스크입니다. 전체 어텐션에서 쿼리 i는 키 0..i를 봅니다. 그런데 청크 안의 쿼리 i는
+까다로운 부분은 인과 마스크입니다. 전체 어텐션에서 쿼리 i는 키 0..i를 봅니다. 그런데 청크 안의 쿼리 i는
 위치 i에 있지 않습니다. 캐시된 L_past개 토큰 뒤에 있으므로 절대 위치는
 
-    p = L_past + i = (L - L_new) + i,       그리고 키 0..p를 볼 수 있습니다.
+    p = L_past + i = (L - L_new) + i 이고, 키 0..p를 볼 수 있습니다.
 
 청크의 마스크는 전체 (L, L) 인과 마스크의 오른쪽 아래 모서리, 즉 마지막 L_new개 행입니다 (오프셋
 k_len - q_len = L - L_new = L_past). 보통의 왼쪽 위 마스크 triu(ones(L_new, L), diagonal=1)는 틀립니다
@@ -23,9 +23,9 @@ triu(ones(L_new, L), diagonal=d)는 열 - 행 >= d인 칸을 남깁니다. 여�
 float32로 해도 인정합니다. 단, 결과는 입력의 dtype으로 돌려주세요.
 
 [English]
-Run attention for the NEW chunk only: its L_new queries against all L = L_past + L_new cached
-keys (the old ones and the chunk's own, appended first). The result must be exactly what full
-causal attention over the whole text gives for those rows.
+Run attention for the NEW chunk only: its L_new queries against all L = L_past + L_new cached keys
+(the old ones and the chunk's own, appended first). The result must be exactly what full causal
+attention over the whole text gives for those rows (up to float rounding).
 
 The catch is the causal mask. In full attention query i may see keys 0..i. In a chunk, query i
 is not at position i: it sits after the L_past cached tokens, at the absolute position
@@ -45,8 +45,8 @@ scores filled with a very negative finite number, softmax over the keys (the las
 Precision: float32 arithmetic inside is accepted on float64 inputs, as long as the result comes
 back in the input's dtype.
 
-예시 / Example: 마스크 (True = 막힘) / the masks (True = blocked). 캐시된 토큰 3개 뒤의 2토큰 청크,
-그리고 캐시된 토큰 3개 뒤의 토큰 하나 / a 2-token chunk after 3 cached tokens, and one token after
+예시 / Example: 마스크 (True = 막힘) / the masks (True = blocked). 캐시된 토큰 3개 뒤의 토큰 2개짜리
+청크, 그리고 캐시된 토큰 3개 뒤의 토큰 하나 / a 2-token chunk after 3 cached tokens, and one token after
 3 cached tokens:
 
     >>> import torch
@@ -65,7 +65,7 @@ attention. B = H = 1, d_k = 2, 토큰 3개, q = k = v (예시를 짧게 하려�
 (to keep it short); cache.py를 먼저 완성하세요 / finish cache.py first:
 
     >>> x = torch.tensor([[[[1., 0.], [0., 1.], [2., 2.]]]])     # (B=1, H=1, L=3, d_k=2)
-    >>> full = cached_attention(x, x, x, KVCache())     # 캐시 없음: 보통의 인과 어텐션 / no cache: plain causal
+    >>> full = cached_attention(x, x, x, KVCache())     # 빈 캐시: 보통의 인과 어텐션 / empty cache: plain causal
     >>> full         # (B, H, L, d_v): 토큰 0은 자기 자신만 봄 / token 0 sees only itself
     tensor([[[[1.0000, 0.0000],
               [0.3302, 0.6698],

@@ -11,8 +11,8 @@ sqrt(d_k)로 나누세요: d_k는 헤드 하나의 크기(q.size(-1))이지 d_mo
 True = 막힘. 막힌 키의 가중치는 정확히 0, 각 행의 합은 1, 키가 모두 막힌 행도 유한해야 합니다.
 F.scaled_dot_product_attention은 쓸 수 없습니다.
 
-정밀도: 채점은 float64 입력을 쓰고 float32 계산만큼 가까운 결과도 인정합니다; out과 weights는 입력의
-dtype으로 돌려주세요.
+정밀도: 채점은 float64 입력을 쓰고 float32 계산만큼 가까운 결과도 인정합니다. 단, out과 weights는
+입력의 dtype으로 돌려주세요.
 
 [English]
 For every query, compare it with every key (a dot product), softmax the scores over the keys (the
@@ -28,7 +28,7 @@ are all blocked comes out finite. F.scaled_dot_product_attention is not allowed.
 Precision: the checks use float64 inputs and accept a result as close as float32 arithmetic gets;
 return out and weights in the input's dtype.
 
-예시 / Example: d_k = 4 이므로 sqrt(d_k) = 2 / so sqrt(d_k) = 2. 쿼리 0은 키 0과 닮았고, 쿼리 1은
+예시 / Example: d_k = 4이므로 sqrt(d_k) = 2 / so sqrt(d_k) = 2. 쿼리 0은 키 0과 닮았고, 쿼리 1은
 0 벡터라 어느 키와도 점수가 같습니다 / query 0 resembles key 0; query 1 is zero, so it scores every key
 the same.
 

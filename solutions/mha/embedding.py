@@ -44,7 +44,7 @@ for, `self.embedding`):
     tensor([[0., 0.],
             [0., 0.]], grad_fn=<SliceBackward0>)
     >>> vectors.sum().backward()
-    >>> emb.embedding.weight.grad         # 0번 행(패딩)만 그래디언트 0 / row 0 (pad) gets none
+    >>> emb.embedding.weight.grad   # 0번 행(패딩)은 두 번 쓰였어도 그래디언트 0 / row 0 (pad) gets none, though used twice
     tensor([[0., 0.],
             [1., 1.],
             [0., 0.],

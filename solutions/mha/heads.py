@@ -7,9 +7,10 @@ h*d_k ... (h+1)*d_k - 1을 받습니다. D가 H로 나누어지지 않으면 Val
 분할 / split:  (B, L, D) --view--> (B, L, H, d_k) --transpose(1, 2)--> (B, H, L, d_k)
 결합 / merge:  (B, H, L, d_k) --transpose(1, 2)--> (B, L, H, d_k) --view--> (B, L, H*d_k)
 
-(B, H, L, d_k)로 바로 view하지 말고 transpose하세요: 곧바로 view하면 "헤드" 하나가 여러 토큰을 섞어서
-받습니다 (아래 예시에서 head 0이 토큰 0 전체를 받는 것을 보세요). 결합할 때도 먼저 transpose로 헤드
-축을 토큰 축 뒤로 되돌려야 한 토큰의 헤드들이 나란히 붙습니다.
+(B, H, L, d_k)로 바로 view하지 말고 transpose하세요: 곧바로 view하면 "헤드" 하나가 모든 토큰의 d_k개
+조각 대신, 메모리에 이어진 몇몇 토큰의 특성 전체를 받습니다 (아래 예시에서 head 0이 토큰 0 전체를 받는
+것을 보세요). 결합할 때도 먼저 transpose로 헤드 축을 토큰 축 뒤로 되돌려야 한 토큰의 헤드들이 나란히
+붙습니다.
 
 마지막 view 전에 .contiguous()를 호출하세요 (또는 필요할 때 복사하는 .reshape를 쓰세요).
 
@@ -20,10 +21,10 @@ h*d_k ... (h+1)*d_k - 1 of every token. Raise a ValueError when D is not divisib
 split:  (B, L, D) --view--> (B, L, H, d_k) --transpose(1, 2)--> (B, H, L, d_k)
 merge:  (B, H, L, d_k) --transpose(1, 2)--> (B, L, H, d_k) --view--> (B, L, H*d_k)
 
-Transpose, do not just view (B, H, L, d_k) directly: a bare view hands each "head" a mix of
-several tokens (in the example below head 0 gets all of token 0). Merging is the same in reverse:
-transpose the head axis back behind the token axis first, so that the heads of one token end up
-side by side.
+Transpose, do not just view (B, H, L, d_k) directly: a bare view hands each "head" whole tokens (all
+features of a few consecutive tokens) instead of a d_k slice of every token (in the example below
+head 0 gets all of token 0). Merging is the same in reverse: transpose the head axis back behind the
+token axis first, so that the heads of one token end up side by side.
 
 Call .contiguous() before the last view (or use .reshape, which copies when it has to).
 

@@ -7,7 +7,7 @@
 `pad_mask`는 어느 위치가 패딩으로 채워졌는지 기억합니다. 이 키트의 마스크 규칙은 True = 막힘(blocked)
 입니다. 여기서는 True = 패딩 위치입니다.
 
-`max_len`을 주면 L = max_len 이고, 그보다 긴 문장은 앞의 max_len개 토큰만 남깁니다.
+`max_len`을 주면 L = max_len이고, 그보다 긴 문장은 앞의 max_len개 토큰만 남깁니다.
 
 [English]
 Fill the shorter sentences up on the RIGHT with a special token id, `pad_id`, until every row has
@@ -47,7 +47,7 @@ def pad_batch(sequences, pad_id=0, max_len=None):  # -> ids (B, L), pad_mask (B,
         sequences: 정수(토큰 id) 리스트 B개. 바꾸면 안 됩니다.
                    list of B lists of ints (token ids). Must not be modified.
         pad_id:    패딩 위치에 쓰는 id. / the id written into padding positions.
-        max_len:   주어지면 L = max_len 이고 더 긴 문장은 앞의 max_len개 토큰만 남깁니다;
+        max_len:   주어지면 L = max_len이고 더 긴 문장은 앞의 max_len개 토큰만 남깁니다;
                    None이면 L = 가장 긴 문장의 길이.
                    if given, L = max_len and longer sequences keep only their first max_len
                    tokens; if None, L = length of the longest sequence.
