@@ -2,8 +2,11 @@
 
 [한국어]
 쿼리마다 모든 키와 비교하고(내적), 점수를 키 방향(마지막 차원)으로 소프트맥스한 뒤 밸류의 가중합을
-반환하세요: scores = q @ k^T / sqrt(d_k) (..., Lq, Lk), weights = softmax(scores), out = weights @ v
-(..., Lq, d_v).
+반환하세요:
+
+    scores  = q @ k^T / sqrt(d_k)      (..., Lq, Lk)
+    weights = softmax(scores)          (..., Lq, Lk), 키 방향으로
+    out     = weights @ v              (..., Lq, d_v)
 
 sqrt(d_k)로 나누세요: d_k는 헤드 하나의 크기(q.size(-1))이지 d_model이 아닙니다.
 
@@ -16,8 +19,11 @@ F.scaled_dot_product_attention은 쓸 수 없습니다.
 
 [English]
 For every query, compare it with every key (a dot product), softmax the scores over the keys (the
-LAST dim), and return the weighted sum of the values: scores = q @ k^T / sqrt(d_k) (..., Lq, Lk),
-weights = softmax(scores), out = weights @ v (..., Lq, d_v).
+LAST dim), and return the weighted sum of the values:
+
+    scores  = q @ k^T / sqrt(d_k)      (..., Lq, Lk)
+    weights = softmax(scores)          (..., Lq, Lk), over the keys
+    out     = weights @ v              (..., Lq, d_v)
 
 Divide by sqrt(d_k): d_k is the size of ONE head (q.size(-1)), not d_model.
 
