@@ -10,6 +10,7 @@ failing input (engine/judge/shrink.py, issue 23) come on top. Prints figures; as
 """
 
 import argparse
+import os
 import shutil
 import statistics
 import subprocess
@@ -23,7 +24,10 @@ KIT = Path(__file__).resolve().parent.parent
 
 def wall_time(command, cwd):
     start = time.perf_counter()
-    completed = subprocess.run(command, cwd=cwd, capture_output=True, text=True)
+    # PYTHONPATH: this kit's grader, not whichever one the interpreter has installed (an editable
+    # install of another checkout would be measured instead)
+    env = {**os.environ, "PYTHONPATH": str(KIT)}
+    completed = subprocess.run(command, cwd=cwd, capture_output=True, text=True, env=env)
     elapsed = time.perf_counter() - start
     return elapsed, completed
 
