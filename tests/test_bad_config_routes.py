@@ -57,7 +57,12 @@ COMMANDS = {
 }
 
 
-@pytest.mark.parametrize("command", sorted(COMMANDS))
+QUICK = ("grade", "pytest")  # the quick run tries these two; CI (pytest -m "") every command
+
+
+@pytest.mark.parametrize(
+    "command", [pytest.param(c, marks=[] if c in QUICK else [pytest.mark.slow]) for c in sorted(COMMANDS)]
+)
 def test_every_command_reports_a_bad_grading_yml_with_file_and_line(bad_kit, command):
     fault, bad_kit = bad_kit
     shutil.rmtree(bad_kit / "out", ignore_errors=True)

@@ -96,6 +96,7 @@ def step_line(output, step):
     return next(line for line in table.splitlines() if line.strip().startswith(step + " "))
 
 
+@pytest.mark.slow  # a pytest run of its own, seconds: CI runs it (pytest -m "")
 def test_a_step_cut_short_by_k_shows_how_many_checks_ran_and_no_score(tmp_path):
     root = student_copy(tmp_path, SOLUTIONS / "mha")
     out = pytest_in(root, "-k", "padding or padding_mask").stdout  # all of padding, two of masking's checks
@@ -131,6 +132,7 @@ def test_k_with_a_step_id_selects_exactly_that_steps_checks_and_says_so(tmp_path
     assert any("multi_head_attention" in line for line in others)
 
 
+@pytest.mark.slow  # a pytest run of its own, seconds: CI runs it (pytest -m "")
 def test_x_stops_at_the_first_failure_and_the_step_is_not_scored_as_zero(tmp_path):
     root = student_copy(tmp_path, SOLUTIONS / "mha")
     heads = root / "assignments" / "mha" / "heads.py"
@@ -446,6 +448,7 @@ def test_pytest_traceback_ends_in_the_students_line_without_grader_or_torch_fram
 BIG_TENSOR_IN_MESSAGE = ("        return self.w_o(merged)", "        raise ValueError(f'cannot use {merged}')")
 
 
+@pytest.mark.slow  # a pytest run of its own, seconds: CI runs it (pytest -m "")
 def test_a_tensor_in_an_exception_is_summarised(tmp_path, config, submission):
     output = (SOLUTIONS / "mha" / "output.py").read_text()
     assert BIG_TENSOR_IN_MESSAGE[0] in output
