@@ -48,7 +48,7 @@ def nodes(source: str):
         skipped.update(id(n) for n in ast.walk(node))
 
     for node in tree.body:
-        if isinstance(node, ast.If) and _is_main_test(node.test) and not rebinds_name:
+        if isinstance(node, ast.If) and source_reader.is_main_test(node.test) and not rebinds_name:
             for child in node.body:
                 skip(child)
         elif _is_test_function(node, loads):
@@ -56,15 +56,6 @@ def nodes(source: str):
         elif isinstance(node, ast.ClassDef) and node.name.startswith("Test") and node.name not in loads:
             skip(node)
     return tuple(n for n in every if id(n) not in skipped)
-
-
-def _is_main_test(test) -> bool:
-    if not (isinstance(test, ast.Compare) and len(test.ops) == 1 and isinstance(test.ops[0], ast.Eq)):
-        return False
-    sides = [test.left, test.comparators[0]]
-    return any(isinstance(s, ast.Name) and s.id == "__name__" for s in sides) and any(
-        isinstance(s, ast.Constant) and s.value == "__main__" for s in sides
-    )
 
 
 def _is_test_function(node, loads) -> bool:

@@ -137,7 +137,7 @@ def _is_dunder(name: str) -> bool:
     return len(name) > 4 and name.startswith("__") and name.endswith("__")
 
 
-def _is_main_test(test) -> bool:
+def is_main_test(test) -> bool:
     """`__name__ == "__main__"` (either way round)."""
     if not (isinstance(test, ast.Compare) and len(test.ops) == 1 and isinstance(test.ops[0], ast.Eq)):
         return False
@@ -385,7 +385,7 @@ class _Reader:
         roots = []
         referenced = self._referenced()
         for node in self.tree.body:
-            if isinstance(node, ast.If) and _is_main_test(node.test) and "__name__" not in self._rebound():
+            if isinstance(node, ast.If) and is_main_test(node.test) and "__name__" not in self._rebound():
                 roots.extend(node.body)
             elif self._unreferenced_test(node, referenced):
                 roots.extend(node.body)
