@@ -86,7 +86,7 @@ def close(theirs, mine) -> bool:
     return bool(torch.allclose(theirs, mine, equal_nan=True, **CLOSE))
 
 
-def wrong_functions(package, table, forbidden_in=None) -> dict:
+def wrong_functions(package, table, forbidden_in: dict) -> dict:
     """{entry: (the student's function, its results on the probe)} of the entries whose function
     differs from the written-out one on the probe (or raises there), or makes a forbidden call
     there: its name -> [the calls] into `forbidden_in`, and out of the watch's record (the probe
@@ -104,7 +104,7 @@ def wrong_functions(package, table, forbidden_in=None) -> dict:
         with watch.apart() as seen:
             got = probe(theirs, entry)
         calls = sorted(seen)
-        if calls and forbidden_in is not None:
+        if calls:
             forbidden_in[entry.name] = calls
         mine = entry.results(entry.by_hand)
         if got is None or calls or not all(map(close, got, mine)):

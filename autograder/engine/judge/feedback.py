@@ -26,8 +26,8 @@ import torch
 
 from autograder.engine.checks import messages
 from autograder.engine.mistakes.evidence import NOT_EVIDENCE
-from autograder.engine.checks.check import judged
-from autograder.engine.checks.check import compare
+from autograder.engine.checks.check import compare, judged
+from autograder.engine.judge.verdict import charged_forbidden
 
 MAX_LINES = 8
 MAX_CHARS = 1200
@@ -388,7 +388,7 @@ def smallest_example(check, inputs, fail, run, tol, observation=None, **limits):
     wanted = kind_of(fail)
 
     def verdict_on(candidate, observation):
-        if observation is None or observation.forbidden:
+        if observation is None or charged_forbidden(observation):
             return None
         try:  # a candidate the oracle cannot take (0 heads, say) shows nothing: rejected
             expected = check.expected(**copy.deepcopy(candidate))
@@ -490,4 +490,4 @@ def shrinkable(record) -> bool:
         return False  # (no inputs: a check that makes its own, nothing to shrink or show)
     if fail.params.get("blocked_by") or check.visibility != "public" or check.requires:
         return False
-    return observation is not None and not observation.forbidden
+    return observation is not None and not charged_forbidden(observation)

@@ -52,22 +52,28 @@ def _float_values(t):
         return None
 
 
+def _form(t) -> list:
+    """A tensor's shape, dtype and device type: what a fingerprint and a match compare first."""
+    return [list(t.shape), str(t.dtype), t.device.type]
+
+
+def _special(x, finite):
+    """A digest of where the float64 values `x` are NaN, +inf or -inf (None: all are finite)."""
+    if bool(finite.all()):
+        return None
+    return digest(str(torch.stack([torch.isnan(x), torch.isposinf(x), torch.isneginf(x)]).to(torch.uint8).tolist()))
+
+
 def fingerprint(value) -> dict:
     """A JSON-able fingerprint of an observed value (see the module docstring)."""
     if isinstance(value, torch.Tensor):
-        form = [list(value.shape), str(value.dtype), value.device.type]
+        form = _form(value)
         if value.is_floating_point():
             x = _float_values(value)
             if x is None:
                 return {"tensor": form}
             finite = torch.isfinite(x)
-            special = (
-                None
-                if bool(finite.all())
-                else digest(
-                    str(torch.stack([torch.isnan(x), torch.isposinf(x), torch.isneginf(x)]).to(torch.uint8).tolist())
-                )
-            )
+            special = _special(x, finite)
             x = torch.where(finite, x, torch.zeros_like(x))
             # 12 significant digits: far below any tolerance, and a smaller file
             return {
@@ -100,18 +106,12 @@ def _matches(value, fp, tol):
     if "tensor" in fp:
         if not isinstance(value, torch.Tensor):
             return False
-        if [list(value.shape), str(value.dtype), value.device.type] != fp["tensor"]:
+        if _form(value) != fp["tensor"]:
             return False
         if "proj" in fp:
             x = _float_values(value)
             finite = torch.isfinite(x)
-            special = (
-                None
-                if bool(finite.all())
-                else digest(
-                    str(torch.stack([torch.isnan(x), torch.isposinf(x), torch.isneginf(x)]).to(torch.uint8).tolist())
-                )
-            )
+            special = _special(x, finite)
             if special != fp["special"]:
                 return False
             x = torch.where(finite, x, torch.zeros_like(x))
