@@ -194,6 +194,7 @@ def test_hostile_submission(name, submission, quick_config, monkeypatch):
     assert not os.path.exists(os.path.join(OUT, "fake.json"))
 
 
+@pytest.mark.slow  # an end-to-end run of seconds: CI runs it (pytest -m "")
 def test_printed_output_is_shown_cut_and_never_parsed(submission, quick_config):
     changes, _ = HOSTILE["print_a_fake_score_table"]
     ((old, new),) = changes.values()
@@ -333,6 +334,7 @@ def test_every_layer_is_in_force_where_the_system_offers_it(quick_config):
     assert result.score == result.max_score
 
 
+@pytest.mark.slow  # an end-to-end run of seconds: CI runs it (pytest -m "")
 def test_without_bubblewrap_the_worker_server_still_confines(tmp_path):
     """Where bubblewrap is missing or refused, the server runs as a plain process and the
     per-worker layers still hold (a fresh command: the server is started once per process)."""

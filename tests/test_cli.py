@@ -43,6 +43,7 @@ def test_grade_writes_json_of_the_documented_shape(tmp_path):
     assert {c["visibility"] for s in data["steps"] for c in s["checks"]} == {"public", "hidden"}
 
 
+@pytest.mark.slow  # an end-to-end run of seconds: CI runs it (pytest -m "")
 def test_batch_writes_one_json_per_submission_and_a_csv(tmp_path):
     step, mistake = next((s, m) for s, m in all_mistakes() if m.id == "no_scale")
     mutant = tmp_path / "student-b"
@@ -64,6 +65,7 @@ def test_batch_writes_one_json_per_submission_and_a_csv(tmp_path):
     assert float(rows[2]["total"]) == 0
 
 
+@pytest.mark.slow  # an end-to-end run of seconds: CI runs it (pytest -m "")
 def test_grade_without_path_grades_the_shipped_assignments():
     completed = run("grade", "--public-only")
     assert completed.returncode == 0, completed.stderr

@@ -253,6 +253,7 @@ def test_a_misspelt_function_is_named_as_a_near_miss(config, submission):
     )
 
 
+@pytest.mark.slow  # an end-to-end run of seconds: CI runs it (pytest -m "")
 def test_pytest_names_a_misspelt_forward_in_one_line(tmp_path):
     root = student_copy(tmp_path, SOLUTIONS / "mha")
     mha = root / "assignments" / "mha" / "mha.py"
@@ -431,6 +432,7 @@ def failures_section(out):
     return out[start : min(e for e in ends if e > 0)]
 
 
+@pytest.mark.slow  # an end-to-end run of seconds: CI runs it (pytest -m "")
 def test_pytest_traceback_ends_in_the_students_line_without_grader_or_torch_frames(tmp_path):
     root = student_copy(tmp_path, SOLUTIONS / "mha")
     output = root / "assignments" / "mha" / "output.py"
