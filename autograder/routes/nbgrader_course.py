@@ -23,6 +23,7 @@ from pathlib import Path
 from autograder import KIT
 from autograder.engine.checks import messages
 from autograder.engine.scan.submission import writefile_pattern
+from autograder.routes.grader_home import grader_home
 from autograder.routes.student_release import grader_archive
 from autograder.engine.course.torch_pin import CPU_INDEX, GRADING_TORCH
 
@@ -276,17 +277,21 @@ def installer(grader: str) -> str:
     """The setup cell's lines that make `autograder` importable where the kit is not installed
     (a JupyterHub that has only the notebook, Colab): install what the checks need from PyPI
     (torch as the grading's, in its CPU build, only where there is none) and unpack `grader` (the
-    student release's grader, base64 zip) into a folder of its own, outside the notebook's. Where
-    the kit is installed (nbgrader autograde, the instructor's) it is used as it is."""
+    student release's grader, base64 zip) into a folder of the user's own (grader_home: never a
+    folder another user of a shared machine could have made). Where the kit is installed
+    (nbgrader autograde, the instructor's) it is used as it is."""
+    import inspect
+    import textwrap
 
-    return INSTALLER.format(grader=grader, torch=GRADING_TORCH, cpu_index=CPU_INDEX)
+    home = textwrap.indent(inspect.getsource(grader_home), "    ")
+    return INSTALLER.format(grader=grader, torch=GRADING_TORCH, cpu_index=CPU_INDEX).replace("{home}", home)
 
 
 INSTALLER = """GRADER = "{grader}"  # 채점기(공개 검사만) / the grader (public checks only), for where the kit is not installed
 import importlib.util
 
 if importlib.util.find_spec("autograder") is None:
-    import base64, hashlib, io, subprocess, sys, tempfile, zipfile
+    import subprocess, sys
 
     needed = [name for name, module in (("pyyaml", "yaml"), ("jsonschema", "jsonschema"), ("numpy", "numpy"))
               if importlib.util.find_spec(module) is None]
@@ -294,11 +299,9 @@ if importlib.util.find_spec("autograder") is None:
         needed += ["torch=={torch}", "--extra-index-url", "{cpu_index}"]
     if needed:
         subprocess.check_call([sys.executable, "-m", "pip", "install", "-q", *needed])
-    home = os.path.join(tempfile.gettempdir(), "mha-lab-grader-" + hashlib.sha256(GRADER.encode()).hexdigest()[:16])
-    if not os.path.isfile(os.path.join(home, ".unpacked")):  # written last: a half-unpacked copy is redone
-        zipfile.ZipFile(io.BytesIO(base64.b64decode(GRADER))).extractall(home)
-        open(os.path.join(home, ".unpacked"), "w").close()
-    sys.path.insert(0, home)
+
+{{home}}
+    sys.path.insert(0, grader_home(GRADER))  # 이 사용자만 쓸 수 있는 폴더 / a folder only this user can write
 from autograder.engine.course.torch_pin import torch_note
 
 if torch_note():  # another torch than the grading's: say so before any check runs
