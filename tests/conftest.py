@@ -17,6 +17,26 @@ from planted import all_planted
 # language itself); the processes they start inherit it.
 os.environ["MHA_LAB_LANG"] = "en"
 
+
+def _test_course() -> str:
+    """A course folder of the tests' own, with a fixed secret: the hidden inputs of a test run do
+    not depend on whether the developer's kit has made a secret, and a `release` under test makes
+    none in the kit (autograder/engine/course/secret.py). test_secret.py sets its own."""
+    import atexit
+    import hashlib
+    import tempfile
+
+    folder = tempfile.mkdtemp(prefix="mha-lab-test-course-")
+    path = Path(folder) / "course-secret"
+    path.write_text(hashlib.sha256(b"mha-lab's tests").hexdigest() + "\n")
+    path.chmod(0o600)
+    atexit.register(shutil.rmtree, folder, True)
+    return folder
+
+
+os.environ["MHA_LAB_COURSE_DIR"] = _test_course()
+os.environ.pop("MHA_LAB_COURSE_SECRET", None)
+
 KIT = Path(__file__).resolve().parent.parent
 SOLUTIONS = KIT / "solutions"
 ASSIGNMENTS = KIT / "assignments"

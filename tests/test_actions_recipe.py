@@ -16,6 +16,7 @@ import pytest
 import yaml
 
 from actionlint import actionlint
+from autograder.engine.course.secret import hidden_seed
 from conftest import KIT, SOLUTIONS
 from test_slurm import readme_block
 
@@ -53,6 +54,10 @@ def test_the_recipe_holds_what_a_term_needs():
     text = readme_block(FIRST_LINE)
     assert "/8" not in text and "strategy.job-total" in text  # the count is the matrix's, written once
     assert any('--workers "$(nproc)"' in run for run in runs)
+    # every leg draws the hidden inputs from the course secret, never from a seed the recipe shows
+    grading = next(s for s in grade["steps"] if "autograder grade" in s.get("run", ""))
+    assert grading["env"] == {"MHA_LAB_COURSE_SECRET": "${{ secrets.MHA_LAB_COURSE_SECRET }}"}
+    assert "--seed" not in text and "--preserve-env=MHA_LAB_COURSE_SECRET" in grading["run"]
 
 
 def expand(text: str, shard: int, total: int) -> str:
@@ -61,14 +66,18 @@ def expand(text: str, shard: int, total: int) -> str:
     return text
 
 
-def run_steps(steps, workdir, artifacts, shard=None, total=None):
+def run_steps(steps, workdir, artifacts, shard=None, total=None, secrets=None):
     """Run a job's steps here: `run` steps with bash (the install step skipped: this environment
-    has what it installs), checkout/setup-python as no-ops, artifacts as folders in `artifacts`."""
-    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
+    has what it installs) and their `env` (`${{ secrets.NAME }}` from `secrets`), checkout and
+    setup-python as no-ops, artifacts as folders in `artifacts`. The tests' course folder is not
+    passed on: a leg has the course secret only where the recipe gives it."""
+    env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "MHA_LAB_COURSE_DIR")}
+    env["MHA_LAB_COURSE_DIR"] = str(workdir / ".mha-lab")  # the checkout's own: it has none
     env["PATH"] = os.pathsep.join([os.path.dirname(sys.executable), env.get("PATH", "")])
     prelude = ""
     if os.geteuid() == 0 and shutil.which("sudo") is None:
-        prelude = 'sudo() { "$@"; }\n'  # already root here
+        # already root here; sudo's own options dropped (--preserve-env: this keeps all of it)
+        prelude = 'sudo() { while [[ "$1" == -* ]]; do shift; done; "$@"; }\n'
     for step in steps:
         uses = step.get("uses", "")
         if uses.startswith(("actions/checkout", "actions/setup-python")):
@@ -90,10 +99,14 @@ def run_steps(steps, workdir, artifacts, shard=None, total=None):
         assert not uses, uses
         if "pip install" in step["run"]:
             continue  # installs: this environment has the grader (and, for merge, the report's extras)
+        given = {
+            name: re.sub(r"\$\{\{ secrets\.(\w+) \}\}", lambda m: (secrets or {})[m.group(1)], value)
+            for name, value in step.get("env", {}).items()
+        }
         completed = subprocess.run(
             ["bash", "-e", "-c", prelude + expand(step["run"], shard, total)],
             cwd=workdir,
-            env=env,
+            env={**env, **given},
             capture_output=True,
             text=True,
             timeout=900,
@@ -121,13 +134,14 @@ def test_the_recipes_steps_run_as_commands(tmp_path):
         )
     artifacts = tmp_path / "artifacts"
     artifacts.mkdir()
+    secrets = {"MHA_LAB_COURSE_SECRET": "5e" * 32}
     for shard in shards:
         leg = tmp_path / f"leg-{shard}"
         shutil.copytree(checkout, leg, symlinks=True)
-        run_steps(jobs["grade"]["steps"], leg, artifacts, shard, len(shards))
+        run_steps(jobs["grade"]["steps"], leg, artifacts, shard, len(shards), secrets)
     again = tmp_path / "leg-again"
     shutil.copytree(checkout, again, symlinks=True)
-    run_steps(jobs["grade"]["steps"], again, artifacts, 2, len(shards))  # "re-run failed jobs"
+    run_steps(jobs["grade"]["steps"], again, artifacts, 2, len(shards), secrets)  # "re-run failed jobs"
     merge = tmp_path / "merge"
     shutil.copytree(checkout, merge, symlinks=True)
     run_steps(jobs["merge"]["steps"], merge, artifacts)
@@ -136,7 +150,9 @@ def test_the_recipes_steps_run_as_commands(tmp_path):
     for row in rows:
         expected = 100.0 if int(row["submission"][1:]) % 2 else 0.0
         assert abs(float(row["total"]) - expected) <= 5, row
+    seed = hidden_seed(bytes.fromhex(secrets["MHA_LAB_COURSE_SECRET"]), "mha")
     for path in (artifacts / "grades").glob("*.json"):
         assert "private debugging" not in path.read_text()  # --omit-output
         assert json.loads(path.read_text())["output"] == ""
+        assert json.loads(path.read_text())["seed"] == seed  # the secret reached every leg, through sudo
     assert (artifacts / "grades" / "report.html").exists()

@@ -258,6 +258,7 @@ def run_gradescope(tmp_path, files, upload=None):
         with zipfile.ZipFile(upload) as archive:
             archive.extractall(root / "submission")
     env = {**os.environ, "MHA_LAB_GRADESCOPE_ROOT": str(root), "MHA_LAB_PYTHON": sys.executable}
+    env.pop("MHA_LAB_COURSE_DIR")  # the zip's own course secret, as on Gradescope (test_secret.py)
     completed = subprocess.run(
         ["bash", str(root / "source" / "run_autograder")], env=env, capture_output=True, text=True, timeout=600
     )

@@ -25,8 +25,11 @@ from pathlib import Path
 
 import pytest
 
+from autograder.engine.course.secret import hidden_seed
 from autograder.engine.operations.shard import in_shard, read_manifest
 from conftest import KIT, SOLUTIONS
+
+COURSE_SECRET = "c0" * 32
 
 pytestmark = pytest.mark.slow
 
@@ -168,6 +171,11 @@ def kit_copy(tmp_path):
     for part in ("autograder", "solutions", "assignments"):
         shutil.copytree(KIT / part, kit / part, ignore=ignore)
     shutil.copyfile(KIT / "grading.yml", kit / "grading.yml")
+    # the course secret, copied into the cluster's kit as docs/batch.md says (the jobs get no
+    # environment: --export=NONE): every shard draws the hidden inputs from it
+    (kit / ".mha-lab").mkdir(mode=0o700)
+    (kit / ".mha-lab" / "course-secret").write_text(COURSE_SECRET + "\n")
+    (kit / ".mha-lab" / "course-secret").chmod(0o600)
     (kit / ".venv").symlink_to(Path(sys.prefix))
     if not (kit / ".venv" / "bin" / "activate").exists():
         pytest.skip(f"{sys.prefix} is not a virtual environment (the recipe activates .venv)")
@@ -257,3 +265,6 @@ def test_the_readme_slurm_recipe_survives_a_killed_shard(slurm, tmp_path):
     assert not list(kit.glob("*.out")) and not list(kit.glob("slurm-*"))  # logs outside the kit
     grade_logs = "".join(p.read_text() for p in term.glob("logs/grade-*.out"))
     assert "ModuleNotFoundError" not in grade_logs and "command not found" not in grade_logs
+    seed = hidden_seed(bytes.fromhex(COURSE_SECRET), "mha")
+    assert manifest["seed"] == seed and "no secret" not in grade_logs  # the kit's secret, in every shard
+    assert str(seed) not in grade_logs + log  # and no log shows it

@@ -14,6 +14,7 @@
                            fingerprints, skeletons (engine/build/generated.py)
     nbgrader COURSE_DIR    write an nbgrader course: nbgrader_config.py, source/<id>/<id>.ipynb
     release DIR            write what students get; gradescope ZIP: a Gradescope autograder
+    secret                 make this course's secret (the hidden checks' inputs) once; say where
     doctor                 check the grading machine's sandbox layer by layer (GPU or not)
 
 Which assignment of grading.yml a submission is graded as: --assignment, else the one whose
@@ -34,6 +35,12 @@ from autograder.engine.checks import messages
 from autograder.engine.judge import results
 
 PLOTS_DEFAULT = Path("plots")  # --plots without DIR (a batch: OUT/pictures/)
+NO_SECRET = (
+    "warning: this course has no secret: the hidden checks draw their inputs from a checksum of the "
+    "assignment id, which anyone with the kit can compute. Make one once with `python -m autograder "
+    "secret` (`release` makes one too), keep it, and copy it to every machine that grades this course "
+    "(docs/instructors.md, 'Hidden inputs')"
+)
 
 
 # What the student release leaves out of this command line: the instructor's commands, and the
@@ -50,6 +57,7 @@ INSTRUCTOR_COMMANDS = (
     "student-notebook",
     "doctor",
     "class-list",
+    "secret",
 )
 INSTRUCTOR_GRADE_OPTIONS = ("--out", "--shard", "--gradescope", "--class-list", "--omit-output")
 
@@ -206,6 +214,11 @@ def main(argv=None):
     notebook.add_argument("--assignment", help="the assignment (default: the first in grading.yml)")
 
     commands.add_parser("doctor", help="check this machine's sandbox, layer by layer (GPU or not): run it first")
+    commands.add_parser(
+        "secret",
+        help="make this course's secret (what the hidden checks' inputs are drawn from) if it has none; "
+        "say where it is (never what)",
+    )
 
     args = parser.parse_args(argv)
     args.argv = argv  # a batch records the command that runs it again (its manifest)
@@ -214,10 +227,12 @@ def main(argv=None):
         precheck,
     )  # late: not at the start of `python -m autograder`
 
+    from autograder.engine.course.secret import SecretError  # late: not at the start of `python -m autograder`
+
     try:
         precheck(getattr(args, "config", None))  # before any process starts or torch loads
         return run(args)
-    except ConfigError as error:
+    except (ConfigError, SecretError) as error:
         print(f"error: {error}", file=sys.stderr)
         return 2
 
@@ -257,15 +272,51 @@ def run(args):
         if args.command == "release" and (args.classroom == "private") != bool(args.kit_repo):
             print("error: --classroom private needs --kit-repo OWNER/NAME (and --kit-repo needs it)", file=sys.stderr)
             return 2
+        note = course_secret_note()  # before the zip: it carries the secret
         written = (
             write_release(args.out, args.classroom, args.assignment, args.kit_repo)
             if args.command == "release"
             else gradescope_zip(args.out, args.assignment)
         )
         print(f"wrote {written} ({which_assignment(args.assignment, every=args.command == 'release')})")
+        if note:
+            print(note, file=sys.stderr)
+        return 0
+    if args.command == "secret":
+        from autograder.engine.course.secret import source  # late: not at the start of `python -m autograder`
+
+        note = course_secret_note()
+        print(note or f"this course's secret is set: {source()} (nothing changed)")
         return 0
     with messages.speaking(args.lang):  # this process and the batch's processes (MHA_LAB_LANG)
         return run_grade(args)
+
+
+def course_secret_note() -> str:
+    """Make the course secret where there is none (`release`, `gradescope`, `secret`); what to
+    tell the instructor about it (never the secret): that it was made, where, and what to do with
+    it; that grading.yml's `defaults.seed` overrides it; that its file is not private."""
+    from autograder.engine.course import config as grading_config  # late: not at the start of `python -m autograder`
+    from autograder.engine.course import secret as course_secret  # late: not at the start of `python -m autograder`
+
+    _, made = course_secret.ensure_secret()
+    notes = []
+    if made:
+        notes.append(
+            f"made this course's secret, {course_secret.source()}: the hidden checks draw their inputs from it. "
+            "Keep it private (it is git-ignored) and back it up; copy it to every machine that grades this course "
+            "(or set MHA_LAB_COURSE_SECRET there): without it, they draw other inputs"
+        )
+    if any(config.seed is not None for config in grading_config.load_all()):
+        notes.append(
+            "warning: grading.yml sets defaults.seed: the hidden checks draw their inputs from that number, not "
+            "from the course secret, so anyone who reads this grading.yml can compute them. It is left out of "
+            "what students get; remove it to use the course secret"
+        )
+    exposed = course_secret.exposure()
+    if exposed:
+        notes.append(f"warning: the course secret's file is not private: {exposed} (chmod 600 it, 700 its folder)")
+    return "\n".join(notes)
 
 
 def run_student_notebook(args):
@@ -353,7 +404,7 @@ def run_grade(args):
         from autograder.sandbox import fork_server  # late: not at the start of `python -m autograder`
 
         fork_server.start("autograder.harness.serve")
-    from autograder.engine.judge.plan import default_seed  # late: not at the start of `python -m autograder`
+    from autograder.engine.judge.plan import seed_source  # late: not at the start of `python -m autograder`
     from autograder.engine.judge.runner import grade  # late: not at the start of `python -m autograder`
 
     if args.assignment:
@@ -383,7 +434,9 @@ def run_grade(args):
             )
             return 2
     isolate = not args.in_process
-    seed = args.seed if args.seed is not None else default_seed(chosen[0])
+    seed, source = (args.seed, "--seed") if args.seed is not None else seed_source(chosen[0])
+    if reference is not None and source == "public":
+        print(NO_SECRET, file=sys.stderr)
     warnings.simplefilter("ignore")  # warnings from torch or student code never reach our stderr
     from autograder.routes.plots import pictures_for  # late: not at the start of `python -m autograder`
 
@@ -406,7 +459,7 @@ def run_grade(args):
                 isolate=isolate,
                 shard=shard,
                 pictures=None if plots is None else lambda name: pictures_for(plots / name),
-                command=rerun_words(args, seed),
+                command=rerun_words(args),
                 class_list=args.class_list,
                 omit_output=args.omit_output,
             )
@@ -467,21 +520,22 @@ def resume_seed(args):
     if args.seed is None:
         args.seed = manifest.seed
     elif args.seed != manifest.seed:
+        # not the manifest's seed in the message: a terminal's or a job's log is no place for it
         print(
-            f"error: {args.out} was graded with --seed {manifest.seed}: resume it with the same seed (or "
-            "leave --seed out), or grade it all again with --force",
+            f"error: {args.out} was graded with another hidden-check seed than --seed {args.seed}: "
+            "leave --seed out to resume it with its own (its manifest's), or grade it all again with --force",
             file=sys.stderr,
         )
         return 2
     return None
 
 
-def rerun_words(args, seed) -> list:
-    """The command line that runs this batch again and resumes it: the one given, with its seed
-    written out and without --force."""
+def rerun_words(args) -> list:
+    """The command line that runs this batch again and resumes it: the one given, without
+    --force. Not with the seed written out (it would show in every log that prints the
+    command): a re-run into the same --out takes its manifest's (resume_seed), and a shard
+    graded anew draws it from the course secret, as its siblings did (merge checks that)."""
     words = [word for word in args.argv if word != "--force"]
-    if args.seed is None or not any(word == "--seed" or word.startswith("--seed=") for word in words):
-        words += ["--seed", str(seed)]
     return [sys.executable, "-m", "autograder", *words]
 
 

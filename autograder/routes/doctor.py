@@ -28,7 +28,7 @@ class Line:
     """One line of the doctor's report."""
 
     verdict: str
-    """PASS, FAIL or SKIP."""
+    """PASS, FAIL, SKIP, or WARN (grading works, but not as it should: the exit code stays 0)."""
     name: str
     """What was checked."""
     reason: str
@@ -61,6 +61,7 @@ def run(args) -> int:
     simulated(gpu, say)
     layers = sandbox_layers(gpu, say)
     server = fork_hygiene(say)
+    course_secret(say)
     reference(say)
     in_force = [*server, *layers["in_force"]]
     wanted = ["bubblewrap", *(["uid-drop"] if facts.root else []), *layers["wanted"]]
@@ -269,6 +270,41 @@ def fork_hygiene(say):
             "nothing may start threads or CUDA in the server's warm-up (fork_server.py)",
         )
     return layers
+
+
+# ---------------------------------------------------------------------------- the course secret
+
+
+def course_secret(say):
+    """Where the hidden checks' inputs come from on this machine: the course secret (PASS), none
+    (WARN: a public checksum; `secret` or `release` makes one), one that cannot be read or whose
+    file others may read (FAIL), grading.yml's `defaults.seed` (WARN: whoever reads it knows)."""
+    from autograder.engine.course import secret  # late: keeps the doctor's first lines quick
+
+    try:
+        found = secret.read_secret()
+    except secret.SecretError as error:
+        say("FAIL", "course secret", str(error), "python -m autograder secret writes a good one (move this one away)")
+        return
+    exposed = secret.exposure() if found is not None and not secret.source().startswith("the environment") else ""
+    if found is None:
+        say(
+            "WARN",
+            "course secret",
+            "none: the hidden checks' inputs are a checksum of the assignment id, the same in every course",
+            "python -m autograder secret (release makes one too); copy it to every machine that grades",
+        )
+    elif exposed:
+        say("FAIL", "course secret", f"{secret.source()} is not private: {exposed}", "chmod 600 it and 700 its folder")
+    else:
+        say("PASS", "course secret", f"{secret.source()}: the hidden checks' inputs are this course's alone")
+    if any(config.seed is not None for config in grading_config.load_all()):
+        say(
+            "WARN",
+            "hidden seed",
+            "grading.yml sets defaults.seed: the hidden inputs come from it, not from the course secret",
+            "remove defaults.seed from grading.yml (anyone who reads it can compute the hidden inputs)",
+        )
 
 
 # ---------------------------------------------------------------------------- the reference

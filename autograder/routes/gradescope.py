@@ -4,7 +4,8 @@
     json.dumps(gradescope_results(result, seconds))   # `grade ... --gradescope results.json`
 
 The zip holds setup.sh, run_autograder and the whole kit (reference and hidden checks included:
-it stays on Gradescope's side). run_autograder grades /autograder/submission in the sandbox and
+it stays on Gradescope's side), with the course secret (.mha-lab/course-secret), so that the
+hidden checks draw there the inputs they draw here. run_autograder grades /autograder/submission in the sandbox and
 writes /autograder/results/results.json (docs/gradescope.md).
 """
 
@@ -16,6 +17,7 @@ from autograder.engine.mistakes.diagnosis import public_message_ids
 from autograder.engine.course.torch_pin import CPU_INDEX, GRADING_TORCH
 from autograder.routes.public_view import public_diagnoses
 from autograder.engine.course import config as grading_config
+from autograder.engine.course.secret import FILE_NAME as SECRET_FILE, read_secret
 from autograder.engine.judge import feedback
 from autograder.engine.checks import messages
 from autograder.routes.classroom import whole_points
@@ -74,6 +76,11 @@ def _write_gradescope_zip(out, config):
                 if path.is_file() and "__pycache__" not in path.parts:
                     archive.write(path, path.relative_to(KIT).as_posix())
         archive.write(KIT / "grading.yml", "grading.yml")
+        secret = read_secret()
+        if secret is not None:  # the hidden checks' inputs there are the ones here (course/secret.py)
+            info = zipfile.ZipInfo(f".mha-lab/{SECRET_FILE}")
+            info.external_attr = 0o600 << 16
+            archive.writestr(info, secret.hex() + "\n")
 
 
 def gradescope_results(result, execution_time, hidden_visibility="after_published", public_ids=None):

@@ -182,9 +182,10 @@ def write_release(out, graded, classroom, kit_repository=None):
 
 
 def _write_config(target, graded):
-    """grading.yml, or only the entries of the assignments released when not all of them are."""
+    """grading.yml, or only the entries of the assignments released when not all of them are;
+    never its `defaults.seed` (without_seed)."""
 
-    text = grading_config.default_path().read_text()
+    text = without_seed(grading_config.default_path().read_text())
     if len(graded) == len(grading_config.load_all()):
         target.write_text(text)
         return
@@ -197,6 +198,33 @@ def _write_config(target, graded):
         "# The assignments of this release, from the instructor's grading.yml.\n"
         + yaml.safe_dump(data, sort_keys=False, allow_unicode=True)
     )
+
+
+def without_seed(text: str) -> str:
+    """grading.yml's `text` without `defaults.seed`: the hidden checks' inputs are drawn from it
+    where it is set, so it is the instructor's alone (course/secret.py). Its lines are cut out,
+    the rest left as written (comments, line numbers); a flow-style `defaults: {...}` is
+    written anew without it."""
+    import yaml
+
+    root = yaml.compose(text)
+    if not isinstance(root, yaml.MappingNode):
+        return text
+    defaults = next((value for key, value in root.value if key.value == "defaults"), None)
+    if not isinstance(defaults, yaml.MappingNode):
+        return text
+    found = next(((key, value) for key, value in defaults.value if key.value == "seed"), None)
+    if found is None:
+        return text
+    key, value = found
+    if defaults.flow_style:
+        data = yaml.safe_load(text)
+        data["defaults"].pop("seed")
+        return yaml.safe_dump(data, sort_keys=False, allow_unicode=True)
+    lines = text.splitlines(keepends=True)
+    last = value.end_mark.line if value.end_mark.column else value.end_mark.line - 1
+    kept = lines[: key.start_mark.line] + lines[last + 1 :]
+    return "".join(kept)
 
 
 def student_message(message_id: str, keep: set) -> bool:

@@ -19,6 +19,7 @@ import torch
 
 from autograder.engine.checks import messages
 from autograder.engine.checks.check import Check, Fail
+from autograder.engine.course.secret import hidden_seed, read_secret
 from autograder.engine.scan.forbidden import package_files, reached_files, scan_source, scan_tampering
 
 
@@ -57,12 +58,23 @@ def check_inputs(check, seed):
 
 
 def default_seed(config) -> int:
-    """The hidden checks' seed when a grading gives none: grading.yml's `defaults.seed`, else one
-    made from the assignment id. Fixed, so every run and every route draws the same hidden inputs
-    (a random one made a grade depend on chance: a mistake that shows only at some sizes)."""
+    """The hidden checks' seed when a grading gives none (seed_source)."""
+    return seed_source(config)[0]
+
+
+def seed_source(config) -> tuple:
+    """(the hidden checks' seed when a grading gives none, where it comes from): grading.yml's
+    `defaults.seed` ("grading.yml"), else the course secret's keyed hash of the assignment id
+    ("secret": course/secret.py), else a checksum of the assignment id ("public": the same in
+    every course that uses the kit; `grade` warns). Fixed, so every run and every route of one
+    course draws the same hidden inputs (a random one made a grade depend on chance: a mistake
+    that shows only at some sizes)."""
     if config.seed is not None:
-        return config.seed
-    return zlib.crc32(f"mha-lab/{config.id}".encode()) % (2**31)
+        return config.seed, "grading.yml"
+    secret = read_secret()
+    if secret is not None:
+        return hidden_seed(secret, config.id), "secret"
+    return zlib.crc32(f"mha-lab/{config.id}".encode()) % (2**31), "public"
 
 
 def check_seed(check, grading_seed=None):

@@ -48,7 +48,7 @@ class Manifest:
 
     assignment: str  # the assignment's id in grading.yml (None: a batch graded without one)
     shard: tuple  # (K, N), or None: the whole class
-    seed: int  # the hidden checks' seed: every shard of a class needs the same
+    seed: int  # the hidden checks' seed: every shard of a class needs the same (merge checks)
     class_ids: list  # the ids of the whole class, in the order given (batch.submission_ids)
     owed: list  # the ids this run grades: its shard of class_ids
     command: list  # the command line that runs it again (it resumes: only what is missing)
@@ -278,6 +278,12 @@ def _complete_class(manifests: list, dirs: list, found: dict):
             )
         if manifest.assignment != first.assignment:
             raise ShardError(f"{first_dir} graded {first.assignment} and {out} {manifest.assignment}")
+        if manifest.seed != first.seed:  # which seeds, never: the message goes to a log
+            raise ShardError(
+                f"{first_dir} and {out} drew the hidden checks' inputs from different seeds (a machine without "
+                "the course secret, or another --seed): grade one of them again, into a fresh --out, on a machine "
+                "that has this course's secret (or with the same --seed), then merge"
+            )
     count = first.shard[1] if first.shard else 1
     by_shard = {}
     for manifest, out in zip(manifests, dirs):
