@@ -82,18 +82,17 @@ def test_a_kept_grading_others_could_write_is_ignored(cache_home, config, tmp_pa
         assert classroom.read_cache("k1", config) is None
 
 
-def test_the_key_follows_the_graded_files_grading_yml_and_the_reference(tmp_path, config):
+def test_the_key_follows_the_graded_files_and_grading_yml(tmp_path, config):
     root = tmp_path / "repo"
     shutil.copytree(SOLUTIONS / "mha", root / "mha")
     yml = KIT / "grading.yml"
-    first = classroom.cache_key(yml, config, root, None)
-    assert classroom.cache_key(yml, config, root, None) == first
-    assert classroom.cache_key(yml, config, root, SOLUTIONS) != first
+    first = classroom.cache_key(yml, config, root)
+    assert classroom.cache_key(yml, config, root) == first
     (root / "mha" / "padding.py").write_text((root / "mha" / "padding.py").read_text() + "\n# changed\n")
-    assert classroom.cache_key(yml, config, root, None) != first
+    assert classroom.cache_key(yml, config, root) != first
     other = tmp_path / "grading.yml"
     other.write_text(yml.read_text().replace("points: 10", "points: 11", 1))
-    assert classroom.cache_key(other, config, root, None) != classroom.cache_key(yml, config, root, None)
+    assert classroom.cache_key(other, config, root) != classroom.cache_key(yml, config, root)
 
 
 def test_two_assignments_get_workflows_of_their_own_names_and_triggers(tmp_path):

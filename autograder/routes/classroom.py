@@ -11,13 +11,17 @@ Two ways to grade a step on every push (release option --classroom):
   so a step with 3 of 4 checks right earns about 3/4.
 
 Either way student code runs in a worker process (sandboxed where the system allows), never in
-the process that decides the grade: a student's print() goes to the log, not into the result
-(and with the hidden checks, --reference, not even there: it could print their inputs), and
+the process that decides the grade: a student's print() goes to the log, not into the result, and
 os._exit(0) ends only the worker (that check fails). The result is written to the file only
 after grading. A step switched off in grading.yml (`mode: off`) is left out of the workflow.
 
-Either way the classroom-resources/autograding-grading-reporter step sums the results. The
-release holds the public checks only; see docs/classroom.md for adding the hidden ones.
+Either way the classroom-resources/autograding-grading-reporter step sums the results. All of it
+is feedback, and every step's log says so first: it runs in the student's repository, with the
+workflow, grading.yml and grader there, which the student can change, and with the public checks
+only. The grade of record is the instructor's: the repositories collected and graded with the
+instructor's kit (`python -m autograder grade <repositories> --out DIR`, which also names any
+kit file that differs from the release: operations/kit_files.py). No workflow here is given a
+secret: a student who can push can change what a workflow runs (docs/classroom.md).
 
 One module, though long: it is the entry point the generated workflow calls (`python -m
 autograder.routes.classroom`), and the workflow it writes, the step it runs, the result format
@@ -33,7 +37,6 @@ import sys
 from pathlib import Path
 
 from autograder.engine.course.torch_pin import CPU_INDEX, GRADING_TORCH
-from autograder.routes.public_view import public_step, public_view
 from autograder.engine.checks import messages
 from autograder.engine.judge import results
 from autograder import KIT
@@ -48,6 +51,10 @@ INSTALL = (
     f"python -m pip install -q torch=={GRADING_TORCH} --index-url {CPU_INDEX} && "
     "python -m pip install -q -r requirements.txt"
 )
+
+
+# The per-push score is feedback; the reporter's own output cannot say so, its step's name does.
+REPORT_STEP = "Autograding report (feedback: computed in this repository, by files you can change)"
 
 
 def runner_id(step_id):
@@ -126,7 +133,7 @@ def workflow(config, mode="command", filename="classroom.yml"):
             )
     steps.append(
         {
-            "name": "Autograding report",
+            "name": REPORT_STEP,
             "if": NOT_CANCELLED,
             "uses": "classroom-resources/autograding-grading-reporter@v1",
             "env": {
@@ -144,129 +151,10 @@ def workflow(config, mode="command", filename="classroom.yml"):
             "autograding": {"runs-on": "ubuntu-latest", "if": "github.actor != 'github-classroom[bot]'", "steps": steps}
         },
     }
-    header = f"# Generated from grading.yml by `python -m autograder release` ({mode} mode). Do not edit.\n"
-    return header + yaml.safe_dump(document, sort_keys=False, width=120)
-
-
-KIT_TOKEN = "MHA_LAB_KIT_TOKEN"  # the secret: a fine-grained token that can only read the kit
-
-
-def private_workflow(config, kit_repository, filename="classroom.yml"):
-    """The workflow for grading with the hidden checks from a private copy of the kit
-    (`kit_repository`, "owner/name"), in three jobs, so that the token and the kit stay away
-    from what the student controls:
-
-    * `submission` checks out the student's repository and uploads only assignments/<package>/*.py as
-      an artifact: no student code runs, no secret is there;
-    * `grade` receives that artifact and nothing else of the student's repository (no conftest,
-      no workflow, no test files), checks out the kit with the token (only that step sees it,
-      and `persist-credentials: false` leaves it nowhere on disk), and grades each step with
-      student code in sandboxed workers, which see neither the reference nor the environment;
-    * `report` runs the reporter on the grade job's outputs, without the kit or the token.
-
-    What a grading step prints goes to the Actions log, which the student reads: it shows the
-    public checks and the hidden ones as a count and points only (see main).
-    """
-    import yaml
-
-    graded = graded_steps(config)
-    submission = {
-        "runs-on": "ubuntu-latest",
-        "permissions": {"contents": "read"},
-        "steps": [
-            {"name": "Check out the submission", "uses": "actions/checkout@v4", "with": {"persist-credentials": False}},
-            {
-                "name": "Keep only the graded files",
-                "uses": "actions/upload-artifact@v4",
-                "with": {
-                    "name": "submission",
-                    "path": f"assignments/{config.package}/*.py",
-                    "if-no-files-found": "error",
-                    "retention-days": 1,
-                },
-            },
-        ],
-    }
-    steps = [
-        {
-            "name": "Check out the private kit (the only step that sees the token)",
-            "uses": "actions/checkout@v4",
-            "with": {
-                "repository": kit_repository,
-                "token": f"${{{{ secrets.{KIT_TOKEN} }}}}",
-                "path": "kit",
-                "persist-credentials": False,
-            },
-        },
-        {
-            "name": "Receive the submission",
-            "uses": "actions/download-artifact@v4",
-            "with": {"name": "submission", "path": f"submission/{config.package}"},
-        },
-        {"name": "Set up Python", "uses": "actions/setup-python@v5", "with": {"python-version": "3.11"}},
-        {
-            "name": "Install torch (CPU build) and the grader's needs",
-            "working-directory": "kit",
-            "run": INSTALL.replace("-r requirements.txt", "-e ."),
-        },
-        {
-            "name": "Install the sandbox's tools",
-            "run": "sudo apt-get update -qq && sudo apt-get install -y -qq bubblewrap libseccomp2 > /dev/null",
-        },
-    ]
-    minutes = grading_minutes(config) * 2  # with the hidden checks too
-    for step in graded:
-        steps.append(
-            {
-                "name": step.title,
-                "id": runner_id(step.id),
-                "if": NOT_CANCELLED,
-                "timeout-minutes": minutes,
-                "working-directory": "kit",
-                "run": f"python -m autograder.routes.classroom {step.id} --assignment {config.id} "
-                "--path ../submission --reference solutions "
-                f'--config grading.yml --output "$GITHUB_OUTPUT"',
-            }
-        )
-    grade = {
-        "runs-on": "ubuntu-latest",
-        "needs": "submission",
-        "permissions": {},
-        "outputs": {runner_id(s.id): f"${{{{ steps.{runner_id(s.id)}.outputs.result }}}}" for s in graded},
-        "steps": steps,
-    }
-    # The report runs whenever grading ran, even if a step of it failed (an error result is a
-    # result); not when the grading job was skipped (the Classroom bot's own push).
-    report = {
-        "runs-on": "ubuntu-latest",
-        "needs": "grade",
-        "if": f"{NOT_CANCELLED} && needs.grade.result != 'skipped'",
-        "permissions": {"checks": "write", "actions": "read"},
-        "steps": [
-            {
-                "name": "Autograding report",
-                "uses": "classroom-resources/autograding-grading-reporter@v1",
-                "env": {
-                    f"{runner_id(s.id).upper()}_RESULTS": f"${{{{ needs.grade.outputs.{runner_id(s.id)} }}}}"
-                    for s in graded
-                },
-                "with": {"runners": ",".join(runner_id(s.id) for s in graded)},
-            }
-        ],
-    }
-    document = {
-        "name": workflow_name(config),
-        "on": events(config, filename),
-        "permissions": {},
-        "jobs": {
-            "submission": {**submission, "if": "github.actor != 'github-classroom[bot]'"},
-            "grade": grade,
-            "report": report,
-        },
-    }
     header = (
-        "# Generated from grading.yml by `python -m autograder release --classroom private`. Do not edit.\n"
-        f"# Needs the secret {KIT_TOKEN}: a fine-grained token that can only read {kit_repository}.\n"
+        f"# Generated from grading.yml by `python -m autograder release` ({mode} mode). Do not edit.\n"
+        "# Its score is feedback, computed in this repository by files a student can change; the grade of\n"
+        "# record is the instructor's own grading of the collected repositories.\n"
     )
     return header + yaml.safe_dump(document, sort_keys=False, width=120)
 
@@ -279,18 +167,18 @@ def _public_checks(config, step_id):
     return [c for c in config.step_modules()[step_id].CHECKS if c.visibility == "public"]
 
 
-def grade_step(step_id, submission, config, reference=None, isolate=True):
-    """The GradeResult of one step. Isolated by default: student code runs in a worker process,
-    so its prints, its exit or a crash cannot reach this process or what it writes."""
+def grade_step(step_id, submission, config, isolate=True):
+    """The GradeResult of one step (its public checks). Isolated by default: student code runs in
+    a worker process, so its prints, its exit or a crash cannot reach this process or what it writes."""
     from autograder.engine.judge.runner import grade  # late: not at the start of a Classroom step
 
-    return grade(submission, config, reference=reference, steps=[step_id], isolate=isolate)
+    return grade(submission, config, steps=[step_id], isolate=isolate)
 
 
-def step_result(step_id, submission, config, reference=None, isolate=True):
-    """The command grader's result object for one step: a test per check (the public ones, and
-    the hidden ones too given the `reference` directory), fractional scores in whole points."""
-    return reporter_result(grade_step(step_id, submission, config, reference, isolate).step(step_id))
+def step_result(step_id, submission, config, isolate=True):
+    """The command grader's result object for one step: a test per public check, fractional
+    scores in whole points."""
+    return reporter_result(grade_step(step_id, submission, config, isolate).step(step_id))
 
 
 def reporter_result(step, location=None):
@@ -439,26 +327,20 @@ def error_result(step_id, max_score, detail):
     }
 
 
-def print_log(graded, step_id: str, hidden: bool, location=None, title=None) -> None:
-    """The Actions log of one graded step; the grade goes to --output, never via stdout. With
-    the hidden checks (`hidden`): the public checks' lines, the hidden ones as a count and their
-    points (the log is the student's to read), and not what the submission printed: it could
-    print the hidden checks' inputs. Under GitHub Actions, the step's verdict also goes on the
-    student's file as an annotation (annotations; `location`: the step's code)."""
+def print_log(graded, step_id: str, location=None, title=None) -> None:
+    """The Actions log of one graded step; the grade goes to --output, never via stdout. First,
+    that this score is feedback, computed in the student's repository (classroom_feedback);
+    under GitHub Actions, the step's verdict also goes on the student's file as an annotation
+    (annotations; `location`: the step's code)."""
     import os
 
+    print(messages.render("classroom_feedback") + "\n")
     if os.environ.get("GITHUB_ACTIONS") == "true":
         for line in annotations(graded.step(step_id), location, title or step_id):
             print(line)
-    if not hidden:
-        print(results.table(graded))
-        if graded.output:
-            print("\n" + messages.render("printed_output") + "\n" + graded.output)
-        return
-    view, summary = public_view(graded, step_id)
-    print(results.table(view))
-    if summary:
-        print(summary)
+    print(results.table(graded))
+    if graded.output:
+        print("\n" + messages.render("printed_output") + "\n" + graded.output)
 
 
 # ---------------------------------------------------------------------------- grading once
@@ -492,10 +374,10 @@ def _digest_tree(key, root: Path) -> None:
         key.update(path.relative_to(root).as_posix().encode() + b"\0" + path.read_bytes() + b"\0")
 
 
-def cache_key(config_path: Path, assignment, submission: Path, reference) -> str:
+def cache_key(config_path: Path, assignment, submission: Path) -> str:
     """What one grading's outcome depends on: the graded package's files, grading.yml, the kit
-    (its code and catalogs), the reference where hidden checks run, torch's version, the
-    language of the messages, and the Actions run (a cache never outlives its run)."""
+    (its code and catalogs), torch's version, the language of the messages, and the Actions run
+    (a cache never outlives its run)."""
     import hashlib
     import importlib.metadata
     import os
@@ -512,9 +394,6 @@ def cache_key(config_path: Path, assignment, submission: Path, reference) -> str
     _digest_tree(key, Path(submission) / assignment.package)
     key.update(b"kit\0")
     _digest_tree(key, KIT / "autograder")
-    if reference is not None:
-        key.update(b"reference\0")
-        _digest_tree(key, Path(reference) / assignment.package)
     return key.hexdigest()
 
 
@@ -623,30 +502,21 @@ def grade_every_step(args, shallow) -> tuple:
     config = load(args.config_path, assignment=shallow.id)
     steps, first = {}, graded_steps(config)[0].id if graded_steps(config) else None
     try:
-        graded = grade(args.path, config, reference=args.reference, isolate=not args.in_process)
+        graded = grade(args.path, config, isolate=not args.in_process)
     except Exception as error:  # the grader's own fault: say so in the result, not with silence
         detail = f"{type(error).__name__}: {error}"
         for step in graded_steps(config):
             steps[step.id] = {"log": "", "result": error_result(step.id, step.points, detail)}
         return steps, False
-    public_ids = None
-    if args.reference is not None:
-        from autograder.engine.mistakes.diagnosis import (
-            public_message_ids,
-        )  # late: not at the start of a Classroom step
-
-        public_ids = public_message_ids(config)
     for step_config in graded_steps(config):
         step = graded.step(step_config.id)
-        if public_ids is not None:  # hidden checks ran: the student reads this log and the result
-            step = public_step(step, public_ids)
         # the printed output goes into the first step's log only (it is the whole run's)
         view = dataclasses.replace(graded, steps=[step], output=graded.output if step.id == first else "")
         location = step_location(args.path, config.package, config.step_modules()[step.id].FILES, step.id)
         title = messages.title(f"step_title.{config.id}.{step.id}", step_config.title)
         log = io.StringIO()
         with contextlib.redirect_stdout(log):
-            print_log(view, step.id, hidden=args.reference is not None, location=location, title=title)
+            print_log(view, step.id, location=location, title=title)
         steps[step.id] = {"log": log.getvalue(), "result": reporter_result(step, location)}
     keep = not args.in_process and bool(BLOCKING_LAYERS & set(graded.sandbox))
     return steps, keep
@@ -659,11 +529,6 @@ def main(argv=None):
     parser.add_argument("step")
     parser.add_argument("--assignment", help="the assignment of grading.yml (default: the first)")
     parser.add_argument("--path", type=Path, default=Path("assignments"), help="the directory holding its package")
-    parser.add_argument(
-        "--reference",
-        type=Path,
-        help="the directory holding the reference package: run the hidden checks too (a private kit)",
-    )
     parser.add_argument("--config", type=Path, help="grading.yml (default: the nearest one above --path)")
     parser.add_argument(
         "--output",
@@ -694,7 +559,7 @@ def main(argv=None):
     if light is not None and args.step in {step.id for step in graded_steps(light)}:
         # Kept only by a grading that validated this very grading.yml (its bytes are in the key):
         # a step that finds its grading kept needs neither the schema nor torch.
-        key = cache_key(args.config_path, light, args.path, args.reference)
+        key = cache_key(args.config_path, light, args.path)
         steps = read_cache(key, light)
     if steps is None:
         from autograder.engine.course.config import ConfigError, parse_all  # late: not at the start of a Classroom step
@@ -720,7 +585,7 @@ def main(argv=None):
             else:
                 steps, keep = grade_every_step(args, shallow)
                 if cacheable and keep:
-                    write_cache(key or cache_key(args.config_path, shallow, args.path, args.reference), steps)
+                    write_cache(key or cache_key(args.config_path, shallow, args.path), steps)
         except ConfigError as error:
             print(f"error: {error}", file=sys.stderr)
             return 2
@@ -773,15 +638,8 @@ def grade_one_step(args) -> dict:
     config = load(args.config_path, assignment=args.assignment)
     log = io.StringIO()
     try:
-        graded = grade_step(args.step, args.path, config, args.reference, isolate=not args.in_process)
+        graded = grade_step(args.step, args.path, config, isolate=not args.in_process)
         step = graded.step(args.step)
-        if args.reference is not None:
-            from autograder.engine.mistakes.diagnosis import (
-                public_message_ids,
-            )  # late: not at the start of a Classroom step
-
-            step = public_step(step, public_message_ids(config))
-            graded = dataclasses.replace(graded, steps=[step])
         location = step_location(args.path, config.package, config.step_modules()[args.step].FILES, args.step)
         result = reporter_result(step, location)
     except Exception as error:  # the grader's own fault: say so in the result, not with silence
@@ -792,7 +650,7 @@ def grade_one_step(args) -> dict:
 
     title = messages.title(f"step_title.{config.id}.{args.step}", config.step(args.step).title)
     with contextlib.redirect_stdout(log):
-        print_log(graded, args.step, hidden=args.reference is not None, location=location, title=title)
+        print_log(graded, args.step, location=location, title=title)
     return {"log": log.getvalue(), "result": result}
 
 

@@ -35,6 +35,13 @@ from autograder.engine.checks import messages
 from autograder.engine.judge import results
 
 PLOTS_DEFAULT = Path("plots")  # --plots without DIR (a batch: OUT/pictures/)
+PRIVATE_GONE = (
+    "error: --classroom private is gone. It gave a token that reads the private kit (the reference, the "
+    "hidden checks) to a workflow in each student's repository, and a student who can push can change what "
+    "that workflow runs: print the kit, write any result. No workflow a student can edit is given a secret. "
+    "For the grade of record, collect the repositories (`gh classroom clone student-repos`) and grade them "
+    "here: `python -m autograder grade <repositories> --out grades` (docs/classroom.md)"
+)
 NO_SECRET = (
     "warning: this course has no secret: the hidden checks draw their inputs from a checksum of the "
     "assignment id, which anyone with the kit can compute. Make one once with `python -m autograder "
@@ -160,10 +167,9 @@ def main(argv=None):
         "--classroom",
         choices=["command", "fractional", "private"],
         default="command",
-        help="GitHub Classroom workflow: all-or-nothing per step, fractional scores, or fractional "
-        "with the hidden checks from a private kit (--kit-repo)",
+        help="GitHub Classroom workflow (feedback on every push): all-or-nothing per step, or fractional "
+        "scores ('private' is gone: see docs/classroom.md)",
     )
-    release.add_argument("--kit-repo", metavar="OWNER/NAME", help="--classroom private: the private kit's repository")
     release.add_argument("--assignment", help="release only this assignment (default: every one in grading.yml)")
     gradescope = commands.add_parser("gradescope", help="write a Gradescope autograder zip")
     gradescope.add_argument("out", type=Path, help="the zip file to write")
@@ -269,12 +275,12 @@ def run(args):
         if args.command == "release" and args.out.exists():
             print(f"error: {args.out} already exists", file=sys.stderr)
             return 2
-        if args.command == "release" and (args.classroom == "private") != bool(args.kit_repo):
-            print("error: --classroom private needs --kit-repo OWNER/NAME (and --kit-repo needs it)", file=sys.stderr)
+        if args.command == "release" and args.classroom == "private":
+            print(PRIVATE_GONE, file=sys.stderr)
             return 2
         note = course_secret_note()  # before the zip: it carries the secret
         written = (
-            write_release(args.out, args.classroom, args.assignment, args.kit_repo)
+            write_release(args.out, args.classroom, args.assignment)
             if args.command == "release"
             else gradescope_zip(args.out, args.assignment)
         )
@@ -489,7 +495,15 @@ def run_grade(args):
         result = grade(
             paths[0], config, reference=reference, seed=args.seed, isolate=isolate, pictures=pictures_for(args.plots)
         )
+        if not student_kit():  # a repository made from a release: what became of its kit files
+            from autograder.engine.operations.kit_files import (
+                kit_files,
+            )  # late: not at the start of `python -m autograder`
+
+            result.kit_files = kit_files(paths[0], config.package)
         print(("\n" if number else "") + results.table(result))
+        if results.tampering_summary(result.kit_files):
+            print(f"\ntampering: {results.tampering_summary(result.kit_files)} (kit files against the release)")
         if result.output:
             print("\n" + messages.render("printed_output") + "\n" + result.output)
         if args.json:

@@ -17,14 +17,14 @@ from autograder.routes.student_notebook import student_notebook
 from autograder.routes.student_release import release_archive, release_files
 
 
-def release(out, classroom="command", assignment=None, kit_repository=None, notebooks=True):
+def release(out, classroom="command", assignment=None, notebooks=True):
     """Write the student release into directory `out` (which must not exist yet): every
     assignment of grading.yml (or only `assignment`), with a GitHub Classroom workflow per
-    assignment in `classroom` mode ("command", "fractional", or "private": hidden checks too,
-    from the private kit `kit_repository`; see routes/classroom.py), and with `notebooks` the
-    student notebooks (write_notebooks). Built aside and renamed at the end
-    (student_release.release_files): a failed release leaves nothing that blocks the next."""
-    return release_files(out, classroom, assignment, kit_repository, also=write_notebooks if notebooks else None)
+    assignment in `classroom` mode ("command" or "fractional"; see routes/classroom.py), and with
+    `notebooks` the student notebooks (write_notebooks). Built aside and renamed at the end
+    (student_release.release_files): a failed release leaves nothing that blocks the next; the
+    manifest of its kit files is kept in the instructor's course folder (operations/kit_files.py)."""
+    return release_files(out, classroom, assignment, also=write_notebooks if notebooks else None)
 
 
 def write_notebooks(out, graded):

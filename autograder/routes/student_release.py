@@ -7,6 +7,7 @@ this module, so it imports no notebook code) and makes the Gradescope zip.
 
 import io
 import shutil
+import sys
 import tempfile
 import zipfile
 from pathlib import Path
@@ -17,7 +18,9 @@ from autograder.engine.mistakes.diagnosis import public_message_ids
 from autograder.engine.course.torch_pin import CPU_INDEX, GRADING_TORCH
 from autograder.engine.course import config as grading_config
 from autograder.engine.build.catalogs import write_student_catalogs
-from autograder.routes.classroom import private_workflow, workflow
+from autograder.engine.judge.results import WriteError
+from autograder.engine.operations.kit_files import keep, release_manifest
+from autograder.routes.classroom import workflow
 from autograder.engine.checks import messages
 
 HIDDEN_MARKER = "# ### BEGIN HIDDEN CHECKS"
@@ -92,13 +95,14 @@ def strip_hidden(source, hidden_classes=()):
     return "".join(line for number, line in enumerate(lines) if number not in cut)
 
 
-def release_files(out, classroom="command", assignment=None, kit_repository=None, also=None):
+def release_files(out, classroom="command", assignment=None, also=None, keep_manifest=True):
     """Write the student release into directory `out` (which must not exist yet): every
     assignment of grading.yml (or only `assignment`), with a GitHub Classroom workflow per
-    assignment in `classroom` mode ("command", "fractional", or "private": hidden checks too,
-    from the private kit `kit_repository`; see routes/classroom.py). `also(directory, graded)`,
-    where given, writes more into it (release.py: the notebooks). Built aside and renamed at
-    the end: a failed release leaves nothing that blocks the next."""
+    assignment in `classroom` mode ("command" or "fractional"; see routes/classroom.py).
+    `also(directory, graded)`, where given, writes more into it (release.py: the notebooks).
+    Built aside and renamed at the end: a failed release leaves nothing that blocks the next.
+    With `keep_manifest`, the manifest of its kit files goes into the instructor's course folder
+    (operations/kit_files.py: grading a repository made from it says what changed there)."""
 
     out = Path(out)
     if out.exists():
@@ -110,17 +114,27 @@ def release_files(out, classroom="command", assignment=None, kit_repository=None
     partial = Path(tempfile.mkdtemp(prefix=f".{out.name}.partial-", dir=out.parent))
     partial.chmod(0o755)  # mkdtemp's 0700 would carry over to the release
     try:
-        write_release(partial, graded, classroom, kit_repository)
+        write_release(partial, graded, classroom)
         if also is not None:
             also(partial, graded)
+        manifest = release_manifest(partial, [f"assignments/{config.package}" for config in graded])
         partial.rename(out)
     except BaseException:
         shutil.rmtree(partial, ignore_errors=True)
         raise
+    if keep_manifest:  # the instructor's, never the release's (operations/kit_files.py)
+        try:
+            keep(manifest)
+        except (OSError, WriteError) as error:
+            print(
+                f"warning: the release's manifest could not be kept ({error}): grading its repositories "
+                "will not say whether their kit files changed",
+                file=sys.stderr,
+            )
     return out
 
 
-def write_release(out, graded, classroom, kit_repository=None):
+def write_release(out, graded, classroom):
     """The student release's files, its notebooks aside, into the existing empty directory
     `out`, for the Assignments `graded`."""
 
@@ -128,12 +142,7 @@ def write_release(out, graded, classroom, kit_repository=None):
     workflows.mkdir(parents=True)
     for config in graded:
         name = "classroom.yml" if len(graded) == 1 else f"classroom-{config.id}.yml"
-        text = (
-            private_workflow(config, kit_repository, name)
-            if classroom == "private"
-            else workflow(config, classroom, name)
-        )
-        (workflows / name).write_text(text)
+        (workflows / name).write_text(workflow(config, classroom, name))
     ignore = shutil.ignore_patterns("__pycache__", "*.pyc")
     (out / "assignments").mkdir()
     for path in (KIT / "assignments").iterdir():
@@ -287,6 +296,8 @@ Jupyter, Colab 또는 JupyterHub에서 하려면 `notebooks/<package>.ipynb`를 
 |---|---|---|---|
 {korean_rows}
 
+여기서(pytest, 노트북, GitHub Classroom의 push마다) 보는 점수는 피드백입니다: 여러분이 바꿀 수 있는 이
+저장소의 파일로 계산됩니다. 성적은 강사가 강의의 채점기로 여러분의 패키지 파일만 채점한 점수입니다.
 최종 점수에는 숨은 검사(다른 크기, 다른 무작위 입력)도 들어갑니다. 그러니 공개 검사에만 맞춘 코드가
 아니라 일반적인 코드를 작성하세요. 단계에서 직접 작성하라고 한 PyTorch 함수를 호출하면 (예: attention
 단계의 `F.scaled_dot_product_attention`) 그 단계는 0점입니다.
@@ -327,6 +338,9 @@ and what yours gave: run it yourself to see where. `-v` adds every check's detai
 |---|---|---|---|
 {rows}
 
+The score you see here (pytest, the notebook, each GitHub Classroom push) is feedback: it is computed
+by this repository's files, which you can change. Your grade is your instructor's grading of your
+package's files with the course's own grader.
 Your grade also runs hidden checks (other sizes, other random inputs), so write general code,
 not code fitted to the public checks. Calling the PyTorch function a step asks you to write
 (e.g. `F.scaled_dot_product_attention` in the attention step) scores zero for that step.
@@ -337,7 +351,7 @@ def grader_archive(config) -> bytes:
     """A zip of what the student release of `config` holds of the grader: autograder/ and
     grading.yml."""
     with tempfile.TemporaryDirectory() as temporary:
-        out = release_files(Path(temporary) / "release", assignment=config.id)
+        out = release_files(Path(temporary) / "release", assignment=config.id, keep_manifest=False)
         return release_archive(out)
 
 

@@ -53,6 +53,9 @@ class GradeResult:
     steps_total: int = None  # how many steps the assignment has, where some may not have run (pytest)
     package_root: str = None  # where the package was, relative to `submission` (None: from a notebook or files)
     graded_files: list = None  # the submission's files that were graded, relative to `submission`
+    # a repository made from a release: what became of the kit's files there (operations/kit_files.py:
+    # {"release", "tampering": [{"file", "change"}] or None where not checked}); None: another form
+    kit_files: dict = None
 
     @property
     def score(self):
@@ -90,6 +93,7 @@ class GradeResult:
             "sandbox": list(self.sandbox),
             **({"duration_s": round(self.duration, 3)} if self.duration is not None else {}),
             **({"partial": True} if self.partial else {}),
+            **({"kit_files": self.kit_files} if self.kit_files is not None else {}),
             "steps": [
                 {
                     "id": step.id,
@@ -226,6 +230,7 @@ def from_json(data: dict) -> GradeResult:
         duration=data.get("duration_s"),
         package_root=data.get("package_root"),
         graded_files=data.get("graded_files"),
+        kit_files=data.get("kit_files"),
     )
 
 
@@ -290,17 +295,22 @@ def write_json(result, path, sync: bool = True):
 def csv_text(results, names, paths=None) -> str:
     """grades.csv's text: one row per submission (its id, then its path if `paths` is given), one
     column per step, then the total (empty cells for a result that is None: a submission that
-    could not be graded)."""
+    could not be graded); and, where any submission is a repository made from a release, a
+    `tampering` column: what changed among its kit files (kit_files.summary; empty: nothing)."""
     graded = [result for result in results if result is not None]
     step_ids = [step.id for step in graded[0].steps] if graded else []
+    kit = any(result.kit_files is not None for result in graded)
     buffer = io.StringIO(newline="")
     writer = csv.writer(buffer)
-    writer.writerow(["submission", *(["path"] if paths is not None else []), *step_ids, "total", "max_score"])
+    writer.writerow(
+        ["submission", *(["path"] if paths is not None else []), *step_ids, "total", "max_score"]
+        + (["tampering"] if kit else [])
+    )
     for index, (name, result) in enumerate(zip(names, results)):
         # a path holds names a student chose: one printable line (a spreadsheet or a terminal acts on no control character)
         head = [name, printable(paths[index], one_line=True)] if paths is not None else [name]
         if result is None:
-            writer.writerow([*head, *([""] * (len(step_ids) + 2))])
+            writer.writerow([*head, *([""] * (len(step_ids) + 2 + kit))])
             continue
         writer.writerow(
             [
@@ -309,8 +319,26 @@ def csv_text(results, names, paths=None) -> str:
                 _round(result.score),
                 _round(result.max_score),
             ]
+            + ([printable(tampering_summary(result.kit_files), one_line=True)] if kit else [])
         )
     return buffer.getvalue()
+
+
+def tampering_summary(kit: dict, limit: int = 300) -> str:
+    """One line of what became of a repository's kit files (GradeResult.kit_files): "" where
+    nothing changed or it is not a repository, "not checked (...)" where no release is kept,
+    else "changed: grading.yml; added: x.py", cut at `limit` with the count."""
+    if kit is None:
+        return ""
+    if kit.get("tampering") is None:
+        return "not checked (no release kept)"
+    by_change = {}
+    for item in kit["tampering"]:
+        by_change.setdefault(item["change"], []).append(item["file"])
+    text = "; ".join(f"{change}: {', '.join(names)}" if any(names) else change for change, names in by_change.items())
+    if len(text) > limit:
+        text = text[: limit - 20].rstrip(" ,;") + f" ... ({len(kit['tampering'])} in all)"
+    return text
 
 
 def write_csv(results, names, path, paths=None):

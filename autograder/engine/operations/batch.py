@@ -24,6 +24,7 @@ from autograder.engine.judge import results as results_io
 from autograder.engine.judge.results import load_result  # noqa: F401 - where callers found it first
 from autograder.engine.judge.runner import grade
 from autograder.engine.judge.plan import warm_up_grader
+from autograder.engine.operations import kit_files
 from autograder.engine.operations.shard import LOCK, Manifest, in_shard, now, read_manifest, write_manifest
 from autograder.engine.judge.remote import PRELOAD
 from autograder.sandbox.fork_server import WorkerServer
@@ -212,6 +213,9 @@ def _grade_into(given, config, out, workers, reference, seed, force, isolate, me
 
         return draw
 
+    package = getattr(config, "package", None)
+    manifests = kit_files.kept(package) if todo and package else {}  # the releases kept here, read once
+
     def run(name, path):
         server = _worker_server() if isolate else None
         result = grade(
@@ -225,6 +229,8 @@ def _grade_into(given, config, out, workers, reference, seed, force, isolate, me
         )
         if server is not None and server.stopped:
             raise ServerLost("the worker server stopped while it was graded")
+        if package:  # a repository made from a release: what became of its kit files
+            result.kit_files = kit_files.kit_files(path, package, manifests)
         return result
 
     def record(name, future):

@@ -17,6 +17,8 @@ import statistics
 from collections import Counter
 from pathlib import Path
 
+from autograder.engine.judge.results import tampering_summary
+
 
 # Check outcomes that mean the worker ran out of time, or the interpreter died (runner.py).
 HANG_IDS = {"timeout"}
@@ -98,6 +100,12 @@ def summary(entries: list, bins: int = 10) -> dict:
         "histogram": histogram(scores, 0, max_score, bins),
         "not_graded": problems,
         "not_graded_reasons": dict(Counter(problem["reason"] for problem in problems).most_common()),
+        # repositories whose kit files differ from the release (operations/kit_files.py): shown, never silent
+        "tampering": [
+            {"id": entry["id"], "what": tampering_summary(entry["result"].get("kit_files"))}
+            for entry in entries
+            if entry["result"] is not None and tampering_summary(entry["result"].get("kit_files"))
+        ],
     }
 
 
@@ -317,6 +325,7 @@ def students(entries: list) -> list:
                 if result
                 else [],
                 "not_graded": not_graded_reason(result),
+                "tampering": tampering_summary(result.get("kit_files")) if result else "",
                 "pictures": picture_files(entry),
                 "result": result,
             }
