@@ -129,11 +129,15 @@ ADDED = {  # where a student may add a file that changes what runs: found as add
     "autograder/assignments/mha/checks/extra.py": "",
     "assignments/helpers.py": "",
     "torch/__init__.py": "",  # a package at the top shadows an import
+    "requirements-dev.txt": "",
 }
 OWN = {  # a student's to add or change: not named
     "assignments/mha/helpers.py": "def f(): pass",
     "assignments/mha/notes.txt": "",
     "notes/todo.txt": "",
+    "notes.txt": "",
+    "environment.yml": "",
+    "LICENSE": "",
     "notes/sketch.ipynb": "{}",
     "notebooks/mha.ipynb": "{}",
     "README.md": "# mine",

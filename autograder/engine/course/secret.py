@@ -109,9 +109,7 @@ def ensure_secret():
     secret = read_secret()
     if secret is not None:
         return secret, False
-    directory = course_dir()
-    directory.mkdir(mode=0o700, parents=True, exist_ok=True)
-    _ignore_in_git(directory)
+    directory = course_folder()
     made = secrets.token_bytes(SECRET_BYTES)
     temporary = directory / f".{FILE_NAME}.{os.getpid()}.{secrets.token_hex(4)}.tmp"
     fd = os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600)
@@ -129,15 +127,18 @@ def ensure_secret():
     return made, True
 
 
-def _ignore_in_git(directory: Path) -> None:
-    """A .gitignore of `*` in the folder: whatever the kit's own .gitignore says, `git add -A`
-    never takes the secret into a repository."""
+def course_folder() -> Path:
+    """The course folder, made if need be (0700), with a .gitignore of `*`: whatever the kit's own
+    .gitignore says, `git add -A` never takes the secret into a repository."""
+    directory = course_dir()
+    directory.mkdir(mode=0o700, parents=True, exist_ok=True)
     ignore = directory / ".gitignore"
     if not ignore.exists():
         try:
             ignore.write_text("# the course secret and the release manifests: the instructor's only\n*\n")
         except OSError:
             pass
+    return directory
 
 
 def hidden_seed(secret: bytes, assignment_id: str) -> int:

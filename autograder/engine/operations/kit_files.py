@@ -27,7 +27,7 @@ import os
 import stat
 from pathlib import Path
 
-from autograder.engine.course.secret import course_dir
+from autograder.engine.course.secret import course_dir, course_folder
 from autograder.engine.judge.results import WriteError, write_atomically
 from autograder.engine.scan.submission import package_root
 
@@ -37,7 +37,7 @@ WALK_ENTRIES = 20_000  # entries of a repository looked at (.git aside)
 READ_LIMIT = 16 << 20  # bytes of one kit file read: a larger one is changed
 PLACES = (".github", "autograder")  # folders the kit owns: anything added there counts
 RUNS_ANYWHERE = ("grading.yml", "conftest.py", "sitecustomize.py", "usercustomize.py")
-RUNS_AT_TOP = (".py", ".pyc", ".pth", ".cfg", ".ini", ".toml", ".yml", ".yaml", ".txt", ".json")
+RUNS_AT_TOP = (".py", ".pyc", ".pth", ".cfg", ".ini", ".toml")  # modules, and pytest's configuration
 
 
 def content_digest(data: bytes) -> str:
@@ -50,15 +50,14 @@ def _theirs(parts: tuple, packages: list) -> bool:
 
 
 def release_manifest(root: Path, packages: list) -> dict:
-    """The manifest of the release in `root`: every kit file's digest and size, and which folders
-    are the students' packages (`packages`: "assignments/<package>")."""
+    """The manifest of the release in `root`: every kit file's digest, and which folders are the
+    students' packages (`packages`: "assignments/<package>")."""
     root = Path(root)
     files = {}
     for path in sorted(root.rglob("*")):
         parts = path.relative_to(root).parts
         if path.is_file() and not path.is_symlink() and not _theirs(parts, packages):
-            data = path.read_bytes()
-            files["/".join(parts)] = {"sha256": content_digest(data), "size": len(data.replace(b"\r\n", b"\n"))}
+            files["/".join(parts)] = {"sha256": content_digest(path.read_bytes())}
     return {"format": FORMAT, "packages": sorted(packages), "files": files}
 
 
@@ -73,7 +72,7 @@ def releases_dir() -> Path:
 def keep(manifest: dict) -> Path:
     """Keep `manifest` in the instructor's course folder (once: named by its content)."""
     folder = releases_dir()
-    folder.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+    course_folder()
     folder.mkdir(mode=0o700, exist_ok=True)
     path = folder / f"{manifest_id(manifest)}.json"
     if not path.exists():
@@ -117,7 +116,7 @@ def _runs(parts: tuple) -> bool:
         parts[0] in PLACES
         or name in RUNS_ANYWHERE
         or name.endswith(".pth")
-        or (len(parts) == 1 and name.endswith(RUNS_AT_TOP))
+        or (len(parts) == 1 and (name.endswith(RUNS_AT_TOP) or name.startswith("requirements")))
         or (len(parts) == 2 and parts[0] == "assignments")
         or (len(parts) == 2 and name == "__init__.py")  # a top-level package: it can shadow an import
     )
