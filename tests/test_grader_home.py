@@ -210,7 +210,7 @@ def test_the_users_own_folder_opened_to_others_is_not_trusted(hub, setup_cell):
 
 def test_a_racing_attacker_never_gets_code_run(hub, setup_cell):
     """The attacker re-makes the victim's predictable folder as a link to planted code, as fast as
-    it can, while the victim starts 12 kernels, each after removing its own folder (a fresh /tmp):
+    it can, while the victim starts 8 kernels, each after removing its own folder (a fresh /tmp):
     whoever wins each race, the planted code never runs."""
     evil = hub / "home" / "attacker" / "evil"
     plant(evil / f"grader-{digest(setup_cell)}")
@@ -225,14 +225,14 @@ def test_a_racing_attacker_never_gets_code_run(hub, setup_cell):
         text=True,
     )
     try:
-        for _ in range(12):
+        for _ in range(8):
             if base.is_dir() and not base.is_symlink() and base.stat().st_uid == VICTIM:
                 shutil.rmtree(base)
             assert_victims_own(hub, run_victim(hub, setup_cell, home=Path("/nonexistent")))
     finally:
         stop.touch()
         tries = int(attacker.communicate(timeout=60)[0].strip() or 0)
-    assert tries > 12  # it did race
+    assert tries > 8  # it did race
 
 
 RACER = textwrap.dedent(

@@ -104,22 +104,25 @@ def test_hidden_inputs_repeat_within_a_course_and_differ_between_courses(course)
     assert len(set(seeds.values())) == len(seeds)
 
 
-def test_without_a_secret_the_inputs_are_public_and_grade_says_so(course, capsys, tmp_path):
+def test_without_a_secret_the_inputs_are_public_and_grade_says_so(course, capsys, monkeypatch):
+    from autograder.engine.judge import runner
+    from autograder.engine.judge.results import GradeResult
+
+    graded = []  # what grade() was asked: the command line's decisions are under test, not grading
+    monkeypatch.setattr(runner, "grade", lambda *a, **k: graded.append(k) or GradeResult("mha", "x", []))
     course("none")
-    config = grading_config.load(assignment="mha")
-    assert seed_source(config)[1] == "public"
-    code = cli.main(
-        ["grade", str(SOLUTIONS), "--assignment", "mha", "--in-process", "--json", str(tmp_path / "r.json")]
-    )
-    assert code == 0 and "this course has no secret" in capsys.readouterr().err
+    assert seed_source(grading_config.load(assignment="mha"))[1] == "public"
+    assert cli.main(["grade", str(SOLUTIONS), "--assignment", "mha", "--in-process"]) == 0
+    assert "this course has no secret" in capsys.readouterr().err and graded[-1]["reference"] is not None
     course("made")
     secret.ensure_secret()
-    code = cli.main(
-        ["grade", str(SOLUTIONS), "--assignment", "mha", "--in-process", "--json", str(tmp_path / "r.json")]
-    )
-    assert code == 0 and "no secret" not in capsys.readouterr().err
-    code = cli.main(["grade", str(SOLUTIONS), "--assignment", "mha", "--in-process", "--public-only"])
-    assert code == 0 and "no secret" not in capsys.readouterr().err  # no hidden check, nothing to say
+    assert cli.main(["grade", str(SOLUTIONS), "--assignment", "mha", "--in-process"]) == 0
+    assert "no secret" not in capsys.readouterr().err
+    course("none again")
+    assert cli.main(["grade", str(SOLUTIONS), "--assignment", "mha", "--in-process", "--public-only"]) == 0
+    assert "no secret" not in capsys.readouterr().err  # no hidden check, nothing to say
+    assert cli.main(["grade", str(SOLUTIONS), "--assignment", "mha", "--in-process", "--seed", "5"]) == 0
+    assert "no secret" not in capsys.readouterr().err  # a seed of the instructor's choosing
 
 
 def _ensure(folder, queue):
@@ -215,7 +218,7 @@ def test_a_batch_log_and_its_rerun_command_hold_no_seed(course, tmp_path):
     out = tmp_path / "grades"
     completed = subprocess.run(
         [sys.executable, "-m", "autograder", "grade", str(SOLUTIONS), "--assignment", "mha"]
-        + ["--out", str(out), "--in-process"],
+        + ["--out", str(out), "--in-process", "--public-only"],  # the seed is recorded all the same
         capture_output=True,
         text=True,
         timeout=600,
