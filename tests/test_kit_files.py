@@ -10,6 +10,7 @@ secret planted in the repository changes nothing, since only the instructor's co
 import os
 import shutil
 import subprocess
+from pathlib import Path
 
 import pytest
 
@@ -246,3 +247,18 @@ def test_moving_the_package_out_of_assignments_does_not_hide_the_kit(repository)
     shutil.move(repository / "assignments" / "mha", repository / "mha")  # graded from the top now
     (repository / "grading.yml").write_text("changed")
     assert found(repository) == {"grading.yml": "changed", "mha/__init__.py": "added"}
+
+
+def test_names_a_student_chose_reach_no_terminal_or_cell_as_they_are(repository, capsys):
+    from autograder.routes import cli
+
+    (repository / "\x1b[2J\x1b]0;owned\x07.py").write_text("")  # clears a terminal, retitles it
+    deep = repository / "autograder" / Path(*["dd"] * 80) / "x.py"  # a name of 250 characters
+    deep.parent.mkdir(parents=True)
+    deep.write_text("")
+    names = [item["file"] for item in kit_files.kit_files(repository, "mha")["tampering"]]
+    assert len(names) == 2 and not any("\x1b" in name or "\x07" in name for name in names)
+    assert max(map(len, names)) < 220
+    assert cli.main(["grade", str(repository), "--assignment", "mha", "--in-process", "--public-only"]) == 0
+    out = capsys.readouterr().out
+    assert "tampering: added: " in out and "\x1b" not in out

@@ -27,6 +27,7 @@ import os
 import stat
 from pathlib import Path
 
+from autograder.engine.checks.text import printable
 from autograder.engine.course.secret import course_dir, course_folder
 from autograder.engine.judge.results import WriteError, write_atomically
 from autograder.engine.scan.submission import package_root
@@ -35,6 +36,7 @@ FORMAT = 1
 FREE = ("README.md", ".gitignore", "notebooks")  # a student's to change: not compared
 WALK_ENTRIES = 20_000  # entries of a repository looked at (.git aside)
 READ_LIMIT = 16 << 20  # bytes of one kit file read: a larger one is changed
+NAME_LIMIT = 200  # characters of a file's name shown
 PLACES = (".github", "autograder")  # folders the kit owns: anything added there counts
 RUNS_ANYWHERE = ("grading.yml", "conftest.py", "sitecustomize.py", "usercustomize.py")
 RUNS_AT_TOP = (".py", ".pyc", ".pth", ".cfg", ".ini", ".toml")  # modules, and pytest's configuration
@@ -217,7 +219,8 @@ def compare(root: Path, manifest: dict) -> list:
         elif _runs(parts):
             changes.append({"file": name, "change": "added"})
     changes += [{"file": name, "change": "removed"} for name in sorted(set(files) - present)]
-    return changes
+    # names a student chose: one printable line each, cut, wherever they are shown (checks/text.py)
+    return [{**item, "file": printable(item["file"], NAME_LIMIT, one_line=True)} for item in changes]
 
 
 def kit_files(submission: Path, package: str, manifests: dict = None):
