@@ -392,3 +392,13 @@ def test_the_secret_command_makes_one_once_and_never_prints_it(course, capsys):
     again = capsys.readouterr().out
     assert "is set" in again and "nothing changed" in again and secret.read_secret() == value
     assert value.hex() not in out + again
+
+
+def test_a_release_where_no_secret_can_be_made_says_so_and_still_releases(tmp_path, monkeypatch, capsys):
+    blocker = tmp_path / "a-file"
+    blocker.write_text("")
+    monkeypatch.setenv(secret.DIR_ENV, str(blocker / "course"))  # a folder inside a file: cannot be made
+    monkeypatch.delenv(secret.SECRET_ENV, raising=False)
+    assert cli.main(["release", str(tmp_path / "out"), "--assignment", "mha"]) == 0
+    err = capsys.readouterr().err
+    assert "no course secret could be made" in err and (tmp_path / "out" / "grading.yml").exists()

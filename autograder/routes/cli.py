@@ -305,8 +305,16 @@ def course_secret_note() -> str:
     from autograder.engine.course import config as grading_config  # late: not at the start of `python -m autograder`
     from autograder.engine.course import secret as course_secret  # late: not at the start of `python -m autograder`
 
-    _, made = course_secret.ensure_secret()
     notes = []
+    try:
+        _, made = course_secret.ensure_secret()
+    except OSError as error:  # the release itself can still be made: say what is missing
+        made = False
+        notes.append(
+            f"warning: no course secret could be made in {course_secret.course_dir()} ({error.strerror or error}): "
+            "the hidden checks' inputs stay the public ones. Make it where you can write (MHA_LAB_COURSE_DIR), "
+            "or set MHA_LAB_COURSE_SECRET"
+        )
     if made:
         notes.append(
             f"made this course's secret, {course_secret.source()}: the hidden checks draw their inputs from it. "

@@ -76,7 +76,7 @@ def read_secret():
     path = secret_path()
     try:
         text = path.read_text(encoding="ascii")
-    except FileNotFoundError:
+    except (FileNotFoundError, NotADirectoryError):
         return None
     except (OSError, UnicodeDecodeError) as error:
         raise SecretError(f"{path}: cannot read the course secret ({error})") from None
