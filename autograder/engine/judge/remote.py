@@ -12,14 +12,13 @@ without running code (sandbox/wire.py) and read against the judge's own facts
 is killed and every check not yet observed fails, saying so.
 """
 
-import os
 import signal
 import time
 from pathlib import Path
 
 from autograder.engine.checks.check import Fail
 from autograder.engine.judge.observation import Facts, Hang, Observation, malformed, read_report
-from autograder.engine.scan.submission import SOURCE_LIMIT, refusal, walk_files
+from autograder.engine.scan.submission import submission_files
 from autograder.engine.checks.text import printable
 from autograder.sandbox import wire
 from autograder.sandbox.worker import GRACE, Worker, WorkerGone, encoded
@@ -28,27 +27,6 @@ PRELOAD = "autograder.harness.serve"  # the module the worker server imports
 OBSERVATION_BASE = 256 * 1024  # bytes every check's report may take, plus ...
 OBSERVATION_FACTOR = 16  # ... this many times the bytes of its inputs
 SUBMISSION_BYTES = 16 * 1024 * 1024  # bytes of reports one submission may send in all (the reference: 0.17 MiB)
-MAX_FILES = 200  # .py files of a package sent to a worker
-
-
-def submission_files(submission, package):
-    """{path relative to the package folder: bytes} of the regular .py files in
-    submission/<package> and its sub-packages (no links, nothing huge, within staging's limits:
-    submission.walk_files), each read through a descriptor that refuses to follow a link."""
-    root = Path(submission) / package
-    files = {}
-    for path in walk_files(root)[:MAX_FILES]:
-        relative = path.relative_to(root)
-        if not all(part.isidentifier() for part in [*relative.parts[:-1], relative.stem]):
-            continue  # not importable as a module of the package
-        try:
-            fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
-        except OSError:
-            continue
-        with os.fdopen(fd, "rb") as f:
-            if refusal(os.fstat(f.fileno())) is None:  # what refused_files reports, staging skips
-                files[relative.as_posix()] = f.read(SOURCE_LIMIT + 1)[:SOURCE_LIMIT]
-    return files
 
 
 def observer_id(check) -> str:

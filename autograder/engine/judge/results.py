@@ -56,6 +56,7 @@ class GradeResult:
     # a repository made from a release: what became of the kit's files there (operations/kit_files.py:
     # {"release", "tampering": [{"file", "change"}] or None where not checked}); None: another form
     kit_files: dict = None
+    code: dict = None  # grade(keep_code=True): what grading took of the package (kept_code.keep), not in the JSON
 
     @property
     def score(self):
@@ -287,9 +288,10 @@ def remove_stale_temporaries(directory) -> None:
             pass
 
 
-def write_json(result, path, sync: bool = True):
-    """The result's JSON (GradeResult.to_json), written atomically (write_atomically)."""
-    write_atomically(path, json.dumps(result.to_json(), indent=2) + "\n", sync=sync)
+def write_json(result, path, sync: bool = True, extra: dict = None):
+    """The result's JSON (GradeResult.to_json, with `extra`'s keys added), written atomically
+    (write_atomically)."""
+    write_atomically(path, json.dumps({**result.to_json(), **(extra or {})}, indent=2) + "\n", sync=sync)
 
 
 def csv_text(results, names, paths=None) -> str:

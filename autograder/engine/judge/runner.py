@@ -22,7 +22,7 @@ from pathlib import Path
 from autograder.engine.checks import messages
 from autograder.engine.checks.check import Fail
 from autograder.engine.checks.text import printable
-from autograder.engine.judge import feedback
+from autograder.engine.judge import feedback, kept_code
 from autograder.engine.judge.in_process import InProcess, observe
 from autograder.engine.judge.plan import check_seed, default_seed, mode_note, plan_step, runs_real, warm_up_grader
 from autograder.engine.judge.results import GradeResult
@@ -36,14 +36,22 @@ from autograder.engine.judge.verdict import (
 )
 from autograder.engine.mistakes import diagnosis
 from autograder.engine.scan.forbidden import package_files
-from autograder.engine.scan.submission import Staging, StagingError, refused_files, staging
+from autograder.engine.scan.submission import Staging, StagingError, refused_files, staging, submission_files
 from autograder.harness.package import Package
 
 __all__ = ["grade"]
 
 
 def grade(
-    submission, config, reference=None, seed=None, steps=None, isolate=False, memory_bytes=2 << 30, pictures=None
+    submission,
+    config,
+    reference=None,
+    seed=None,
+    steps=None,
+    isolate=False,
+    memory_bytes=2 << 30,
+    pictures=None,
+    keep_code=False,
 ):
     """Grade the package of `submission` with the checks of `config` (an Assignment)'s steps.
 
@@ -52,15 +60,20 @@ def grade(
     hidden checks run too, seeded with `seed` (plan.default_seed when None). With `isolate`,
     student code runs only in a sandboxed worker process (autograder/sandbox/worker_process.py);
     otherwise in this one. `pictures(step_id, records) -> [path]` (routes/plots.py) draws what a
-    failing step's checks can show. Never raises for student faults."""
+    failing step's checks can show. With `keep_code`, the result's `code` is what grading took of
+    the package (kept_code.keep: for the class report, which never reads the submission again).
+    Never raises for student faults."""
     started = time.monotonic()
     try:
         with staging(submission, config.package) as staged_files:
             package_files(Path(staged_files.root) / config.package)  # within staging's limits, or StagingError
             result = grade_package(staged_files.root, config, reference, seed, steps, isolate, memory_bytes, pictures)
+            if keep_code:
+                result.code = kept_code.keep(submission_files(staged_files.root, config.package))
     except StagingError as error:  # this submission alone: every step says why, the batch goes on
         result = refused(config, Fail(error.message_id, error.params), steps, seed)
         staged_files = Staging(Path(submission))
+        result.code = kept_code.keep({}) if keep_code else None  # nothing was taken
     # What was handed in, where in it the package was, and which files: names a student chose
     # (a folder, a file, a notebook), so written out printable wherever they are shown.
     result.submission = printable(str(submission))

@@ -4,7 +4,8 @@
 
 Each submission gets its own worker process (autograder/sandbox/worker.py); `workers` of them run at
 once. Every result is written to out/<id>.json as soon as it is ready (the id: submission_ids,
-unique per path), grades.csv at the end, one row per submission given, each file atomically
+unique per path), after the code grading took of it (out/code/<id>.json, for the class report:
+kept_code.py), grades.csv at the end, one row per submission given, each file atomically
 (results.write_atomically); out/batch/manifest.json says what the run is and whether it completed
 (shard.Manifest), and out/batch/lock keeps a second run out of the same directory.
 A submission whose JSON is already in `out` is skipped (unless force=True), so an interrupted
@@ -20,7 +21,7 @@ import threading
 from concurrent.futures import ThreadPoolExecutor, as_completed
 from pathlib import Path
 
-from autograder.engine.judge import results as results_io
+from autograder.engine.judge import kept_code, results as results_io
 from autograder.engine.judge.results import load_result  # noqa: F401 - where callers found it first
 from autograder.engine.judge.runner import grade
 from autograder.engine.judge.plan import warm_up_grader
@@ -119,6 +120,7 @@ def grade_batch(
     lock = _lock(out / LOCK)
     try:
         results_io.remove_stale_temporaries(out)
+        results_io.remove_stale_temporaries(out / kept_code.FOLDER)
         names = submission_ids(paths)
         given = dict(zip(names, paths))  # one submission per id (a path given twice is graded once)
         class_ids = list(given)
@@ -226,6 +228,7 @@ def _grade_into(given, config, out, workers, reference, seed, force, isolate, me
             isolate=isolate,
             memory_bytes=memory_bytes,
             pictures=draw_for(name),
+            keep_code=True,
         )
         if server is not None and server.stopped:
             raise ServerLost("the worker server stopped while it was graded")
@@ -241,7 +244,10 @@ def _grade_into(given, config, out, workers, reference, seed, force, isolate, me
             return
         if omit:
             result = dataclasses.replace(result, output="")
-        results_io.write_json(result, out / f"{name}.json")
+        # The code it was graded from first, then the result that names its digest (kept_code.py).
+        code = {"code": kept_code.write(out, name, result.code)} if result.code is not None else {}
+        result = dataclasses.replace(result, code=None)
+        results_io.write_json(result, out / f"{name}.json", extra=code)
         done[name] = result
         warn_once(result)
         progress(name, result)

@@ -23,6 +23,7 @@ import re
 import shlex
 import shutil
 from pathlib import Path
+from autograder.engine.judge import kept_code
 from autograder.engine.judge.results import write_atomically
 from autograder.engine.judge.results import csv_text, load_result
 
@@ -212,6 +213,9 @@ def merge(out_dirs: list, merged: Path, allow_missing: bool = False) -> dict:
             continue
         target = merged / source.name
         if source.resolve() != target.resolve():
+            code = kept_code.path_of(source.parent, name)  # the code it was graded from (first, as grading does)
+            if code.is_file() and not code.is_symlink():
+                write_atomically(kept_code.path_of(merged, name), code.read_bytes())
             write_atomically(target, source.read_bytes())
             # the pictures `grade --out --plots` drew for it (the judge's files, never links)
             pictures = source.parent / "pictures" / name

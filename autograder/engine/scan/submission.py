@@ -69,6 +69,50 @@ def walk_files(root: Path, suffix: str = ".py") -> list:
     return sorted(found)
 
 
+def read_regular(path, limit: int):
+    """The bytes of `path` where it is a regular file of at most `limit` bytes, else None: opened
+    without following a link and without waiting on a pipe, checked on the open descriptor (what
+    was looked at is what is read), never read past `limit`."""
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
+    except OSError:
+        return None
+    try:
+        info = os.fstat(fd)
+        if not stat.S_ISREG(info.st_mode) or info.st_size > limit:
+            return None
+        chunks, size = [], 0
+        while size <= limit:
+            chunk = os.read(fd, min(1 << 20, limit + 1 - size))
+            if not chunk:
+                break
+            chunks.append(chunk)
+            size += len(chunk)
+        data = b"".join(chunks)
+    except OSError:
+        return None
+    finally:
+        os.close(fd)
+    return data if len(data) <= limit else None
+
+
+def submission_files(submission, package: str) -> dict:
+    """{path relative to the package folder: bytes} of the regular .py files in
+    submission/<package> and its sub-packages that grading takes: what the worker is sent and
+    what the class report compares (no links, nothing over SOURCE_LIMIT, within walk_files'
+    limits, importable names only, at most WALK_FILES), each read with read_regular."""
+    root = Path(submission) / package
+    files = {}
+    for path in walk_files(root)[:WALK_FILES]:
+        relative = path.relative_to(root)
+        if not all(part.isidentifier() for part in [*relative.parts[:-1], relative.stem]):
+            continue  # not importable as a module of the package
+        data = read_regular(path, SOURCE_LIMIT)
+        if data is not None:
+            files[relative.as_posix()] = data
+    return files
+
+
 def refusal(info):
     """Why a file with this (l)stat result is not graded: (message id, params), or None."""
     if stat.S_ISLNK(info.st_mode):
