@@ -1,15 +1,23 @@
 """How long the class report takes for a class of N submissions (default 200).
 
-    python benchmarks/report_build.py [--submissions 200] [--graded 12] [--keep DIR]
+    python benchmarks/report_build.py [--submissions 200] [--graded 12] [--baseline /work/main] [--keep DIR]
 
-Makes a class: N submission directories, each the reference with a random set of the correct
-rewrites of tests/variants.py (so no two students' code is the same, as in a real class) and,
-for about a third, one planted mistake (tests/planted.py). Grades `--graded` of them for real
-(`python -m autograder grade --out`, sandboxed, every check); every other student gets the JSON
-of the graded student it was made from (same mistake), with its own submission path and a
-perturbed grading time. Then times, in this process: reading the out directory, the aggregates,
-copydetect's similarity over all pairs, the HTML rendering, and the whole `python -m autograder
-report` command (start-up included). Prints figures; asserts nothing.
+Makes a class of the sizes a real one has: each student the reference package with each step
+file in a style of tests/styles.py drawn at random, one student in ten a copy of a classmate,
+disguised (tests/disguise.py: renames, reorderings, dead code, moves across files), some in
+rings of three or four; and, for a third, one planted mistake in the JSON they get. Grades `--graded` of them
+for real (`python -m autograder grade --out`, sandboxed, every check); every other student gets
+the JSON of a graded student (its own path, a perturbed grading time) and the code grading keeps
+of its own folder (kept_code.py), as `grade --out` would write it. Then times, in this process:
+reading the out directory, the aggregates, the similarity, the HTML; and the whole `python -m
+autograder report` command (start-up included), of this tree and, with `--baseline`, of another
+tree (its own interpreter: BASELINE/.venv/bin/python when there is one), interleaved, three
+runs each. Prints figures; asserts nothing.
+
+The gallery has 2 to 15 styles a file, so with 200 students many pairs share most of their files
+as written (a style of mha.py is held by about 13 students): far more pairs are listed than a
+real class gives. The figures that matter here are the times, and that every planted copy is
+paired with its source.
 """
 
 import argparse
@@ -17,6 +25,7 @@ import json
 import os
 import random
 import shutil
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -28,50 +37,88 @@ sys.path.insert(0, str(KIT))
 sys.path.insert(0, str(KIT / "tests"))
 
 
-def make_student(path, rng, mistake):
-    from variants import VARIANTS
+def write_package(path: Path, files: dict) -> None:
+    for name, text in files.items():
+        target = path / "mha" / name
+        target.parent.mkdir(parents=True, exist_ok=True)
+        target.write_text(text, encoding="utf-8")
 
-    shutil.copytree(KIT / "solutions" / "mha", path / "mha")
-    for rewrite in rng.sample(VARIANTS, k=min(len(VARIANTS), rng.randint(1, 6))):
-        target = path / "mha" / rewrite.file
-        try:
-            target.write_text(rewrite.apply(target.read_text()))
-        except ValueError:
-            pass  # an earlier rewrite of the same lines: skip this one
-    if mistake is not None:
-        target = path / "mha" / mistake.file
-        try:
-            target.write_text(mistake.apply(target.read_text()))
-        except ValueError:
-            mistake = None
-    for file in (path / "mha").glob("*.py"):
-        file.write_text(file.read_text() + f"# {path.name}\n")
-    return mistake
+
+def make_class(cls: Path, count: int, rng: random.Random) -> dict:
+    """{student id: the id of the classmate they copied, or None}: the class written under `cls`."""
+    from disguise import KINDS, disguise, styles_by_file
+
+    pool = styles_by_file()
+    copied, packages = {}, {}
+    for i in range(count):
+        sid = f"student{i:03d}"
+        if i >= 10 and rng.random() < 0.1:
+            source = rng.choice(sorted(sid for sid in packages if copied[sid] is None))
+            files = disguise(packages[source], rng, rng.sample(KINDS, rng.randint(2, len(KINDS))))
+            copied[sid] = source
+        else:
+            files = {name: rng.choice(texts) for name, texts in pool.items()}
+            copied[sid] = None
+        packages[sid] = files
+        write_package(cls / sid, files)
+    return copied
+
+
+def report_command(python: str, tree: Path, out: Path, html: Path) -> float:
+    started = time.perf_counter()
+    completed = subprocess.run(
+        [
+            python,
+            "-m",
+            "autograder",
+            "report",
+            out,
+            "--html",
+            html,
+            "--json",
+            html.with_suffix(".json"),
+            "--lang",
+            "ko",
+        ],
+        cwd=tree,
+        capture_output=True,
+        text=True,
+    )
+    if completed.returncode:
+        sys.exit(f"{tree}: {completed.stderr}")
+    return time.perf_counter() - started
 
 
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--submissions", type=int, default=200)
     parser.add_argument("--graded", type=int, default=12, help="students graded for real (the rest copy their JSON)")
+    parser.add_argument("--baseline", type=Path, help="another checkout of the kit, timed on the same class")
     parser.add_argument("--keep", type=Path, help="write the class, grades and report here (kept)")
     args = parser.parse_args()
     from planted import PLANTED
 
+    from autograder.engine.judge import kept_code
+    from autograder.engine.judge.results import load_result, write_csv
+    from autograder.engine.scan.submission import submission_files
+
     rng = random.Random(16)
     root = args.keep or Path(tempfile.mkdtemp(prefix="report-bench-"))
     cls, out = root / "class", root / "grades"
+    copied = make_class(cls, args.submissions, rng)
+    ids = sorted(copied)
     mistakes = [m for m in PLANTED if not m.needs_check]
-    bases = [None] + [rng.choice(mistakes) for _ in range(args.graded - 1)]
-    base_of = {}
-    for i in range(args.submissions):
-        base = i if i < args.graded else rng.randrange(args.graded)
-        base_of[f"student{i:03d}"] = f"student{base:03d}"
-        make_student(cls / f"student{i:03d}", rng, bases[base])
-
+    graded = ids[: args.graded]
+    for sid in graded[1:]:  # a planted mistake in each graded student but the first
+        mistake = rng.choice(mistakes)
+        target = cls / sid / "mha" / mistake.file
+        try:
+            target.write_text(mistake.apply(target.read_text()))
+        except ValueError:
+            pass  # the mistake's lines are not in this student's style of the file
     started = time.perf_counter()
-    graded = [cls / f"student{i:03d}" for i in range(args.graded)]
     completed = subprocess.run(
-        [sys.executable, "-m", "autograder", "grade", *graded, "--out", out, "--seed", "16"],
+        [sys.executable, "-m", "autograder", "grade", *(cls / sid for sid in graded), "--out", out, "--seed", "16"],
         cwd=KIT,
         capture_output=True,
         text=True,
@@ -79,31 +126,22 @@ def main():
     if completed.returncode:
         sys.exit(completed.stderr)
     grading = time.perf_counter() - started
-    for sid, base in base_of.items():
-        data = json.loads((out / f"{base}.json").read_text())
+    for sid in ids[args.graded :]:
+        data = json.loads((out / f"{rng.choice(graded)}.json").read_text())
         data["submission"] = str(cls / sid)
         data["duration_s"] = round(data.get("duration_s", 1.0) * rng.uniform(0.7, 1.5), 3)
+        data["code"] = kept_code.write(out, sid, kept_code.keep(submission_files(cls / sid, "mha")))
         (out / f"{sid}.json").write_text(json.dumps(data, indent=2))
-    # grades.csv as the grader writes it, from the JSONs
-    from autograder.engine.operations.batch import load_result
-    from autograder.engine.judge.results import write_csv
+    write_csv([load_result(out / f"{sid}.json") for sid in ids], ids, out / "grades.csv", [str(cls / s) for s in ids])
 
-    ids = sorted(base_of)
-    write_csv(
-        [load_result(out / f"{sid}.json") for sid in ids],
-        ids,
-        out / "grades.csv",
-        paths=[str(cls / sid) for sid in ids],
-    )
-
-    from autograder.routes.report import data as report, similarity
-    from autograder.routes.report.cli import graded_assignment
+    from autograder.routes.report import data as report, reading, similarity
+    from autograder.routes.report.cli import graded_assignment, skeleton_files
     from autograder.routes.report.html import render
 
     timings = {}
     t = time.perf_counter()
-    entries = report.load_out_dirs([out])
-    timings["read the out directory"] = time.perf_counter() - t
+    entries = reading.load_out_dirs([out])
+    timings["read the out directory (results, kept code)"] = time.perf_counter() - t
     t = time.perf_counter()
     config = graded_assignment(entries)
     skeleton = KIT / "assignments" / config.package
@@ -111,34 +149,21 @@ def main():
     data = report.build(entries, docs)
     timings["aggregates"] = time.perf_counter() - t
     t = time.perf_counter()
-    data["similarity"] = similarity.find_similar(entries, skeleton)
-    timings["similarity (copydetect, all pairs)"] = time.perf_counter() - t
+    data["similarity"] = similarity.find_similar(entries, skeleton_files(skeleton))
+    timings["similarity (normalise, k-grams, all pairs)"] = time.perf_counter() - t
     t = time.perf_counter()
     html = render(data, "en", [out])
     (root / "report.html").write_text(html, encoding="utf-8")
     timings["HTML rendering"] = time.perf_counter() - t
-    t = time.perf_counter()
-    completed = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "autograder",
-            "report",
-            out,
-            "--html",
-            root / "cli.html",
-            "--json",
-            root / "cli.json",
-            "--lang",
-            "ko",
-        ],
-        cwd=KIT,
-        capture_output=True,
-        text=True,
-    )
-    if completed.returncode:
-        sys.exit(completed.stderr)
-    timings["whole `report` command (start-up, JSON and HTML)"] = time.perf_counter() - t
+
+    trees = {"this tree": (sys.executable, KIT)}
+    if args.baseline:
+        python = args.baseline / ".venv" / "bin" / "python"
+        trees["baseline"] = (str(python) if python.exists() else sys.executable, args.baseline)
+    runs = {name: [] for name in trees}
+    for _ in range(3):
+        for name, (python, tree) in trees.items():
+            runs[name].append(report_command(python, tree, out, root / f"{name.replace(' ', '_')}.html"))
 
     print(
         f"class report benchmark: {args.submissions} submissions, {os.cpu_count()} cores "
@@ -146,14 +171,27 @@ def main():
     )
     for name, seconds in timings.items():
         print(f"  {name:<52} {seconds:7.2f} s")
-    pairs = data["similarity"]
+    for name, seconds in runs.items():
+        figures = ", ".join(f"{s:.2f}" for s in seconds)
+        print(f"  whole `report` command, {name:<27} {statistics.median(seconds):7.2f} s (median of {figures})")
+    found = data["similarity"]
+    rings = {}
+    for sid, source in copied.items():
+        if source is not None:
+            rings.setdefault(source, {source}).add(sid)
+    every = similarity.find_similar(entries, skeleton_files(skeleton), limit=10**6)["pairs"]  # not timed
+    listed = {(pair["a"], pair["b"]) for pair in every}
+    caught = sum(1 for sid, source in copied.items() if source and tuple(sorted((sid, source))) in listed)
     print(
-        f"  similarity: {pairs['compared']} submissions, {pairs['compared'] * (pairs['compared'] - 1) // 2} pairs, "
-        f"{len(pairs['pairs']) + pairs['more']} at or above {pairs['threshold']:.0%} ({len(pairs['pairs'])} listed), "
-        f"in {len(pairs['clusters'])} clusters (largest: {max((len(c['members']) for c in pairs['clusters']), default=0)})"
+        f"  similarity: {found['compared']} submissions, {found['compared'] * (found['compared'] - 1) // 2} pairs, "
+        f"{len(found['pairs']) + found['more']} at or above {found['threshold']:.0%} ({len(found['pairs'])} listed), "
+        f"in {len(found['clusters'])} clusters (largest: {max((len(c['members']) for c in found['clusters']), default=0)}); "
+        f"{caught} of {sum(1 for s in copied.values() if s)} planted copies paired with their source"
     )
     print(f"  HTML: {len(html) / 1e6:.1f} MB; misconceptions: {len(data['misconceptions'])}")
     print(f"  written under {root}" + ("" if args.keep else " (a temporary directory)"))
+    if not args.keep:
+        shutil.rmtree(root, ignore_errors=True)
 
 
 if __name__ == "__main__":

@@ -1,3 +1,4 @@
-"""The class report: its data from the batch results (data.py), pairs of alike submissions
-(similarity.py), the HTML page in English and Korean (html.py, templates/), and the `report`
-and `merge` commands (cli.py)."""
+"""The class report: what it reads of the out directories and nothing else (reading.py), its data
+from the batch results (data.py), pairs of alike submissions (similarity.py, on the code grading
+kept, normalised by normalise.py with dead_code.py, liveness.py, order.py and syntax.py), the HTML
+page in English and Korean (html.py, templates/), and the `report` and `merge` commands (cli.py)."""

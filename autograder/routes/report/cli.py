@@ -10,9 +10,9 @@ import sys
 from autograder import KIT
 from autograder.engine.judge.results import WriteError
 from autograder.engine.operations.shard import IncompleteMerge, ShardError, merge
-from autograder.routes.report import data as report, similarity
+from autograder.routes.report import data as report, reading, similarity
 from autograder.engine.course import config as grading_config
-from autograder.routes.report.data import ReportError
+from autograder.routes.report.reading import ReportError
 from autograder.routes.report.html import localised
 from autograder.routes.report.html import render
 
@@ -43,28 +43,26 @@ def run_merge(args) -> int:
 
 
 def build_report(dirs: list, threshold: float = 0.6, assignment: str = None) -> dict:
-    """The report's data from the out directories (report.build with the skeleton's paragraphs
-    and copydetect's similarity; where copydetect is not installed, the report says so).
+    """The report's data from the out directories alone (reading.py: never the submissions):
+    report.build with the skeleton's paragraphs and the similarity of the code grading kept.
     `assignment`: its id in grading.yml (default: the one whose title the results carry)."""
 
-    entries = report.load_out_dirs(dirs)
+    entries = reading.load_out_dirs(dirs)
     config = graded_assignment(entries, assignment)
     skeleton = KIT / "assignments" / config.package
     files = {step_id: list(module.FILES) for step_id, module in config.step_modules().items()}
-    try:
-        similar = similarity.find_similar(entries, skeleton, threshold)
-    except ImportError:
-        similar = {
-            "pairs": [],
-            "threshold": threshold,
-            "compared": 0,
-            "more": 0,
-            "common_over": None,
-            "unavailable": "copydetect is not installed (pip install -e .[instructor])",
-        }
+    similar = similarity.find_similar(entries, skeleton_files(skeleton), threshold)
     data = report.build(entries, report.skeleton_paragraphs(skeleton, files), similar)
     data["assignment"] = {"id": config.id, "title": config.title}  # its titles' ids in the catalogs
     return data
+
+
+def skeleton_files(skeleton) -> dict:
+    """{path in the package: text} of the kit's skeleton package (what students were given)."""
+    return {
+        path.relative_to(skeleton).as_posix(): path.read_text(encoding="utf-8")
+        for path in sorted(skeleton.rglob("*.py"))
+    }
 
 
 def graded_assignment(entries: list, assignment: str = None):

@@ -1,18 +1,17 @@
 """The class report's data: what the whole class got wrong, from the batch results.
 
-    entries = load_out_dirs([Path("grades")])        # what `grade ... --out grades/` wrote
-    data = build(entries, similarity=find_similar(entries, skeleton_dir))
-    json.dumps(data)                                  # `report --json`; html.py renders it
+    entries = reading.load_out_dirs([Path("grades")])   # what `grade ... --out grades/` wrote
+    data = build(entries, similarity=find_similar(entries, skeleton_files))
+    json.dumps(data)                                     # `report --json`; html.py renders it
 
-Everything here works on the result JSON dicts (docs/instructors.md, "JSON result"), never on live grading
-objects, so the report can be rebuilt at any time from the out directories alone, and the
-aggregates are pure functions that tests feed with hand-made dicts. Rendering (HTML, charts,
-the report's own words in English and Korean) lives in autograder/routes/report/html.py.
+Everything here works on the entries reading.py makes (the result JSON dicts of docs/instructors.md,
+"JSON result", with what grading kept beside them), never on live grading objects nor on files:
+the report can be rebuilt at any time from the out directories alone, and the aggregates are
+pure functions that tests feed with hand-made dicts. Rendering (HTML, charts, the report's own
+words in English and Korean) lives in autograder/routes/report/html.py.
 """
 
 import ast
-import csv
-import json
 import statistics
 from collections import Counter
 from pathlib import Path
@@ -26,45 +25,11 @@ CRASH_IDS = {"worker_crashed", "worker_exited", "bad_worker_message"}
 UNEXPLAINED = "no_known_mistake"  # diagnosis.py: a failure no cataloged mistake reproduces
 
 
-class ReportError(ValueError):
-    """An out directory that cannot be read (exit code 2, the file named)."""
-
-
-def load_out_dirs(dirs: list) -> list:
-    """One entry per submission found in the out directories of `grade --out`:
-    {"id", "path", "result": the JSON dict, or None where grades.csv has an empty row (the grader
-    failed on it), "file": where the JSON was}. A later directory's copy of an id wins."""
-    entries = {}
-    for out in map(Path, dirs):
-        if not out.is_dir():
-            raise ReportError(f"{out}: not a directory (expected the --out of a batch grade)")
-        csv_path = out / "grades.csv"
-        if csv_path.exists():
-            with open(csv_path, newline="", encoding="utf-8") as f:
-                for row in csv.DictReader(f):
-                    if row.get("submission"):
-                        entries.setdefault(
-                            row["submission"],
-                            {"id": row["submission"], "path": row.get("path", ""), "result": None, "file": None},
-                        )
-        for json_path in sorted(out.glob("*.json")):
-            try:
-                data = json.loads(json_path.read_text(encoding="utf-8"))
-            except ValueError as error:
-                raise ReportError(f"{json_path}: not valid JSON ({error})") from None
-            if not isinstance(data, dict) or "steps" not in data:
-                continue  # not a result (a report.json written beside them, say)
-            entry = entries.setdefault(json_path.stem, {"id": json_path.stem, "path": "", "result": None, "file": None})
-            entry.update(result=data, file=str(json_path))
-            entry["path"] = entry["path"] or data.get("submission", "")
-    return sorted(entries.values(), key=lambda entry: entry["id"])
-
-
 def build(entries: list, step_docs: dict = None, similarity: dict = None, histogram_bins: int = 10) -> dict:
     """The whole report as one JSON-ready dict (see the functions below for each part)."""
     # The aggregates cover the submissions with something graded: one with nothing to grade (all
     # TODO, no package) or that the grader failed on is counted apart, with the reason.
-    graded = [entry for entry in entries if entry["result"] is not None and not not_graded_reason(entry["result"])]
+    graded = [entry for entry in entries if not entry_reason(entry)]
     return {
         "summary": summary(entries, histogram_bins),
         "misconceptions": misconceptions(graded, step_docs or {}),
@@ -72,7 +37,7 @@ def build(entries: list, step_docs: dict = None, similarity: dict = None, histog
         "public_vs_hidden": public_vs_hidden(graded),
         "runtime": runtime([entry for entry in entries if entry["result"] is not None]),
         "similarity": similarity
-        or {"pairs": [], "threshold": None, "compared": 0, "more": 0, "common_over": None, "clusters": []},
+        or {"pairs": [], "threshold": None, "k": None, "compared": 0, "more": 0, "common_over": None, "clusters": []},
         "students": students(entries),
     }
 
@@ -83,7 +48,7 @@ def summary(entries: list, bins: int = 10) -> dict:
     (left out of the mean), with the reason."""
     problems, results = [], []
     for entry in entries:
-        reason = not_graded_reason(entry["result"])
+        reason = entry_reason(entry)
         if reason:
             problems.append({"id": entry["id"], "reason": reason})
         else:
@@ -107,6 +72,12 @@ def summary(entries: list, bins: int = 10) -> dict:
             if entry["result"] is not None and tampering_summary(entry["result"].get("kit_files"))
         ],
     }
+
+
+def entry_reason(entry: dict) -> str:
+    """not_graded_reason of an entry's result, or the entry's own problem (`unreadable_result`:
+    its JSON could not be read, reading.py)."""
+    return entry.get("problem") or not_graded_reason(entry["result"])
 
 
 def not_graded_reason(result) -> str:
@@ -324,30 +295,13 @@ def students(entries: list) -> list:
                 "diagnoses": sorted({d["id"] for step in result["steps"] for d in step.get("diagnoses", [])})
                 if result
                 else [],
-                "not_graded": not_graded_reason(result),
+                "not_graded": entry_reason(entry),
                 "tampering": tampering_summary(result.get("kit_files")) if result else "",
-                "pictures": picture_files(entry),
+                "pictures": entry.get("pictures", {}),
                 "result": result,
             }
         )
     return rows
-
-
-def picture_files(entry: dict) -> dict:
-    """{step id: [paths]}: the pictures `grade --out DIR --plots` saved for this submission (the
-    JSON's steps[].pictures) that exist: in DIR/pictures/<id>/ beside the JSON (the out directory
-    may have moved), else where the JSON says (absolute, or from the current directory)."""
-    result, found = entry["result"] or {}, {}
-    out = Path(entry["file"]).parent if entry.get("file") else None
-    for step in result.get("steps", []):
-        for picture in step.get("pictures", []):
-            candidates = ([out / "pictures" / entry["id"] / Path(picture).name, out / picture] if out else []) + [
-                Path(picture)
-            ]
-            path = next((c for c in candidates if c.is_file()), None)
-            if path is not None:
-                found.setdefault(step["id"], []).append(str(path))
-    return found
 
 
 def skeleton_paragraphs(skeleton_package: Path, step_files: dict) -> dict:

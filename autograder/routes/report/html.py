@@ -73,12 +73,20 @@ REPORT_CATALOG = {
         "hidden.lost": "points lost",
         "sim.title": "Similarity",
         "sim.note": "Similarity is a lead, not a verdict: students solving the same small exercise from the same skeleton write alike code. Read the matching regions before drawing any conclusion.",
-        "sim.method": "copydetect (winnowed fingerprints of 25-character k-grams of the tokenised code, names normalised), file against file of the same name. Ignored: the skeleton's text, and passages that more than {common} submissions share (the usual way to write it). {compared} submissions compared; pairs at or above {threshold:.0%} shown, the most matching code first.",
+        "sim.method": "Compared: the code grading accepted and kept (never the submission folders), as one package whatever its files are called, in k-grams of {k} tokens, after normalising: names and string literals replaced, comments, docstrings and dead code stripped (unused functions and assignments, code after a return, branches on constants, no-op updates), independent statements put in one order. The skeleton's code is ignored; code that more than {common} submissions share weighs less, never nothing (copies identical in full score 100% however many share them). {compared} submissions compared; pairs at or above {threshold:.0%} shown, the most matching code first.",
+        "sim.not_compared": "Not compared, or in part ({count}):",
+        "code.code_empty": "grading took no file of theirs (links, pipes, devices and oversized files are refused; or no package)",
+        "code.code_not_kept": "no code kept beside the result (graded by an older kit: grade again with --force)",
+        "code.code_missing": "the code kept beside the result is missing (out/code/)",
+        "code.code_mismatch": "the code kept beside the result is not what it was graded from (grade again with --force)",
+        "code.code_unreadable": "the code kept beside the result cannot be read",
+        "code.code_partial": "some files were too large to keep: the rest is compared",
+        "reason.unreadable_result": "its result's JSON cannot be read (not JSON, too large, or not a result): grade it again with --force",
+        "private": "For instructors only: this report shows hidden checks, their seeds, every student's feedback and code. Do not share it with students.",
         "sim.none": "No pair at or above the threshold.",
         "sim.pair": "{a} ↔ {b}: {sim_a:.0%} of {a}'s code is in {b}, {sim_b:.0%} of {b}'s in {a} ({tokens} tokens match)",
         "sim.more": "{count} more pairs above the threshold are not shown.",
-        "sim.unavailable": "Similarity not computed: {reason}",
-        "sim.clusters": "Groups: students linked by pairs at or above the threshold, the largest first ({count} groups). Many pairs inside one group are one lead, not many.",
+        "sim.clusters": "Groups: students linked by pairs at or above the threshold, the largest first ({count} groups). A group whose members all copy one another has every pair inside it (four students: six pairs); many pairs inside one group are one lead, not many.",
         "sim.cluster": "{size} students, {pairs} pairs, up to {top:.0%}",
         "sim.listed": "The {shown} pairs with the most matching code:",
         "rt.title": "Runtime",
@@ -167,12 +175,20 @@ REPORT_CATALOG = {
         "hidden.lost": "잃은 점수",
         "sim.title": "유사도",
         "sim.note": "유사도는 단서일 뿐 판정이 아닙니다. 같은 스켈레톤으로 같은 작은 과제를 푸는 학생들의 코드는 비슷해지기 마련입니다. 결론을 내리기 전에 일치하는 부분을 직접 읽어 보세요.",
-        "sim.method": "copydetect (토큰화한 코드의 25글자 k-gram을 winnowing한 지문, 이름은 정규화)로 같은 이름의 파일끼리 비교했습니다. 스켈레톤의 내용과 제출물 {common}개 넘게 공유하는 부분(흔히 쓰는 작성 방식)은 제외했습니다. 제출물 {compared}개를 비교했으며 {threshold:.0%} 이상인 쌍을 일치하는 코드가 많은 순서로 보여 줍니다.",
+        "sim.method": "비교 대상: 채점이 받아들여 보관한 코드(제출 폴더는 다시 읽지 않음)를 파일 이름과 상관없이 하나의 패키지로 보고, 정규화한 뒤 {k}토큰 k-gram으로 비교했습니다. 정규화: 이름과 문자열 리터럴을 바꾸고, 주석·독스트링·죽은 코드(쓰이지 않는 함수와 대입, return 뒤의 코드, 상수 조건 분기, 아무것도 바꾸지 않는 갱신)를 지우고, 서로 의존하지 않는 문장을 한 가지 순서로 맞춥니다. 스켈레톤의 코드는 무시하고, 제출물 {common}개 넘게 공유하는 코드는 가중치를 낮추되 0으로 만들지는 않습니다 (전체가 같은 복사본은 몇 명이 공유하든 100%). 제출물 {compared}개를 비교했으며 {threshold:.0%} 이상인 쌍을 일치하는 코드가 많은 순서로 보여 줍니다.",
+        "sim.not_compared": "비교하지 않았거나 일부만 비교한 제출물 ({count}개):",
+        "code.code_empty": "채점이 받아들인 파일이 없습니다 (링크, 파이프, 장치 파일, 너무 큰 파일은 거부됨; 또는 패키지 없음)",
+        "code.code_not_kept": "결과 옆에 보관된 코드가 없습니다 (이전 버전으로 채점됨: --force로 다시 채점하세요)",
+        "code.code_missing": "결과 옆에 보관된 코드 파일이 없습니다 (out/code/)",
+        "code.code_mismatch": "결과 옆에 보관된 코드가 채점한 코드와 다릅니다 (--force로 다시 채점하세요)",
+        "code.code_unreadable": "결과 옆에 보관된 코드를 읽을 수 없습니다",
+        "code.code_partial": "너무 커서 보관하지 못한 파일이 있어 나머지만 비교했습니다",
+        "reason.unreadable_result": "결과 JSON을 읽을 수 없습니다 (JSON이 아니거나, 너무 크거나, 결과가 아님): --force로 다시 채점하세요",
+        "private": "강사 전용: 이 보고서에는 비공개 검사와 그 시드, 모든 학생의 피드백과 코드가 들어 있습니다. 학생에게 공유하지 마세요.",
         "sim.none": "기준 이상인 쌍이 없습니다.",
         "sim.pair": "{a} ↔ {b}: {a}의 코드 중 {sim_a:.0%}가 {b}에, {b}의 코드 중 {sim_b:.0%}가 {a}에 있습니다 (일치 토큰 {tokens}개)",
         "sim.more": "기준을 넘는 쌍 {count}개는 표시하지 않았습니다.",
-        "sim.unavailable": "유사도를 계산하지 않았습니다: {reason}",
-        "sim.clusters": "묶음: 기준 이상인 쌍으로 서로 이어진 학생들입니다. 큰 묶음부터 보여 줍니다 (묶음 {count}개). 한 묶음 안의 여러 쌍은 여러 단서가 아니라 하나의 단서입니다.",
+        "sim.clusters": "묶음: 기준 이상인 쌍으로 서로 이어진 학생들입니다. 큰 묶음부터 보여 줍니다 (묶음 {count}개). 구성원이 모두 서로 베낀 묶음은 그 안의 모든 쌍을 가집니다 (학생 네 명: 쌍 여섯 개). 한 묶음 안의 여러 쌍은 여러 단서가 아니라 하나의 단서입니다.",
         "sim.cluster": "학생 {size}명, 쌍 {pairs}개, 최고 {top:.0%}",
         "sim.listed": "일치하는 코드가 가장 많은 쌍 {shown}개:",
         "rt.title": "실행 시간",
@@ -327,7 +343,7 @@ def _relocalised(text: str, message_id: str, lang: str, depth: int):
     except KeyError:
         return None
     for source_lang in dict.fromkeys((lang, *messages.LANGUAGES)):
-        fields, pattern = messages.reader(messages.template(message_id, source_lang))
+        fields, pattern = _reader(messages.template(message_id, source_lang))
         found = pattern.fullmatch(text)
         if found is None:
             continue
@@ -337,6 +353,11 @@ def _relocalised(text: str, message_id: str, lang: str, depth: int):
         except (KeyError, IndexError, ValueError):
             return None
     return None
+
+
+@functools.lru_cache(maxsize=None)  # the catalogs' templates: re's own cache of 512 thrashed over them
+def _reader(template: str):
+    return messages.reader(template)
 
 
 @functools.lru_cache(maxsize=8192)
