@@ -217,6 +217,27 @@ def test_a_copy_padded_past_what_is_kept_is_still_compared():
     assert found["not_compared"] == {"code_partial": ["copy"]}
 
 
+def test_live_code_added_to_a_copy_cannot_hide_it():
+    """Code a copier adds that does run (their own helpers called at import, dead functions
+    named like attributes the code reads, so that reachability keeps them) lowers the share of
+    the copy found in the original, never the share of the original found in the copy: the
+    pair is still listed, at 100 % on the original's side."""
+    students = independent_students(5)
+    rng = random.Random(4)
+    copy = disguise(students[0], rng, KINDS)
+    helpers = "".join(random_function(rng, f"helper{i}", 12) + "\n\n" for i in range(8))
+    calls = "".join(f"helper{i}(torch.ones(2, 2), torch.ones(2, 2))\n" for i in range(8))
+    named_like_attributes = "def weight(x):\n    return x * 3\n\n\ndef dtype(x):\n    return x + 1\n"
+    copy["padding_live.py"] = (
+        "import torch\nimport torch.nn.functional as F\n\n" + helpers + calls + named_like_attributes
+    )
+    entries = [{"id": f"s{i}", "result": {}, "code": files} for i, files in enumerate(students)]
+    entries.append({"id": "t_copy", "result": {}, "code": copy})
+    pairs = similarity.find_similar(entries, SKELETON)["pairs"]
+    assert [(p["a"], p["b"]) for p in pairs] == [("s0", "t_copy")]
+    assert pairs[0]["similarity_a"] >= 0.95 and pairs[0]["similarity_b"] < 0.8
+
+
 # --------------------------------------------------------------------------------- inject markup
 PAYLOAD = '<img src=x onerror="window.__pwned=1"><script>window.__pwned=1</script>'
 PROBE = """<script>
