@@ -63,13 +63,13 @@ class Item:
     name: str
     kind: str
     summary: str
-    source: dict
+    source: dict = field(hash=False)
     files: tuple  # the package files it replaces, e.g. ("attention.py",)
     notes: str
     step: str | None = None
     diagnosis: str | None = None
     also_breaks: tuple = ()
-    pending: dict = field(default_factory=dict)
+    pending: dict = field(default_factory=dict, hash=False)
 
     @property
     def id(self) -> str:
