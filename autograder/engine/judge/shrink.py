@@ -37,7 +37,9 @@ from dataclasses import dataclass
 import torch
 
 MAX_RUNS = 60  # what bounds the search (and keeps it deterministic)
-SECONDS = 2.0  # only a guard against slow code: on a quiet machine 60 runs of small inputs take ~0.1 s
+# Only a guard against slow code: on a quiet machine 60 runs of small inputs take ~0.1 s. Generous,
+# because a search cut short by a busy machine shows a different example for the same code.
+SECONDS = 10.0
 ENTRYWISE = 16  # tensors of at most this many entries are also simplified entry by entry
 
 
