@@ -4,7 +4,11 @@ every construct, with the file and line named; every correct implementation styl
 Each case of ESCAPES passed the deny-list scanner this allow-list replaced (shown by running
 these cases against that scanner: see the commit that added this file)."""
 
+import ast
+import inspect
 import pkgutil
+import re
+import textwrap
 import tracemalloc
 import types
 
@@ -48,13 +52,100 @@ ESCAPES = {
         "import torch\nlocals_of = torch.compile\n",
         "import torch\nstate = torch.load('weights.pt', weights_only=False)\n",
     ],
+    # names built from literals (a name made at run time is checked where it is known:
+    # tests/test_lookups.py)
     "built_getattr": [
-        "import torch\nname = 'o' + 'ps'\nops = getattr(torch, name)\n",
-        "import torch\ninternals = getattr(torch, chr(95) + 'C')\n",
         "import functools\nimport torch\nlookup = functools.partial(getattr, torch)\n",
-        "class M:\n    def get(self, name):\n        return getattr(self, name)\n",
-        "def f(x, name):\n    setattr(x, name, None)\n",
         "import torch\nx = getattr(torch, f'o{\"ps\"}')\n",
+        "import torch\nx = getattr(torch, 'o' + 'ps')\n",
+        "class M:\n    def get(self):\n        return getattr(self, '__di' + 'ct__')\n",
+        "def f(x):\n    setattr(x, b'__class__'.decode(), None)\n",
+    ],
+    # protocols through which numpy, torch or Python read an object (issue 31: numpy's array
+    # interface gave read and write access to the interpreter's memory), in every spelling
+    "protocols": [
+        "class W:\n    @property\n    def __array_interface__(self):\n        return {}\n",
+        "class W:\n    __array_interface__ = {'data': (0, False), 'shape': (8,), 'typestr': '|u1'}\n",
+        "class W:\n    def __getattr__(self, name):\n        return {}\n",
+        "class W:\n    def __getattribute__(self, name):\n        return {}\n",
+        "def __getattr__(name):\n    return {}\n",  # a module's own (PEP 562)
+        "class W:\n    __cuda_array_interface__ = {}\n",
+        "class W:\n    def __dlpack__(self, stream=None):\n        return None\n",
+        "class W:\n    def __buffer__(self, flags):\n        return memoryview(b'')\n",
+        "class W:\n    def __array_struct__(self):\n        return None\n",
+        "class W:\n    def __init_subclass__(cls, **kw):\n        pass\n",
+        "class W:\n    def __set_name__(self, owner, name):\n        pass\n",
+        "class W:\n    def __class_getitem__(cls, item):\n        return item\n",
+        "class W:\n    def __reduce_ex__(self, protocol):\n        return (W, ())\n",
+        "class W:\n    def __getstate__(self):\n        return {}\n",
+        "class W:\n    def __del__(self):\n        pass\n",
+        "class W:\n    def __index__(self):\n        return 0\n",
+        "class W:\n    __slots__ = ('__array_interface__',)\n",
+        "namespace = {'__array_interface__': {}}\n",
+        "name = '__array_' + 'interface__'\n",
+        "namespace = dict(__array_interface__=None)\n",
+        "class W:\n    def f(self):\n        return __annotations__\n",
+        "def f(x):\n    return x.__class__.__class__\n",
+        "def f(x):\n    return isinstance(x, x.__class__)\n",
+        "def f(x):\n    return getattr(x, '__class__')\n",
+    ],
+    # makers of classes and attributes from names given at run time
+    "name_channels": [
+        "W = type('W', (), {})\n",
+        "def f(x):\n    return isinstance(x, type)\n",
+        "def f(x):\n    return type(type(x))\n" if False else "maker = type\n",
+        "import abc\nW = abc.ABCMeta('W', (), {})\n",
+        "from abc import ABCMeta\nmake = ABCMeta\n",
+        "import enum\nE = enum.Enum('E', 'a b')\n",
+        "import enum\nE = enum.Enum('E', names=[('a', 1)])\n",
+        "import enum\n\n\nclass Base(enum.Enum):\n    pass\n",
+        "from enum import Enum\n\n\nclass Base(Enum):\n    def f(self):\n        pass\n\n\nE = Base('E', 'a b')\n",
+        "import dataclasses\nW = dataclasses.make_dataclass('W', [])\n",
+        "import torch\nparameters = torch.nn.ParameterDict()\n",
+        "from torch import nn\nmaker = nn.ParameterDict\n",
+        "import functools\n\n\ndef f(a, b, names):\n    return functools.update_wrapper(a, b, assigned=names)\n",
+        "import functools\n\n\ndef f(b, names):\n    return functools.wraps(b, names)\n",
+        "import functools\nwrap = functools.update_wrapper\n",
+        "from torch.nn.utils import parametrize\n\n\ndef f(m, name, p):\n    parametrize.register_parametrization(m, name, p)\n",
+        "class W(metaclass=print):\n    pass\n",
+    ],
+    # a library's classes and functions changed through a library call that changes what it is
+    # given (what `F.softmax = ...` would do in the code)
+    "patched_through_a_library_call": [
+        "import dataclasses\nfrom torch import nn\nLinear = dataclasses.dataclass(nn.Linear)\n",
+        "import dataclasses\nfrom torch import nn\nLinear = dataclasses.dataclass(frozen=True)(nn.Linear)\n",
+        "import functools\nfrom torch import nn\nfunctools.total_ordering(nn.Linear)\n",
+        "import functools\nimport torch.nn.functional as F\n\n\ndef f():\n    pass\n\n\nfunctools.update_wrapper(F.multi_head_attention_forward, f)\n",
+        "import functools\nimport torch.nn.functional as F\n\n\ndef f():\n    pass\n\n\nfunctools.wraps(f)(F.multi_head_attention_forward)\n",
+        "import abc\nfrom torch import nn\nabc.update_abstractmethods(nn.Module)\n",
+    ],
+    # kinds of tensors, storages, arrays and dicts of one's own (their private parts take raw
+    # addresses; numpy reads memory from any dict that says where)
+    "subclasses": [
+        "import torch\n\n\nclass T(torch.Tensor):\n    pass\n",
+        "import torch\n\n\nclass P(torch.nn.Parameter):\n    pass\n",
+        "import torch\n\n\nclass S(torch.UntypedStorage):\n    pass\n",
+        "import numpy as np\n\n\nclass A(np.ndarray):\n    pass\n",
+        "from torch import nn\n\n\nclass D(nn.Module, dict):\n    pass\n",
+        "import collections\n\n\nclass D(collections.OrderedDict):\n    pass\n",
+    ],
+    # raw memory and files (issue 31: numpy's file readers read the kit where nothing else stopped them)
+    "raw_memory": [
+        "import numpy as np\nkit = np.fromfile('/kit/solutions/mha/attention.py', dtype=np.uint8)\n",
+        "import numpy as np\nrows = np.loadtxt('grading.yml', dtype=str, delimiter='\\t')\n",
+        "import numpy as np\nrows = np.genfromtxt('grading.yml')\n",
+        "import numpy as np\nview = np.memmap('grading.yml', mode='r')\n",
+        "import numpy as np\nview = np.frombuffer(b'x', dtype=np.uint8)\n",
+        "import torch\nkit = torch.from_file('grading.yml', size=10)\n",
+        "import torch\nkit = torch.UntypedStorage.from_file('grading.yml', False, 10)\n",
+        "def f(storage, address):\n    return storage._new_with_weak_ptr(address)\n",
+        "def f(x, address):\n    x.untyped_storage()._set_cdata(address)\n",
+        "def f(t):\n    return t._cdata\n",
+        "from torch import nn\n\n\nclass M(nn.Module):\n    def f(self, key, value):\n        self._modules[key] = value\n",
+        "def f(module, key, value):\n    module._buffers[key] = value\n",
+        "import torch\nfree = torch.cuda.caching_allocator_delete\n",
+        "def f():\n    return id(f)\n",
+        "def f(module):\n    return module.exec\n",
     ],
     "string_smuggling": [
         "name = 'redargotua'[::-1]\n",
@@ -399,6 +490,128 @@ def cached_attention(q, k, v, cache=None, layer_names=("w_q", "w_k")):
 }
 
 
+STYLES["static_cache_by_computed_name"] = '''
+import torch
+from torch import nn
+
+
+class StaticKVCache(nn.Module):
+    """Preallocated buffers; the key or value buffer is picked by name (issue 32)."""
+
+    def __init__(self, batch, heads, max_len, head_dim):
+        super().__init__()
+        for name in ("k", "v"):
+            self.register_buffer(f"{name}_cache", torch.zeros(batch, heads, max_len, head_dim))
+        self._length = 0
+        self._values = None  # a name torch's tensors also have: this object's own
+
+    def _write(self, name, x, start):
+        buffer = getattr(self, name + "_cache")
+        buffer[:, :, start : start + x.size(2)] = x
+        return buffer[:, :, : start + x.size(2)]
+
+    def update(self, k, v):
+        start = self._length
+        out = tuple(self._write(name, x, start) for name, x in zip(("k", "v"), (k, v)))
+        self._length = start + k.size(2)
+        self._values = out[1]
+        return out
+
+    def reset(self):
+        for name in ("k_cache", "v_cache"):
+            setattr(self, name, torch.zeros_like(getattr(self, name)))
+        self._length = 0
+
+
+def lengths(caches):
+    return [cache._length for cache in caches]  # another object's private name, its class's own
+'''
+STYLES["overrides_enums_and_own_class_methods"] = """
+import abc
+import enum
+import json_free_config as config_source  # a file of the submission
+import torch
+from torch import nn
+
+
+class Mode(enum.Enum):
+    TRAIN = "train"
+    EVAL = "eval"
+
+
+class Base(abc.ABC):
+    @abc.abstractmethod
+    def forward(self, x):
+        ...
+
+
+class Config:
+    __slots__ = ("d_model", "_heads")
+
+    def __init__(self, d_model, heads):
+        self.d_model, self._heads = d_model, heads
+
+    @classmethod
+    def from_file(cls, name):  # a method of one's own, named like numpy's file reader
+        return cls(*config_source.SIZES[name])
+
+    def __repr__(self):
+        return f"{self.__class__.__name__}({self.d_model}, {self._heads})"
+
+
+class Conv(nn.Conv1d):
+    def _conv_forward(self, x, weight, bias):  # whisper's override of a library method
+        return super()._conv_forward(x, weight.to(x.dtype), None if bias is None else bias.to(x.dtype))
+
+
+class Layer(nn.Module, metaclass=abc.ABCMeta):
+    def __init__(self):
+        super().__init__()
+        self.proj = nn.Linear(4, 4)
+        self._reset_parameters()
+
+    def _reset_parameters(self):
+        nn.init.zeros_(self.proj.bias)
+
+    def clone(self):
+        return type(self)()
+
+
+@dataclasses.dataclass(frozen=True)
+class Sizes:
+    d_model: int = 8
+
+
+@functools.total_ordering
+class Rank:
+    def __init__(self, value):
+        self.value = value
+
+    def __eq__(self, other):
+        return self.value == other.value
+
+    def __lt__(self, other):
+        return self.value < other.value
+
+
+def logged(function):
+    @functools.wraps(function)
+    def wrapper(*args, **kwargs):
+        return function(*args, **kwargs)
+
+    def plain(*args):
+        return function(*args)
+
+    functools.update_wrapper(plain, function)
+    return wrapper
+
+
+CONFIG = Config.from_file("small")
+MODE = Mode("train")
+__all__ = ["Layer", "Config"]
+"""
+
+
 @pytest.mark.parametrize("name", list(STYLES))
 def test_a_correct_style_scans_clean(name):
     assert findings(STYLES[name]) == ()
@@ -484,7 +697,7 @@ def test_every_module_reachable_from_an_allowed_module_is_decided():
                 or real_name.startswith(source_policy.HARMLESS_PACKAGES)
             ):
                 undecided.append(f"{module_name}.{attr} ({real_name})")
-    assert undecided == []
+    assert undecided == [], undecided
 
 
 # ---------------------------------------------------------------------------- end to end
@@ -508,3 +721,247 @@ def test_an_escape_in_a_class_body_costs_the_step_with_file_and_line(config, sub
             for c in result.step(step).checks
         )
     assert result.step("padding").score == result.step("padding").max_score
+
+
+# ---------------------------------------------------------------------------- derived from the libraries
+
+
+def _public_callables():
+    """(dotted name, callable) for every public callable of the allowed modules and every public
+    method of their public classes."""
+    import warnings as python_warnings
+
+    found = []
+    with python_warnings.catch_warnings():
+        python_warnings.simplefilter("ignore")
+        for module_name in sorted(source_policy.ALLOWED_MODULES):
+            module = source_reader._loaded(module_name)
+            if module is None:
+                continue
+            for name in list(vars(module)):
+                if name.startswith("_"):
+                    continue
+                value = vars(module)[name]
+                if isinstance(value, types.ModuleType):
+                    continue
+                found.append((f"{module_name}.{name}", value))
+                if inspect.isclass(value):
+                    for attr in dir(value):
+                        if not attr.startswith("_"):
+                            try:
+                                found.append((f"{module_name}.{name}.{attr}", getattr(value, attr)))
+                            except Exception:  # noqa: BLE001 - a descriptor that raises on its class
+                                pass
+    return found
+
+
+# Parameters that name a file, and callables that have one without reading or writing a file.
+FILE_PARAMETERS = {"file", "fname", "filename", "fid", "filepath", "path", "f"}
+NOT_FILES = {"final", "gradient", "sym_ite", "showwarning", "formatwarning", "WarningMessage"}
+
+
+def test_every_library_callable_that_takes_a_file_is_refused():
+    """numpy's and torch's file readers and writers are derived, not listed by hand: every public
+    callable of an allowed module with a file parameter (its signature, or a builtin's text
+    signature) is refused by the name its module gives it (issue 31: numpy's file readers read
+    the kit where nothing else stopped them)."""
+
+    takes_files = {}
+    for dotted, value in _public_callables():
+        if not callable(value) or dotted.rsplit(".", 1)[-1] in NOT_FILES:
+            continue
+        try:
+            parameters = set(inspect.signature(value).parameters)
+        except Exception:  # noqa: BLE001 - no signature (a builtin), or one that raises (CUDA's)
+            doc = getattr(type(value), "__doc__", None) if isinstance(value, type) else getattr(value, "__doc__", None)
+            first = (doc if isinstance(doc, str) else "").strip().split("\n", 1)[0]
+            match = re.match(r"[\w.]+\(([^)]*)\)", first)
+            parameters = {p.strip().split("=")[0].strip("*[] ") for p in match.group(1).split(",")} if match else set()
+        if parameters & FILE_PARAMETERS:
+            takes_files.setdefault(dotted.rsplit(".", 1)[-1], dotted)
+    assert {"fromfile", "memmap", "loadtxt", "genfromtxt", "from_file", "load", "save"} <= set(takes_files)
+    unrefused = [dotted for name, dotted in takes_files.items() if name not in source_policy.GLOBAL_DENY_MEMBERS]
+    assert unrefused == []
+
+
+# Public library functions that set an attribute under a name from their parameters, found by
+# reading their code, and why each is harmless where it is not a NAME_CHANNEL (refused there).
+HARMLESS_CHANNELS = {
+    "collections.namedtuple": "its field names may not start with an underscore: no dunder",
+    "typing.NamedTupleMeta.__new__": "the same for typing.NamedTuple",
+    "enum.EnumType.__new__": "an enumeration's functional API: refused where called with names",
+    "enum.EnumType.__setattr__": "an enumeration's members, through setattr (checked at run time)",
+    "numpy.rec.recarray.__setattr__": "reached through setattr (checked at run time) or a store the code writes",
+    "torch.nn.modules.module.Module.__setattr__": "the same",
+    "torch.nn.modules.rnn.RNNBase.__setattr__": "the same",
+    "typing_extensions.TypeAliasType.__setattr__": "the same",
+    "typing_extensions.sentinel.__setattr__": "the same",
+    "torch.backends.cuda.cuFFTPlanCacheManager.__setattr__": "the same",
+    "torch.nn.modules.container.ModuleList.__setitem__": "names are indices",
+    "torch.nn.modules.container.ParameterList.__setitem__": "names are indices",
+    "torch.nn.modules.rnn.RNNBase.__init__": "names of its own weights",
+    "torch.nn.utils.parametrize.ParametrizationList.__init__": "names of its own originals",
+    "torch.nn.utils.parametrize.ParametrizationList.right_inverse": "names of its own originals",
+    "torch.nn.utils.parametrize.transfer_parametrizations_and_params": "values are Parameters",
+    "torch.autograd.function.FunctionMeta.__init__": "a fixed name",
+    "torch.nn.modules.linear_cross_entropy_options.LinearCrossEntropyOptions.__setstate__": "its own fields",
+    "__deepcopy__": "a tensor's copy copies the slots it has",
+}
+
+
+def _sets_named_attribute(function) -> list:
+    """Lines of `function` that call setattr (or type() with a namespace) with a name that comes
+    from one of its parameters (directly or through one assignment or loop)."""
+
+    try:
+        tree = ast.parse(textwrap.dedent(inspect.getsource(function)))
+    except (OSError, TypeError, SyntaxError, IndentationError):
+        return []
+    definition = tree.body[0] if tree.body else None
+    if not isinstance(definition, (ast.FunctionDef, ast.AsyncFunctionDef)):
+        return []
+    arguments = definition.args
+    derived = {a.arg for a in arguments.posonlyargs + arguments.args + arguments.kwonlyargs} - {"self", "cls"}
+    derived |= {a.arg for a in (arguments.vararg, arguments.kwarg) if a}
+    for _ in range(3):
+        for node in ast.walk(definition):
+            sources = []
+            if isinstance(node, ast.Assign):
+                sources, targets = [node.value], node.targets
+            elif isinstance(node, (ast.For, ast.comprehension)):
+                sources, targets = [node.iter], [node.target]
+            if any(isinstance(n, ast.Name) and n.id in derived for s in sources for n in ast.walk(s)):
+                derived |= {n.id for t in targets for n in ast.walk(t) if isinstance(n, ast.Name)}
+
+    def uses(expression):
+        return any(isinstance(n, ast.Name) and n.id in derived for n in ast.walk(expression))
+
+    lines = []
+    for node in ast.walk(definition):
+        if isinstance(node, ast.Call):
+            callee = ast.unparse(node.func)
+            name_at = {"setattr": 1, "object.__setattr__": 1, "super().__setattr__": 0}.get(callee)
+            if name_at is not None and len(node.args) > name_at and uses(node.args[name_at]):
+                lines.append(ast.unparse(node))
+            if callee in ("type", "super().__new__") and len(node.args) >= 3 and uses(node.args[-1]):
+                lines.append(ast.unparse(node))
+    return lines
+
+
+def test_every_library_function_that_names_attributes_at_run_time_is_decided():
+    """A library function that sets attributes under names its caller gives can give an object a
+    protocol (issue 31: ParameterDict, an enumeration's functional API, make_dataclass): each one
+    the allowed modules hold is a NAME_CHANNEL of the policy or harmless for a stated reason, so
+    that a torch upgrade that adds one fails here, not in a red team."""
+
+    decided = set(source_policy.NAME_CHANNELS) | set(HARMLESS_CHANNELS)
+    undecided, seen = [], set()
+    for dotted, value in _public_callables():
+        function = value.__func__ if isinstance(value, types.MethodType) else value
+        candidates = [(dotted, function)]
+        if inspect.isclass(value):
+            candidates = [
+                (f"{k.__module__}.{k.__qualname__}.{a}", m)
+                for k in value.__mro__
+                if k.__module__ != "builtins"
+                for a, m in vars(k).items()
+                if a in ("__new__", "__init__", "__setattr__", "__setitem__", "__setstate__", "__deepcopy__")
+                or not a.startswith("_")
+            ]
+        for name, member in candidates:
+            if isinstance(member, (classmethod, staticmethod)):
+                member = member.__func__
+            if not isinstance(member, types.FunctionType) or id(member) in seen:
+                continue
+            seen.add(id(member))
+            if _sets_named_attribute(member) and not (
+                name in decided or name.rsplit(".", 1)[-1] in decided or dotted in decided
+            ):
+                undecided.append(name)
+    assert undecided == [], undecided
+
+
+# Public library functions that set attributes on what their caller gives them, found by reading
+# their code (one level into the module's own helpers), and why each is harmless where it is not
+# one of the policy's DECORATORS (kept to the file's own definitions there).
+HARMLESS_PATCHERS = {
+    "numpy.genfromtxt": "refused as a file reader",
+    "torch.nn.functional.boolean_dispatch": "sets the documentation of the functions it makes",
+    "torch.nn.utils.parametrize.register_parametrization": "a module object's own state (an instance)",
+    "torch.nn.utils.parametrize.remove_parametrizations": "the same",
+    "torch.nn.utils.parametrize.transfer_parametrizations_and_params": "the same",
+    "torch.optim.lr_scheduler.override": "a marker attribute (typing's @override)",
+    "torch.optim.swap_in_optimizer_params_and_state": "an optimizer object's own state",
+    "typing.final": "a marker attribute",
+    "typing.no_type_check": "a marker attribute",
+    "typing.runtime_checkable": "a marker on a Protocol",
+    "typing_extensions.final": "a marker attribute",
+    "typing_extensions.override": "a marker attribute",
+    "typing_extensions.runtime_checkable": "a marker on a Protocol",
+    "typing_extensions.deprecated": "a marker attribute",
+    "typing_extensions.dataclass_transform": "a marker attribute",
+    "typing.dataclass_transform": "a marker attribute",
+    "typing.override": "a marker attribute",
+    "enum.unique": "reads the enumeration only",
+    "enum.global_enum": "puts the members into their own module",
+    "typing_extensions.disjoint_base": "a marker attribute",
+    "typing_extensions.evaluate_forward_ref": "refused by name (GLOBAL_DENY_MEMBERS)",
+}
+
+
+def _assigns_attributes_of(function, parameters, depth: int = 1) -> bool:
+    """Whether `function` sets an attribute of one of `parameters` (by name: `setattr(p, ...)`,
+    `p.x = ...`), here or in a helper of its own module it hands the parameter to."""
+    try:
+        tree = ast.parse(textwrap.dedent(inspect.getsource(function)))
+    except (OSError, TypeError, SyntaxError, IndentationError):
+        return False
+    definition = tree.body[0] if tree.body else None
+    if not isinstance(definition, (ast.FunctionDef, ast.AsyncFunctionDef)):
+        return False
+    positional = [a.arg for a in definition.args.posonlyargs + definition.args.args]
+    names = {positional[i] for i in parameters if i < len(positional)} if parameters is not None else set(positional)
+    for node in ast.walk(definition):
+        if isinstance(node, ast.Call) and ast.unparse(node.func) in (
+            "setattr",
+            "object.__setattr__",
+            "type.__setattr__",
+        ):
+            if node.args and isinstance(node.args[0], ast.Name) and node.args[0].id in names:
+                return True
+        if isinstance(node, (ast.Assign, ast.AugAssign)):
+            for target in node.targets if isinstance(node, ast.Assign) else [node.target]:
+                if (
+                    isinstance(target, ast.Attribute)
+                    and isinstance(target.value, ast.Name)
+                    and target.value.id in names
+                ):
+                    return True
+        if depth and isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id.startswith("_"):
+            helper = function.__globals__.get(node.func.id)
+            handed = [i for i, a in enumerate(node.args) if isinstance(a, ast.Name) and a.id in names]
+            if isinstance(helper, types.FunctionType) and handed and _assigns_attributes_of(helper, handed, depth - 1):
+                return True
+    return False
+
+
+def test_every_library_function_that_changes_what_it_is_given_is_decided():
+    """A library function that sets attributes on the object its caller hands it can change a
+    library's own class or function (dataclass, total_ordering, update_wrapper): each one the
+    allowed modules hold is one of the policy's DECORATORS or harmless for a stated reason."""
+    decided = source_policy.DECORATORS | set(HARMLESS_PATCHERS) | {k for k in source_policy.NAME_CHANNELS}
+    undecided = []
+    functions = [
+        (dotted, value)
+        for dotted, value in _public_callables()
+        if isinstance(value, types.FunctionType) and dotted.rsplit(".", 1)[0] in source_policy.ALLOWED_MODULES
+    ]
+    for dotted, value in functions:
+        if _assigns_attributes_of(value, None):
+            owner = f"{value.__module__}.{value.__qualname__}"
+            if dotted not in decided and owner not in decided:
+                undecided.append(dotted)
+    assert {"dataclasses.dataclass", "functools.total_ordering", "functools.update_wrapper"} <= {
+        d for d, v in functions if _assigns_attributes_of(v, None)
+    }
+    assert sorted(set(undecided)) == []

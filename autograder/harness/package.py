@@ -10,15 +10,52 @@ student code), so it can sit beside a student's package in one process.
 """
 
 import importlib
+import importlib.abc
+import importlib.machinery
 import sys
 import threading
 import types
 from pathlib import Path
 
 from autograder.harness.contract import SubmissionError
+from autograder.harness.lookups import Guard, LookupRule, guarded_builtins
 
 
 _LOADING = threading.Lock()
+
+
+class _GuardedLoader(importlib.abc.Loader):
+    """Runs a module of a student's package with the guarded built-ins (harness/lookups.py)."""
+
+    def __init__(self, inner, guard: Guard):
+        self.inner, self.guard = inner, guard
+
+    def create_module(self, spec):
+        return self.inner.create_module(spec)
+
+    def exec_module(self, module):
+        self.guard.adopt(module)
+        module.__dict__["__builtins__"] = self.guard.names  # what every function of the module looks up
+        self.inner.exec_module(module)
+
+
+class _GuardedFinder(importlib.abc.MetaPathFinder):
+    """Finds the modules of the packages loaded with a rule, as Python would, and hands them to
+    _GuardedLoader."""
+
+    packages = {}  # package name -> its Guard
+
+    def find_spec(self, fullname, path=None, target=None):
+        guard = self.packages.get(fullname.partition(".")[0])
+        if guard is None or "." not in fullname:
+            return None
+        spec = importlib.machinery.PathFinder.find_spec(fullname, path)
+        if spec is not None and spec.loader is not None:
+            spec.loader = _GuardedLoader(spec.loader, guard)
+        return spec
+
+
+_FINDER = _GuardedFinder()
 
 
 class Package:
@@ -29,9 +66,10 @@ class Package:
         self._directory = directory
 
     @classmethod
-    def load(cls, root, package: str, name: str = None) -> "Package":
+    def load(cls, root, package: str, name: str = None, rule: LookupRule = None) -> "Package":
         """Make `root/<package>` importable as the package `name` (default: `package`),
-        replacing any earlier one.
+        replacing any earlier one. With `rule`, its modules look attributes up by names made
+        at run time under that rule (harness/lookups.py).
 
         The package's __init__.py is not run: each step file is imported on its own when first
         used, so nothing in __init__.py (a broken import, or worse) can cost the other steps."""
@@ -48,6 +86,16 @@ class Package:
         module = types.ModuleType(name)
         module.__path__ = [str(directory)]
         module.__file__ = str(directory / "__init__.py")
+        with _LOADING:
+            if rule is None:
+                _GuardedFinder.packages.pop(name, None)
+            else:
+                guard = Guard(rule, name, directory)
+                guard.names = guarded_builtins(guard)
+                guard.adopt(module)
+                _GuardedFinder.packages[name] = guard
+                if _FINDER not in sys.meta_path:
+                    sys.meta_path.insert(0, _FINDER)
         sys.modules[name] = module
         return cls(module, directory)
 

@@ -24,6 +24,7 @@ torch.set_num_threads(1)  # before any parallel op: forked children of a multi-t
 
 from autograder.harness import fake_cuda  # noqa: E402
 from autograder.harness.observe import observe, trap  # noqa: E402
+from autograder.harness.lookups import LookupRule  # noqa: E402
 from autograder.harness.package import Package  # noqa: E402
 from autograder.harness.watch import install  # noqa: E402
 from autograder.sandbox import wire  # noqa: E402
@@ -97,7 +98,8 @@ def serve(conn, scratch, setup) -> None:
     """In a confined worker: load the package from scratch and answer the judge's tasks."""
     receive, send, loads, dumps = conn.recv_bytes, conn.send_bytes, wire.loads, wire.dumps
     run, set_trap, table, flush = observe, trap, dict(_TABLE), (sys.stdout.flush, sys.stderr.flush)
-    student = Package.load(scratch, setup["package"])
+    rule = LookupRule.from_data(setup["lookups"]) if setup.get("lookups") else None
+    student = Package.load(scratch, setup["package"], rule=rule)
     pending = [tuple(t) for t in setup.get("traps", ())]  # functions that hung in an earlier worker
     forget_grader()
 

@@ -20,6 +20,8 @@ from autograder.engine.course import config as grading_config
 from autograder.engine.checks import messages
 from autograder.engine.judge import results
 from autograder.engine.checks.check import Fail
+from autograder.engine.scan.source_reader import lookup_rule
+from autograder.harness.lookups import LookupRule
 from autograder.engine.mistakes.diagnosis import Record, diagnose
 from autograder.engine.judge.observation import Observation, read_report
 from autograder.engine.judge.in_process import Hangs, clone, facts_of, observe
@@ -328,7 +330,9 @@ class StudentPlugin:
     def package(self, assignment_id):
         """The student's package of an assignment, loaded file by file on first use."""
         if assignment_id not in self.packages:
-            self.packages[assignment_id] = Package.load(self.submission_dir, self.configs[assignment_id].package)
+            self.packages[assignment_id] = Package.load(
+                self.submission_dir, self.configs[assignment_id].package, rule=LookupRule.from_data(lookup_rule())
+            )
         return self.packages[assignment_id]
 
     def forbidden_source(self, check, step):

@@ -13,6 +13,8 @@ import functools
 import time
 
 from autograder.engine.checks.check import Fail
+from autograder.engine.scan.source_reader import lookup_rule
+from autograder.harness.lookups import LookupRule
 from autograder.engine.judge.observation import Facts, Hang, Observation, read_report
 from autograder.engine.scan.forbidden import package_files
 from autograder.harness import observe as harness
@@ -96,7 +98,7 @@ class InProcess:
     def __init__(self, submission, package, budget: float = None):
         self.student, self.error = None, None
         try:
-            self.student = Package.load(submission, package)
+            self.student = Package.load(submission, package, rule=LookupRule.from_data(lookup_rule()))
         except SubmissionError as error:
             self.error = Fail(error.what, error.params)
         self.package = package

@@ -46,6 +46,7 @@ CONTRACT_FAILURES = frozenset(
         "qkv_layers_not_found",
         "embedding_not_found",
         "device_mismatch",
+        "refused_lookup",  # harness/lookups.py: a name made at run time that the source policy refuses
     }
 )
 KINDS = ("values", "raised", "timeout", "contract", "trapped")
@@ -180,7 +181,7 @@ def _contract(report, facts) -> Fail:
             safe[key] = tuple(value)
         else:
             raise _Malformed("a malformed parameter")
-    if what in ("not_implemented", "near_miss") and not safe.get("where"):
+    if what in ("not_implemented", "near_miss", "refused_lookup") and not safe.get("where"):
         safe["where"] = messages.render("grader_frame")
     try:
         messages.render(what, **safe)

@@ -17,6 +17,7 @@ import time
 from pathlib import Path
 
 from autograder.engine.checks.check import Fail
+from autograder.engine.scan.source_reader import lookup_rule
 from autograder.engine.judge.observation import Facts, Hang, Observation, malformed, read_report
 from autograder.engine.scan.submission import submission_files
 from autograder.engine.checks.text import printable
@@ -59,7 +60,12 @@ class RemoteExecutor:
         self.hangs = {}  # (file, function) -> Hang: sent as traps to every later worker
         self.hung_steps = {}  # step -> Hang, where the place is unknown: the rest of that step is not run
         self.worker = Worker(
-            files, package, PRELOAD, memory_bytes, setup={"assignment": assignment, "traps": []}, gpu=gpu
+            files,
+            package,
+            PRELOAD,
+            memory_bytes,
+            setup={"assignment": assignment, "traps": [], "lookups": lookup_rule()},
+            gpu=gpu,
         )
         self.budget = budget
         self.deadline = None if budget is None else time.monotonic() + budget

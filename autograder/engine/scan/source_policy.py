@@ -24,13 +24,28 @@ solutions; see docs/security-model.md):
   torch.compile and torch.jit generate code, torch.ops.load_library loads native code, ...).
 * Any other object's attributes: anything but the names that reach the interpreter (frames,
   code objects, most dunders: DUNDERS lists the harmless ones), private names that are internals
-  of an allowed module (private_deny(): `_C`, `_ops`, `_getframe` ...), and GLOBAL_DENY: the names
-  through which a library module reached indirectly (through another graded file) would lead
-  to the machinery (`x.sys`, `x.jit`, `x.overrides`, `x.load` ...).
-* Built-ins: those in ALLOWED_BUILTINS. eval/exec/compile/__import__/globals/locals/vars/open
-  ... are refused wherever they are named (DANGEROUS_NAMES); getattr/setattr/delattr only when
-  the attribute's name is written in the code (a string literal, or an f-string whose literal
-  start cannot begin a refused name: `getattr(self, f"w_{i}")`).
+  of an allowed module (private_deny(): `_C`, `_ops`, `_getframe` ...), the private parts of
+  tensors, storages and arrays (they take raw addresses: `_new_with_weak_ptr`, `_set_cdata`) and
+  the state nn.Module answers attribute lookups from (`_buffers`, `_modules`: library.py finds
+  them), and GLOBAL_DENY: the names through which a library module reached indirectly (through
+  another graded file) would lead to the machinery, files or raw memory (`x.sys`, `x.jit`,
+  `x.load`, `x.fromfile` ...). A class's own definition of such a name is its own: `self.x`,
+  `cls.x`, `super().x` in a class of the file that defines `x`, `Config.x` of a class that does.
+* Protocols (issue 31): a dunder a file defines (a def, a class-level or module-level name, a
+  keyword, a string that names one anywhere: namespaces, slots, setattr) must be one of
+  DEFINABLE_DUNDERS, Python's ordinary protocols. The others are how the interpreter and the
+  libraries read an object: numpy reads raw memory from `__array_interface__`, `__getattr__`
+  answers every such lookup. No subclass of a tensor, storage, array or dict type (UNSUBCLASSABLE);
+  no metaclass but as `metaclass=`, and `type` only as `type(x)`, `x.__class__` only for its
+  name (a metaclass makes classes from a namespace built at run time); none of NAME_CHANNELS,
+  the library calls that make attributes from names given at run time, unless their names are
+  written in the code; no enumeration called with names, or without members.
+* Built-ins: those in ALLOWED_BUILTINS (not `id`: an address, which nothing here needs).
+  eval/exec/compile/__import__/globals/locals/vars/open ... are refused wherever they are named
+  (DANGEROUS_NAMES). getattr/setattr/delattr/hasattr with a name written in the code obey the
+  rules above; with a name computed at run time they are ordinary Python on one's own objects
+  (issue 32) and the same rules are applied where the name is known, in the student's process
+  (autograder/harness/lookups.py, given source_reader.lookup_rule()).
 * No module used as a value (`f(torch)`, `[np]`): only `module.name`, or an alias `F = nn.functional`.
 * No assignment to or deletion of what a library defines (`torch.x = ...`, `F.softmax = ...`,
   `nn.Module.forward = ...`, through an alias too), no rebinding of `__name__` or
@@ -53,7 +68,9 @@ What remains possible: a file that imports another graded file's names cannot se
 names are (each file is read alone). A library module handed over that way keeps the global
 rules (GLOBAL_DENY, private_deny(), dunders), but an assignment into it through a further alias
 (`t = other.torch_alias; t.softmax = f`) is not seen. Code that builds data the grader then
-runs (a pickle, a native library) needs a refused name to run it.
+runs (a pickle, a native library) needs a refused name to run it. A library call that makes an
+attribute from a name given at run time and that NAME_CHANNELS does not list would take a name
+the run-time rule never sees (tests/test_source_policy.py reads the allowed modules for them).
 
 Over 400 lines because it is data: each list of what graded code may use comes with the
 evidence for it. The reader that applies it is source_reader.py.
@@ -218,8 +235,46 @@ GLOBAL_DENY_MEMBERS = frozenset(
         "attrgetter",  # lookups by computed names
         "methodcaller",
         "Timer",
+        # built-ins that run code or reach the interpreter, as members of anything (a module
+        # reached through another file must not hand them over; not `eval`: nn.Module.eval())
+        "exec",
+        "globals",
+        "locals",
+        "breakpoint",
     }
 )
+# Members that read files or hand over raw memory: numpy's and torch's file readers and writers
+# (derived from the allowed modules' signatures: every public callable with a file parameter;
+# tests/test_source_policy.py keeps the list complete), the constructors that view or free memory
+# at an address or a foreign buffer, and the allocator entry points that take raw pointers. An
+# attention exercise reads no file and makes its tensors from numbers (torch.tensor, zeros,
+# randn ...).
+RAW_MEMORY_MEMBERS = frozenset(
+    {
+        "from_file",  # torch.from_file, UntypedStorage.from_file: a file mapped into a tensor
+        "fromfile",  # numpy
+        "fromregex",
+        "genfromtxt",
+        "loadtxt",
+        "memmap",
+        "open_memmap",
+        "DataSource",
+        "save",
+        "savetxt",
+        "savez",
+        "savez_compressed",
+        "dump",
+        "tofile",
+        "prepare_multiprocessing_environment",  # torch: where shared-memory files go
+        "frombuffer",  # numpy, torch: an array over another object's memory
+        "from_dlpack",  # a tensor over memory another library hands over (a capsule)
+        "to_dlpack",
+        "caching_allocator_alloc",  # torch.cuda: raw device pointers
+        "caching_allocator_delete",
+        "ExternalStream",  # a stream from a raw pointer
+    }
+)
+GLOBAL_DENY_MEMBERS = GLOBAL_DENY_MEMBERS | RAW_MEMORY_MEMBERS
 # ... and what reaches the interpreter's frames and code.
 FRAME_ATTRIBUTES = frozenset(
     {
@@ -446,6 +501,145 @@ DUNDERS = frozenset(
 )
 # Dunder methods of one's own that hook into torch's dispatch (the call watch lives there).
 TORCH_HOOKS = frozenset({"__torch_function__", "__torch_dispatch__"})
+# Dunders graded code may define (a def, a class-level or module-level name, a string naming
+# one): Python's ordinary protocols for one's own objects (construction, printing, comparison,
+# arithmetic, containers, calls, context managers) and a module's metadata. Every other dunder is
+# a hook through which the interpreter or a library reads the object: numpy reads an array's
+# memory address from `__array_interface__` (and from `__array_struct__`), torch a device pointer
+# from `__cuda_array_interface__` and a capsule from `__dlpack__`; `__getattr__` and
+# `__getattribute__` answer every such lookup at once; `__class__`, `__init_subclass__`,
+# `__set_name__`, `__class_getitem__`, `__prepare__`, `__mro_entries__`, `__instancecheck__` ...
+# take part in making classes and telling types apart; `__reduce__`, `__getstate__`,
+# `__setstate__` let copy.copy set attributes by name; `__del__` runs code whenever the collector
+# decides; `__index__`, `__int__`, `__float__` run Python code inside C routines that size memory.
+# Evidence: of 506 public files with attention code (24 repositories, docs/security-model.md),
+# the dunders defined are __init__ (1604), __all__ (74), __getitem__ (34), __len__ (32),
+# __call__ (20), __post_init__ (8), __enter__/__exit__ (7), __author__ (5), __iter__/__next__
+# (2), __new__ (2), __repr__ (1), and, outside attention code, __reduce_ex__ (2), __setstate__,
+# __copy__, __getattribute__, __array_finalize__, __torch_dispatch__ (1 each: a tensor or array
+# subclass's plumbing).
+DEFINABLE_DUNDERS = frozenset(
+    {
+        "__init__",
+        "__new__",
+        "__post_init__",
+        "__call__",
+        "__repr__",
+        "__str__",
+        "__format__",
+        "__hash__",
+        "__bool__",
+        "__eq__",
+        "__ne__",
+        "__lt__",
+        "__le__",
+        "__gt__",
+        "__ge__",
+        "__len__",
+        "__length_hint__",
+        "__getitem__",
+        "__setitem__",
+        "__delitem__",
+        "__contains__",
+        "__iter__",
+        "__reversed__",
+        "__next__",
+        "__enter__",
+        "__exit__",
+        "__copy__",
+        "__deepcopy__",
+        *(
+            f"__{prefix}{op}__"
+            for op in (
+                "add",
+                "sub",
+                "mul",
+                "matmul",
+                "truediv",
+                "floordiv",
+                "mod",
+                "divmod",
+                "pow",
+                "lshift",
+                "rshift",
+                "and",
+                "xor",
+                "or",
+            )
+            for prefix in ("", "r", "i")
+        ),
+        "__neg__",
+        "__pos__",
+        "__abs__",
+        "__invert__",
+        "__round__",
+        "__slots__",  # the names it lists are strings: read like every other string
+        "__match_args__",
+        "__all__",
+        "__doc__",
+        "__version__",
+        "__author__",
+        "__constants__",  # TorchScript's constant attributes of a module
+    }
+)
+# Dunders graded code may read as plain names (`__name__`; `__class__` inside a method is the
+# class that defines it, as zero-argument super() uses it).
+DUNDER_NAMES = frozenset({"__name__", "__doc__", "__file__", "__debug__", "__class__", "__qualname__", "__module__"})
+# `x.__class__` only to name the class (its `__name__` ...): the class of a class is a metaclass,
+# which makes classes from a namespace built at run time (use type(x) for the class itself).
+CLASS_NAMES = frozenset({"__name__", "__qualname__", "__module__", "__doc__"})
+# Names with a leading underscore that libraries document as public API: namedtuple's methods and
+# enum's hooks. Not private to anyone.
+PUBLIC_UNDERSCORED = frozenset(
+    {
+        "_asdict",
+        "_replace",
+        "_make",
+        "_fields",
+        "_field_defaults",
+        "_value_",
+        "_name_",
+        "_missing_",
+        "_generate_next_value_",
+        "_ignore_",
+        "_order_",
+    }
+)
+# Library classes graded code may not subclass: tensors, storages and arrays. Their natively
+# implemented private members (storages' `_new_with_weak_ptr`, `_set_cdata`, `_free_weak_ref` ...)
+# take raw addresses; a subclass would make them its own (`self._...`).
+UNSUBCLASSABLE = ("torch.Tensor", "torch.UntypedStorage", "torch.TypedStorage", "numpy.ndarray", "numpy.generic")
+# Library APIs that make attributes or class members from names and values given at run time
+# (found by reading the allowed modules' code: tests/test_source_policy.py lists every public
+# function that calls setattr or type() with a name from its parameters, each decided here or
+# harmless there): with a name computed at run time, one of them could give an object a
+# protocol that the allow-list refuses in the code (a dunder above). The value: None (refused:
+# attention code never needs it), or (first, keywords): the arguments from position `first` on
+# and these keywords must be names written in the code. An enumeration called with names (its
+# functional API) makes a class with them (source_reader: _makes_enum).
+NAME_CHANNELS = {
+    "dataclasses.make_dataclass": None,  # a class from a list of names and a namespace
+    "torch.nn.ParameterDict": None,  # any value, set as an attribute under its key
+    "torch.nn.utils.parametrize.register_parametrization": (1, ("tensor_name",)),  # a property
+    "functools.update_wrapper": (2, ("assigned", "updated")),  # attributes copied by name
+    "functools.wraps": (1, ("assigned", "updated")),
+}
+# Library calls that change the class or function they are given: dataclass writes its __init__,
+# __repr__, __eq__; total_ordering its comparisons; update_wrapper (and wraps) copy __module__,
+# __name__, __qualname__, __doc__ and the __dict__ onto it; update_abstractmethods rewrites its
+# abstract methods. Handed a library's class or function, each would change what the library
+# defines, which graded code may not do itself (`F.softmax = ...`): they are for the file's own
+# definitions, as decorators or called on a name the file defines (found by reading the
+# allowed modules' code: tests/test_source_policy.py).
+DECORATORS = frozenset(
+    {
+        "dataclasses.dataclass",
+        "functools.total_ordering",
+        "functools.update_wrapper",
+        "functools.wraps",
+        "abc.update_abstractmethods",
+    }
+)
 
 # Built-ins that run code, reach the interpreter or files: refused wherever they are named
 # (also where the file binds the name: scopes are not followed).
@@ -490,7 +684,6 @@ ALLOWED_BUILTINS = frozenset(
         "frozenset",
         "hash",
         "hex",
-        "id",
         "int",
         "isinstance",
         "issubclass",

@@ -11,23 +11,27 @@ import ast
 import builtins
 import codecs
 import functools
-import importlib
 import importlib.metadata
-import importlib.util
-import pkgutil
 import re
 import sys
-import types
 from dataclasses import dataclass
 
+from autograder.engine.scan import library
 from autograder.engine.scan.source_policy import (
+    CLASS_NAMES,
+    DECORATORS,
+    DEFINABLE_DUNDERS,
+    DUNDER_NAMES,
+    GLOBAL_DENY,
+    NAME_CHANNELS,
+    PUBLIC_UNDERSCORED,
+    UNSUBCLASSABLE,
     ALLOWED_BUILTINS,
     ALLOWED_MODULES,
     DANGEROUS_NAMES,
     DUNDERS,
     DYNAMIC_CODE,
     FRAME_ATTRIBUTES,
-    GLOBAL_DENY,
     GLOBAL_DENY_MEMBERS,
     GLOBAL_DENY_MODULES,
     GRADER_MODULE_NAMES,
@@ -39,7 +43,6 @@ from autograder.engine.scan.source_policy import (
     MAX_FOLDED_TOTAL,
     MAX_SOURCE_CHARS,
     MODULE_DENY,
-    PRIVATE_ESCAPES,
     REBIND_DENY,
     SOME_MEMBERS,
     TORCH_HOOKS,
@@ -80,61 +83,50 @@ def _installed_roots() -> frozenset:
     return frozenset(sys.stdlib_module_names) | distributions | GRADER_PACKAGES
 
 
-@functools.lru_cache(maxsize=None)
-def _loaded(module_name: str):
-    """The module object of an allowed module, imported here in the judge (trusted library code),
-    or None where it is not installed (einops)."""
-    if module_name not in ALLOWED_MODULES:
-        return None
-    try:
-        return importlib.import_module(module_name)
-    except Exception:  # noqa: BLE001 - not installed or broken: its members stay unknown
-        return None
+_loaded, _member, private_deny, _is_dunder = library.loaded, library.member, library.private_deny, library.is_dunder
 
 
-@functools.lru_cache(maxsize=8192)
-def _member(module_name: str, attr: str):
-    """What `attr` of the allowed module `module_name` is: ('module', real dotted name),
-    ('object',) or None where this process cannot tell (a missing name fails at run time)."""
-    module = _loaded(module_name)
-    if module is None or not attr.isidentifier():  # `getattr(torch, "a.b")`: nothing, and nothing to import
-        return None
-    value = vars(module).get(attr, _member)
-    if isinstance(value, types.ModuleType):
-        return ("module", value.__name__)
-    if value is not _member:
-        return ("object",)
-    try:  # a submodule not imported yet (torch and numpy load some lazily)
-        spec = importlib.util.find_spec(f"{module_name}.{attr}")
-    except (ImportError, ValueError, AttributeError):
-        spec = None
-    return ("module", f"{module_name}.{attr}") if spec is not None else None
+_READABLE_DUNDER_NAMES = DUNDER_NAMES | DEFINABLE_DUNDERS
+_HARMLESS_DUNDER_STRINGS = DUNDERS | DEFINABLE_DUNDERS | DUNDER_NAMES | {"__main__"}
+_DUNDER = re.compile(r"__\w+__")
+
+
+def library_private(attr: str) -> bool:
+    """A private name that a library class or object owns (library.private_owners)."""
+    return library.is_private(attr) and attr in library.private_owners()
 
 
 @functools.lru_cache(maxsize=1)
-def private_deny() -> frozenset:
-    """Private names that lead into a library's internals from any object (an object handed
-    over from another graded file may be such a library module): the private submodules of the
-    allowed packages (torch._C, torch._ops, torch._dynamo, numpy._core ...), the private
-    module-valued members of the allowed modules (random._os, collections._sys), and a few
-    private functions that load code or reach frames. Other private names (`self._cache`) stay
-    the student's own."""
-    names = set(PRIVATE_ESCAPES)
-    for module_name in ALLOWED_MODULES:
-        module = _loaded(module_name)
-        if module is None:
-            continue
-        for name, value in vars(module).items():
-            if name.startswith("_") and not _is_dunder(name) and isinstance(value, types.ModuleType):
-                names.add(name)
-        for found in pkgutil.iter_modules(getattr(module, "__path__", None) or []):
-            if found.name.startswith("_") and not _is_dunder(found.name):
-                names.add(found.name)
-    return frozenset(names)
+def _channels() -> dict:
+    """{id(library object): (first literal argument, keywords) or None (refused)} for NAME_CHANNELS."""
+    found = {}
+    for dotted, rule in NAME_CHANNELS.items():
+        value = library.resolve(dotted)
+        if value is not None:
+            found[id(value)] = rule
+    return found
 
 
-def _is_dunder(name: str) -> bool:
-    return len(name) > 4 and name.startswith("__") and name.endswith("__")
+@functools.lru_cache(maxsize=1)
+def _decorators() -> frozenset:
+    """ids of the DECORATORS' library objects."""
+    return frozenset(id(v) for v in map(library.resolve, DECORATORS) if v is not None)
+
+
+def _makes_enum(call) -> bool:
+    """An enumeration called with names (its functional API) makes a class of them."""
+    return len(call.args) >= 2 or any(k.arg in ("names", None) for k in call.keywords)
+
+
+def _type_of_one_value(node, parent) -> bool:
+    """`type(x)`: the type of one object, the only use of `type` graded code needs."""
+    return (
+        isinstance(parent, ast.Call)
+        and parent.func is node
+        and len(parent.args) == 1
+        and not isinstance(parent.args[0], ast.Starred)
+        and not parent.keywords
+    )
 
 
 def is_main_test(test) -> bool:
@@ -203,8 +195,8 @@ def _folded_strings(every) -> dict:
             parts = [v.value if isinstance(v, ast.FormattedValue) else v for v in node.values]
             if all(id(p) in value for p in parts):
                 text = "".join(value[id(p)] for p in parts)
-        elif isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and len(node.args) == 1:
-            glue, arg = value.get(id(node.func.value)), node.args[0]
+        elif isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and len(node.args) <= 1:
+            glue, arg = value.get(id(node.func.value)), (node.args or [None])[0]
             if glue is not None and node.func.attr == "join" and isinstance(arg, (ast.List, ast.Tuple)):
                 if all(id(e) in value for e in arg.elts):
                     size = sum(len(value[id(e)]) for e in arg.elts) + len(glue) * len(arg.elts)
@@ -252,6 +244,7 @@ class _Reader:
         self._bind_aliases()
         self.folded = _folded_strings(strings)
         self.docstrings = _docstring_ids(self.of(ast.Expr))
+        self._defined = {}  # id(ClassDef) -> the names it defines
 
     def of(self, *types_) -> list:
         """The nodes of these AST types."""
@@ -455,6 +448,11 @@ class _Reader:
         for node in graded(ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef, ast.ExceptHandler):
             if node.name:
                 self._binding(node, node.name)
+        for node in graded(ast.ClassDef):
+            self._class(node)
+        for node in graded(ast.keyword):
+            if node.arg and _is_dunder(node.arg) and node.arg not in _HARMLESS_DUNDER_STRINGS:
+                self.report("policy.protocol", node, node.arg)
         for node in graded(ast.MatchAs, ast.MatchStar):
             if node.name:
                 self._binding(node, node.name)
@@ -471,11 +469,141 @@ class _Reader:
                 self._string(node)
         return sorted(self.found, key=lambda f: f.line)[:MAX_FINDINGS]
 
+    # -------------------------------------------------------------- classes
+
+    def _enclosing_class(self, node):
+        """(ClassDef, the first parameter's name) when `node` is in a method of a class of this
+        file (not a staticmethod, not in a nested function), else (None, None)."""
+        function = self.parent.get(id(node))
+        while function is not None and not isinstance(
+            function, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda, ast.ClassDef)
+        ):
+            function = self.parent.get(id(function))
+        if not isinstance(function, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            return None, None
+        owner = self.parent.get(id(function))
+        if not isinstance(owner, ast.ClassDef):
+            return None, None
+        if any(isinstance(d, ast.Name) and d.id == "staticmethod" for d in function.decorator_list):
+            return owner, None
+        positional = function.args.posonlyargs + function.args.args
+        return owner, positional[0].arg if positional else None
+
+    def _defines(self, classdef) -> set:
+        """The names a class of this file defines: in its body (methods, class attributes,
+        annotations, __slots__) and as `self.name = ...` in its methods."""
+        key = id(classdef)
+        if key in self._defined:
+            return self._defined[key]
+        names = set()
+        for statement in classdef.body:
+            if isinstance(statement, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+                names.add(statement.name)
+                positional = (
+                    statement.args.posonlyargs + statement.args.args if not isinstance(statement, ast.ClassDef) else []
+                )
+                if positional:
+                    first = positional[0].arg
+                    for inner in ast.walk(statement):
+                        if (
+                            isinstance(inner, ast.Attribute)
+                            and isinstance(inner.ctx, ast.Store)
+                            and isinstance(inner.value, ast.Name)
+                            and inner.value.id == first
+                        ):
+                            names.add(inner.attr)
+            elif isinstance(statement, (ast.Assign, ast.AnnAssign)):
+                targets = statement.targets if isinstance(statement, ast.Assign) else [statement.target]
+                for target in targets:
+                    for inner in ast.walk(target):
+                        if isinstance(inner, ast.Name):
+                            names.add(inner.id)
+                if any(isinstance(t, ast.Name) and t.id == "__slots__" for t in targets) and statement.value:
+                    for inner in ast.walk(statement.value):
+                        if isinstance(self.folded.get(id(inner)), str):
+                            names.add(self.folded[id(inner)])
+        self._defined[key] = names
+        return names
+
+    def _own_override(self, base, attr: str, of_library: bool = False) -> bool:
+        """`self.attr`, `cls.attr` or `super().attr` in a method of a class of this file that
+        defines `attr` itself (overriding a library's method of that name, or a name that happens
+        to be a library's too), or `Name.attr` of a class of this file that defines it: the
+        class's own. Never the state nn.Module keeps per object."""
+        if base is None or of_library or attr in library.module_state():
+            return False
+        if isinstance(base, ast.Name) and base.id in self._module_classes and base.id not in self.kinds:
+            return attr in self._defines(self._module_classes[base.id])
+        classdef, first = self._enclosing_class(base)
+        if classdef is None:
+            return False
+        is_self = isinstance(base, ast.Name) and first is not None and base.id == first
+        is_super = isinstance(base, ast.Call) and isinstance(base.func, ast.Name) and base.func.id == "super"
+        return (is_self or is_super) and attr in self._defines(classdef)
+
+    def _base_value(self, base):
+        """The library object a base class expression stands for (a builtin such as dict too)."""
+        if isinstance(base, ast.Name) and base.id not in self.kinds:
+            return getattr(builtins, base.id, None) if base.id not in self.bound else None
+        kind = self.kind(base)
+        return library.resolve(kind[1]) if kind is not None and kind[0] == "object" else None
+
+    @functools.cached_property
+    def _module_classes(self) -> dict:
+        """{name: ClassDef} of the classes this file defines at module level."""
+        return {node.name: node for node in self.tree.body if isinstance(node, ast.ClassDef)}
+
+    @functools.cached_property
+    def _own_enums(self) -> set:
+        """Names of the classes of this file that are enumerations (through a library enumeration
+        or another such class of the file)."""
+        classes = {node.name: node for node in self.of(ast.ClassDef)}
+        enums = set()
+        for _ in range(len(classes) + 1):
+            before = len(enums)
+            for name, node in classes.items():
+                for base in node.bases:
+                    if (isinstance(base, ast.Name) and base.id in enums) or library.is_enum_class(
+                        self._base_value(base)
+                    ):
+                        enums.add(name)
+            if len(enums) == before:
+                break
+        return enums
+
+    def _class(self, node) -> None:
+        """A class definition: its bases (no tensor, storage, array or dict type), its metaclass
+        (a library's), an enumeration with members (one without is a maker of classes)."""
+        for base in node.bases:
+            value = self._base_value(base)
+            if library.unsubclassable(value):
+                self.report("policy.subclass", base, library.qualified(value))
+        for keyword in node.keywords:
+            if keyword.arg == "metaclass":
+                kind = self.kind(keyword.value)
+                value = library.resolve(kind[1]) if kind is not None and kind[0] == "object" else None
+                if not library.is_metaclass(value):
+                    self.report("policy.metaclass", keyword.value, "metaclass")
+        if node.name in self._own_enums:
+            members = [
+                s
+                for s in node.body
+                if isinstance(s, (ast.Assign, ast.AnnAssign))
+                and any(
+                    isinstance(t, ast.Name) and not t.id.startswith("_")
+                    for t in (s.targets if isinstance(s, ast.Assign) else [s.target])
+                )
+            ]
+            if not members:
+                self.report("policy.name_channel", node, f"{node.name} (an enumeration without members)")
+
     def _binding(self, node, name: str) -> None:
         if name in REBIND_DENY:
             self.report("policy.rebind", node, name)
         elif name in TORCH_HOOKS:
             self.report("policy.machinery", node, name)
+        elif _is_dunder(name) and name not in DEFINABLE_DUNDERS:
+            self.report("policy.protocol", node, name)
 
     def _import(self, node) -> None:
         for alias in node.names:
@@ -505,11 +633,11 @@ class _Reader:
             else:
                 self._member_rules(node, ("module", module), alias.name)
 
-    def _member_rules(self, node, base_kind, attr: str, ctx=None) -> None:
+    def _member_rules(self, node, base_kind, attr: str, ctx=None, base=None) -> None:
         """The rules for reading (or, with ctx Store/Del, changing) `attr` of something of
-        `base_kind` (see kind())."""
-        library = base_kind is not None and base_kind[0] in ("module", "object")
-        shown = f"{base_kind[1]}.{attr}" if library else attr
+        `base_kind` (see kind()); `base`: the expression, where the code has one."""
+        of_library = base_kind is not None and base_kind[0] in ("module", "object")
+        shown = f"{base_kind[1]}.{attr}" if of_library else attr
         changes = isinstance(ctx, (ast.Store, ast.Del))
         if base_kind is not None and base_kind[0] in ("own", "own_module") and attr.startswith(("test_", "Test")):
             # another file's test functions are not read there (see skipped()): not callable here
@@ -519,10 +647,14 @@ class _Reader:
             if attr not in DUNDERS or changes:
                 self.report("policy.reflection", node, attr)
             return
-        if attr.startswith("_") and (library or attr in private_deny()):
+        if attr.startswith("_") and not _is_dunder(attr) and (of_library or attr in private_deny()):
             self.report("policy.private", node, shown)
             return
-        if attr in FRAME_ATTRIBUTES:
+        if library_private(attr) and not self._own_override(base, attr, of_library):
+            owner = min(library.private_owners()[attr], key=len)
+            self.report("policy.private", node, f"{attr} ({owner})")
+            return
+        if attr in FRAME_ATTRIBUTES and not self._own_override(base, attr, of_library):
             self.report("policy.reflection", node, attr)
             return
         if base_kind is not None and base_kind[0] == "module" and attr not in SOME_MEMBERS.get(base_kind[1], (attr,)):
@@ -533,19 +665,94 @@ class _Reader:
             if member[1] not in ALLOWED_MODULES:
                 self.report("policy.module", node, member[1])
                 return
-        elif attr in GLOBAL_DENY_MODULES:
+        elif attr in GLOBAL_DENY_MODULES and not self._own_override(base, attr, of_library):
             self.report("policy.module", node, shown)
             return
-        if attr in GLOBAL_DENY_MEMBERS or (library and attr in MODULE_DENY.get(base_kind[1], ())):
+        if (attr in GLOBAL_DENY_MEMBERS and not self._own_override(base, attr, of_library)) or (
+            of_library and attr in MODULE_DENY.get(base_kind[1], ())
+        ):
             self.report("policy.machinery", node, shown)
             return
-        if changes and (library or (base_kind is not None and base_kind[0] == "own")):
+        if changes and (of_library or (base_kind is not None and base_kind[0] == "own")):
             self.report("policy.patch", node, shown)
 
     def _attribute(self, node, base, attr, ctx) -> None:
-        self._member_rules(node, self.kind(base), attr, ctx)
+        if attr == "__class__" and isinstance(ctx, ast.Load):
+            parent = self.parent.get(id(node))
+            if not (isinstance(parent, ast.Attribute) and parent.attr in CLASS_NAMES):
+                self.report("policy.reflection", node, attr)
+                return
+        self._member_rules(node, self.kind(base), attr, ctx, base)
         if isinstance(ctx, ast.Load):
             self._module_value(node)
+            self._library_object(node)
+
+    def _library_object(self, node) -> None:
+        """A library object that makes classes or attributes from names given at run time: a
+        metaclass (only as `metaclass=` of a class definition), an API of NAME_CHANNELS (only
+        called, with its names written in the code), an enumeration called with names."""
+        kind = self.kind(node)
+        if kind is None or kind[0] != "object":
+            return
+        value = library.resolve(kind[1])
+        if value is None:
+            return
+        parent = self.parent.get(id(node))
+        called = isinstance(parent, ast.Call) and parent.func is node
+        if id(value) in _decorators() and not self._on_own_definition(node, parent, called):
+            self.report("policy.patch", node, f"{kind[1]} (on a library's class or function)")
+            return
+        if library.is_metaclass(value):
+            if not (isinstance(parent, ast.keyword) and parent.arg == "metaclass"):
+                self.report("policy.metaclass", node, kind[1])
+        elif id(value) in _channels():
+            literal_from = _channels()[id(value)]
+            if literal_from is None or not called:
+                self.report("policy.name_channel", node, kind[1])
+            elif not self._names_written(parent, *literal_from):
+                self.report("policy.name_channel", node, kind[1])
+        elif called and library.is_enum_class(value) and _makes_enum(parent):
+            self.report("policy.name_channel", node, kind[1])
+
+    def _on_own_definition(self, node, parent, called: bool) -> bool:
+        """A decorator of a definition of this file (`@dataclass`, `@dataclass(frozen=True)`,
+        `@functools.wraps(f)`), or a call whose first argument names one (`update_wrapper(w, f)`)."""
+        place = self.parent.get(id(parent)) if called else parent
+        expression = parent if called else node
+        if (
+            isinstance(place, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef))
+            and expression in place.decorator_list
+        ):
+            return True
+        # called with what it changes: functools.wraps(f) and dataclass(frozen=True) return a
+        # decorator, which changes whatever it is applied to next (only a decorator position says)
+        makes_decorator = called and (not parent.args or library.resolve("functools.wraps") is self._resolved(node))
+        return (
+            called
+            and not makes_decorator
+            and isinstance(parent.args[0], ast.Name)
+            and parent.args[0].id in self._definitions
+            and parent.args[0].id not in self.kinds
+        )
+
+    def _resolved(self, node):
+        kind = self.kind(node)
+        return library.resolve(kind[1]) if kind is not None and kind[0] == "object" else None
+
+    @functools.cached_property
+    def _definitions(self) -> set:
+        """Names of the functions and classes this file defines (anywhere in it)."""
+        return {node.name for node in self.of(ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)}
+
+    def _names_written(self, call, first: int, keywords: tuple) -> bool:
+        """Whether the arguments of `call` from position `first` on, and its `keywords`, are names
+        written in the code: strings built from literals, or tuples and lists of them."""
+        values = list(call.args[first:]) + [k.value for k in call.keywords if k.arg in keywords or k.arg is None]
+        for value in values:
+            parts = value.elts if isinstance(value, (ast.Tuple, ast.List)) else [value]
+            if any(isinstance(part, ast.Starred) or not isinstance(self.folded.get(id(part)), str) for part in parts):
+                return False
+        return True
 
     def _module_value(self, node) -> None:
         """A library module used other than as `module.name` or as an alias's value."""
@@ -574,6 +781,18 @@ class _Reader:
         if not isinstance(node.ctx, ast.Load):
             self._binding(node, name)
             return
+        if _is_dunder(name) and name not in DANGEROUS_NAMES and name not in _READABLE_DUNDER_NAMES:
+            self.report("policy.reflection", node, name)
+            return
+        if name == "type" and name not in self.bound and not _type_of_one_value(node, self.parent.get(id(node))):
+            self.report("policy.metaclass", node, name)
+            return
+        if name in self.kinds:
+            self._library_object(node)
+        elif name in self._own_enums:
+            parent = self.parent.get(id(node))
+            if isinstance(parent, ast.Call) and parent.func is node and _makes_enum(parent):
+                self.report("policy.name_channel", node, name)
         if name in DANGEROUS_NAMES:
             self.report("policy.dynamic_code" if name in DYNAMIC_CODE else "policy.builtin", node, name)
         elif name in LOOKUPS:
@@ -597,38 +816,23 @@ class _Reader:
         )
 
     def _call(self, node) -> None:
-        """getattr/hasattr/setattr/delattr: the name must be written in the code."""
+        """getattr/hasattr/setattr/delattr with a name written in the code: the rules of that
+        attribute. A name computed at run time is checked where it is known, in the worker
+        (autograder/harness/lookups.py applies lookup_rule(), the same rules)."""
         func = node.func
-        if not (isinstance(func, ast.Name) and func.id in LOOKUPS):
+        if not (isinstance(func, ast.Name) and func.id in LOOKUPS and func.id not in self.bound):
             return
-        if len(node.args) < 2 or node.keywords or any(isinstance(a, ast.Starred) for a in node.args):
-            if func.id != "hasattr":
-                self.report("policy.lookup", node, func.id)
+        if len(node.args) < 2 or any(isinstance(a, ast.Starred) for a in node.args[:2]):
             return
         base, name = node.args[0], node.args[1]
-        ctx = {"setattr": ast.Store(), "delattr": ast.Del()}.get(func.id, ast.Load())
         literal = self.folded.get(id(name))
-        if isinstance(literal, str):
-            self._member_rules(node, self.kind(base), literal, ctx)
+        if not isinstance(literal, str):
             return
-        if func.id == "hasattr":
-            return  # a yes or no: nothing reached
-        prefix = self._literal_prefix(name)
-        kind = self.kind(base)
-        if prefix and not (kind and kind[0] in ("module", "object", "own")):
-            return  # getattr(self, f"w_{i}"): no refused name starts that way
-        self.report("policy.lookup", node, func.id)
-
-    @staticmethod
-    def _literal_prefix(node) -> str:
-        """The literal start of an f-string, where no refused name (private, dunder, GLOBAL_DENY)
-        can begin with it; else ''."""
-        if not (isinstance(node, ast.JoinedStr) and node.values and isinstance(node.values[0], ast.Constant)):
-            return ""
-        prefix = str(node.values[0].value)
-        if not prefix or prefix.startswith("_") or any(n.startswith(prefix) for n in GLOBAL_DENY):
-            return ""
-        return prefix
+        if literal == "__class__" and func.id != "hasattr":
+            self.report("policy.reflection", node, literal)
+            return
+        ctx = {"setattr": ast.Store(), "delattr": ast.Del()}.get(func.id, ast.Load())
+        self._member_rules(node, self.kind(base), literal, ctx, base)
 
     def _string(self, node) -> None:
         text = self.folded[id(node)]
@@ -637,6 +841,8 @@ class _Reader:
             return  # the larger expression is read instead
         if GRADER_PATH.search(text.strip()) or text.strip().lower() in GRADER_MODULE_NAMES:
             self.report("policy.grader_name", node, text.strip())
+        elif _DUNDER.fullmatch(text) and text not in _HARMLESS_DUNDER_STRINGS:
+            self.report("policy.protocol", node, text)
 
 
 # PEP 263: a comment on line 1 or 2 that names the file's encoding.
@@ -683,3 +889,22 @@ def findings(source: str) -> tuple:
         return tuple(_Reader(source, tree).read())
     except (RecursionError, MemoryError):
         return (Finding("policy.unreadable", "", "", 1),)
+
+
+@functools.lru_cache(maxsize=1)
+def lookup_rule() -> dict:
+    """The rule for attribute names made at run time (`getattr(self, name)`), as plain data for
+    the worker (autograder/harness/lookups.py applies it where the name is known): the same lists
+    this reader applies to names written in the code. (Private names need no list there: the
+    object at hand says whose they are.)"""
+    return {
+        "readable_dunders": sorted(DUNDERS),
+        "definable_dunders": sorted(DEFINABLE_DUNDERS),
+        "refused_names": sorted(GLOBAL_DENY | FRAME_ATTRIBUTES),
+        "public_underscored": sorted(PUBLIC_UNDERSCORED),
+        "module_state": sorted(library.module_state()),
+        "memory_types": sorted(UNSUBCLASSABLE),
+        "allowed_modules": sorted(ALLOWED_MODULES),
+        "some_members": {module: sorted(names) for module, names in SOME_MEMBERS.items()},
+        "module_deny": {module: sorted(names) for module, names in MODULE_DENY.items()},
+    }
