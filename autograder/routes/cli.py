@@ -407,6 +407,11 @@ def run_grade(args):
     # server starts, unless this very file passed that on this machine before: then the server's
     # torch import overlaps ours, and a failure still ends the command with exit 2.
     early = not args.in_process and grading_config.validated_before(args.config)
+    if not args.in_process:
+        from autograder.sandbox import kit_view  # late: not at the start of `python -m autograder`
+
+        # a reference or configuration kept outside the kit: closed to the workers too
+        kit_view.SECRET_PATHS.update(str(p) for p in (args.reference, args.config) if p)
     if early:
         from autograder.sandbox import fork_server  # late: not at the start of `python -m autograder`
 

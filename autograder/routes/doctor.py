@@ -64,7 +64,9 @@ def run(args) -> int:
     course_secret(say)
     reference(say)
     in_force = [*server, *layers["in_force"]]
-    wanted = ["bubblewrap", *(["uid-drop"] if facts.root else []), *layers["wanted"]]
+    # as root the kit is closed to the workers' uids (sandbox/kit_view.py); as a normal user with
+    # neither namespaces nor Landlock, a worker reads what that user reads (docs/security-model.md)
+    wanted = ["bubblewrap", *(["uid-drop", "closed-kit"] if facts.root else []), *layers["wanted"]]
     missing = [name for name in wanted if name not in in_force]
     print(f"\nlayers in force here: {', '.join(in_force) or 'none'}")
     if missing:

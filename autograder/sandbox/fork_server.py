@@ -329,6 +329,8 @@ def fork_server_main(control_fd, preload):
     layers = ["uid-drop"] if dropped else []
     if namespaced:
         layers.append("bubblewrap")
+    if os.environ.get("MHA_LAB_KIT_CLOSED") and dropped:
+        layers.append("closed-kit")  # the kit closed to every uid but root's (sandbox/kit_view.py)
     report = hygiene(attempts, facts.real_gpu)
     control.sendall(b"S" + json.dumps(report).encode() + b"\n")
     control.sendall(b"R" + ",".join(layers).encode() + b"\n")
@@ -579,6 +581,16 @@ class WorkerServer:
                 server.process.wait(seconds)
             except subprocess.TimeoutExpired:
                 server.process.kill()
+                server.process.wait()
+            server.remove_copy()
+
+    def remove_copy(self) -> None:
+        """Remove the worker-side copy once the server (which imports from it) has gone."""
+        if self.copy is not None and self.process.poll() is not None:
+            from autograder.sandbox.kit_view import remove_copy  # late: not at the start of the worker server
+
+            remove_copy(self.copy)
+            self.copy = None
 
     def __init__(self, preload):
         if not all(part.isidentifier() for part in preload.split(".")):
@@ -608,6 +620,17 @@ class WorkerServer:
         self.uid_lock = claim_uid_block()
         if self.uid_lock:
             env["MHA_LAB_UID_BASE"] = str(self.uid_lock[1])
+        # Started as root without namespaces or Landlock, the permission bits are what keeps the
+        # kit from the workers: closed to other uids, and the server imports a copy of its own
+        # files (sandbox/kit_view.py). Under bubblewrap the kit is not in its file system at all.
+        self.copy = None
+        if os.geteuid() == 0:
+            from autograder.sandbox import kit_view  # late: not at the start of the worker server
+            from autograder.sandbox.confine import python_paths  # late: not at the start of the worker server
+
+            self.copy, closed = kit_view.close_kit(KIT, server_files(), [*python_paths(), cache_base()])
+            if closed:
+                env["MHA_LAB_KIT_CLOSED"] = "1"
         wrapped = bubblewrap_command(sys.executable)
         self.ready = threading.Event()
         self.layers, self.stopped, self.error = [], False, ""
@@ -616,11 +639,12 @@ class WorkerServer:
             self.stderr = tempfile.TemporaryFile()  # the server's own complaints, if it fails to start
             # Without bubblewrap the server shares this machine's temporary directory: ours, if it can write there.
             own_tmp = {"TMPDIR": os.environ["TMPDIR"]} if command is base and os.environ.get("TMPDIR") else {}
+            home = self.copy if command is base and self.copy is not None else KIT
             self.process = subprocess.Popen(
                 command,
                 pass_fds=[server_end.fileno()],
-                env={**env, **own_tmp},
-                cwd=str(KIT),
+                env={**env, **own_tmp, "PYTHONPATH": str(home)},
+                cwd=str(home),
                 stdin=subprocess.DEVNULL,
                 stdout=subprocess.DEVNULL,
                 stderr=self.stderr,
@@ -691,6 +715,7 @@ class WorkerServer:
             self.process.wait(5)
             self.stderr.seek(0)
             self.error = self.stderr.read()[-2000:].decode(errors="replace")
+            self.remove_copy()
         except (OSError, ValueError, subprocess.TimeoutExpired):
             pass
         self.ready.set()
