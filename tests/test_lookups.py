@@ -70,6 +70,10 @@ OWN = textwrap.dedent(
 
     def kind(target):
         return type(target)
+
+
+    def test_helper():  # a test function nothing in its file names: the judge never reads its body
+        return "unread code"
     """
 )
 
@@ -527,3 +531,10 @@ def test_what_is_the_student_s_own_is_known_by_identity_not_by_names_it_can_set(
     assert own.read(own, "Plain") is own.Plain  # the student's own module and class
     own.write(own.Plain, "extra", 1)
     assert own.Plain.extra == 1
+
+
+def test_another_file_s_test_code_cannot_be_reached_by_a_name_made_at_run_time(own):
+    """The judge does not read the body of a test function nothing in its file names; from
+    another file, a name made at run time must not reach it either (issue 31's red team)."""
+    assert refused(lambda: own.read(own, "test_" + "helper"))
+    assert refused(lambda: own.read(own, "Test" + "Case"))

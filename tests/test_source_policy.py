@@ -108,6 +108,11 @@ ESCAPES = {
         "import functools\nwrap = functools.update_wrapper\n",
         "from torch.nn.utils import parametrize\n\n\ndef f(m, name, p):\n    parametrize.register_parametrization(m, name, p)\n",
         "class W(metaclass=print):\n    pass\n",
+        # typing's alias of `type` (allowed in annotations, `Type[nn.Module]`): get_origin hands
+        # over the metaclass itself
+        "import typing\nmake = typing.get_origin(typing.Type[int])\n",
+        "from typing import Type, get_origin\nmake = get_origin(Type[int])\n",
+        "alias = type[int]\nW = alias('W', (), {})\n",  # calling type[int] calls type
     ],
     # a library's classes and functions changed through a library call that changes what it is
     # given (what `F.softmax = ...` would do in the code)
@@ -146,6 +151,9 @@ ESCAPES = {
         "import torch\nfree = torch.cuda.caching_allocator_delete\n",
         "def f():\n    return id(f)\n",
         "def f(module):\n    return module.exec\n",
+        # warnings shows a warning with the line of any file it is told (linecache reads it)
+        "import warnings\nwarnings.warn_explicit('x', UserWarning, '/kit/solutions/mha/attention.py', 12)\n",
+        "import warnings\nwarnings.showwarning('x', UserWarning, 'grading.yml', 1)\n",
     ],
     "string_smuggling": [
         "name = 'redargotua'[::-1]\n",
@@ -532,6 +540,7 @@ import enum
 import json_free_config as config_source  # a file of the submission
 import torch
 from torch import nn
+from torch.nn.utils import parametrize
 
 
 class Mode(enum.Enum):
@@ -559,13 +568,24 @@ class Config:
         return f"{self.__class__.__name__}({self.d_model}, {self._heads})"
 
 
+def build(kind: type[nn.Module], width: int) -> nn.Module:
+    return kind(width, width)
+
+
+class Normed(nn.Module):
+    def __init__(self, width):
+        super().__init__()
+        self.linear = nn.Linear(width, width, bias=False)
+        parametrize.register_parametrization(self.linear, "weight", nn.Identity())
+
+
 class Conv(nn.Conv1d):
     def _conv_forward(self, x, weight, bias):  # whisper's override of a library method
         return super()._conv_forward(x, weight.to(x.dtype), None if bias is None else bias.to(x.dtype))
 
 
 class Layer(nn.Module, metaclass=abc.ABCMeta):
-    def __init__(self):
+    def __init__(self, norm: typing.Optional[typing.Type[nn.Module]] = nn.LayerNorm):
         super().__init__()
         self.proj = nn.Linear(4, 4)
         self._reset_parameters()
@@ -757,7 +777,7 @@ def _public_callables():
 
 # Parameters that name a file, and callables that have one without reading or writing a file.
 FILE_PARAMETERS = {"file", "fname", "filename", "fid", "filepath", "path", "f"}
-NOT_FILES = {"final", "gradient", "sym_ite", "showwarning", "formatwarning", "WarningMessage"}
+NOT_FILES = {"final", "gradient", "sym_ite", "WarningMessage"}  # (warnings' show and format read files: linecache)
 
 
 def test_every_library_callable_that_takes_a_file_is_refused():

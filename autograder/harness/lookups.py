@@ -191,6 +191,8 @@ class Guard:
             if name not in rule.readable_dunders or (name == "__class__" and isinstance(target, type)):
                 return name
             return None
+        if isinstance(target, types.ModuleType) and self.own(target) and name.startswith(("test_", "Test")):
+            return name  # another file's test code is not read by the judge (source_reader.skipped)
         if isinstance(target, types.ModuleType) and not self.own(target) and not name.startswith("_"):
             member = vars(target).get(name)
             if isinstance(member, types.ModuleType):  # decided by what it is, as in the code (`torch.nn`)

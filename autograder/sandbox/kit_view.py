@@ -22,6 +22,7 @@ it. As a normal user with neither namespaces nor Landlock, nothing here can hold
 as that user, who reads the kit (docs/security-model.md says so, per platform).
 """
 
+import atexit
 import os
 import re
 import shutil
@@ -101,6 +102,7 @@ def worker_side_copy(kit: Path, files, base=None) -> Path:
     base = Path(base or tempfile.gettempdir())
     sweep_copies(base)
     root = Path(tempfile.mkdtemp(prefix=f"{COPY_PREFIX}{os.getpid()}-", dir=base))
+    atexit.register(remove_copy, root)  # the judge's end; a judge killed outright: the next one sweeps
     os.chmod(root, 0o755)
     for path in files:
         path = Path(path)

@@ -230,6 +230,7 @@ GLOBAL_DENY_MEMBERS = frozenset(
         "get_annotations",
         "ForwardRef",
         "evaluate_forward_ref",
+        "get_origin",  # typing: get_origin(Type[int]) hands over `type`, a metaclass
         "singledispatch",  # register() evaluates annotation strings
         "singledispatchmethod",
         "attrgetter",  # lookups by computed names
@@ -266,6 +267,9 @@ RAW_MEMORY_MEMBERS = frozenset(
         "dump",
         "tofile",
         "prepare_multiprocessing_environment",  # torch: where shared-memory files go
+        "warn_explicit",  # warnings: shown with a line read from any file named (linecache)
+        "showwarning",
+        "formatwarning",
         "frombuffer",  # numpy, torch: an array over another object's memory
         "from_dlpack",  # a tensor over memory another library hands over (a capsule)
         "to_dlpack",
@@ -512,7 +516,7 @@ TORCH_HOOKS = frozenset({"__torch_function__", "__torch_dispatch__"})
 # take part in making classes and telling types apart; `__reduce__`, `__getstate__`,
 # `__setstate__` let copy.copy set attributes by name; `__del__` runs code whenever the collector
 # decides; `__index__`, `__int__`, `__float__` run Python code inside C routines that size memory.
-# Evidence: of 506 public files with attention code (24 repositories, docs/security-model.md),
+# Evidence: of 506 public files with attention code (24 repositories: benchmarks/policy_corpus.py),
 # the dunders defined are __init__ (1604), __all__ (74), __getitem__ (34), __len__ (32),
 # __call__ (20), __post_init__ (8), __enter__/__exit__ (7), __author__ (5), __iter__/__next__
 # (2), __new__ (2), __repr__ (1), and, outside attention code, __reduce_ex__ (2), __setstate__,
@@ -614,15 +618,16 @@ UNSUBCLASSABLE = ("torch.Tensor", "torch.UntypedStorage", "torch.TypedStorage", 
 # function that calls setattr or type() with a name from its parameters, each decided here or
 # harmless there): with a name computed at run time, one of them could give an object a
 # protocol that the allow-list refuses in the code (a dunder above). The value: None (refused:
-# attention code never needs it), or (first, keywords): the arguments from position `first` on
-# and these keywords must be names written in the code. An enumeration called with names (its
-# functional API) makes a class with them (source_reader: _makes_enum).
+# attention code never needs it), or (positions, keywords): those arguments must be names
+# written in the code (a string built from literals, or a tuple or list of them). An
+# enumeration called with names (its functional API) makes a class with them
+# (source_reader: _makes_enum).
 NAME_CHANNELS = {
     "dataclasses.make_dataclass": None,  # a class from a list of names and a namespace
     "torch.nn.ParameterDict": None,  # any value, set as an attribute under its key
-    "torch.nn.utils.parametrize.register_parametrization": (1, ("tensor_name",)),  # a property
-    "functools.update_wrapper": (2, ("assigned", "updated")),  # attributes copied by name
-    "functools.wraps": (1, ("assigned", "updated")),
+    "torch.nn.utils.parametrize.register_parametrization": ((1,), ("tensor_name",)),  # a property
+    "functools.update_wrapper": ((2, 3), ("assigned", "updated")),  # attributes copied by name
+    "functools.wraps": ((1, 2), ("assigned", "updated")),
 }
 # Library calls that change the class or function they are given: dataclass writes its __init__,
 # __repr__, __eq__; total_ordering its comparisons; update_wrapper (and wraps) copy __module__,

@@ -714,6 +714,19 @@ class _Reader:
         elif called and library.is_enum_class(value) and _makes_enum(parent):
             self.report("policy.name_channel", node, kind[1])
 
+    def _in_annotation(self, node) -> bool:
+        """Whether `node` is part of an annotation (`cls: type[nn.Module]`): read, never called."""
+        child, parent = node, self.parent.get(id(node))
+        while parent is not None:
+            if isinstance(parent, (ast.arg, ast.AnnAssign)) and parent.annotation is child:
+                return True
+            if isinstance(parent, (ast.FunctionDef, ast.AsyncFunctionDef)) and parent.returns is child:
+                return True
+            if isinstance(parent, (ast.stmt, ast.arg)):
+                return False
+            child, parent = parent, self.parent.get(id(parent))
+        return False
+
     def _on_own_definition(self, node, parent, called: bool) -> bool:
         """A decorator of a definition of this file (`@dataclass`, `@dataclass(frozen=True)`,
         `@functools.wraps(f)`), or a call whose first argument names one (`update_wrapper(w, f)`)."""
@@ -744,13 +757,16 @@ class _Reader:
         """Names of the functions and classes this file defines (anywhere in it)."""
         return {node.name for node in self.of(ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)}
 
-    def _names_written(self, call, first: int, keywords: tuple) -> bool:
-        """Whether the arguments of `call` from position `first` on, and its `keywords`, are names
-        written in the code: strings built from literals, or tuples and lists of them."""
-        values = list(call.args[first:]) + [k.value for k in call.keywords if k.arg in keywords or k.arg is None]
+    def _names_written(self, call, positions: tuple, keywords: tuple) -> bool:
+        """Whether the arguments of `call` at `positions`, and its `keywords`, are names written in
+        the code: strings built from literals, or tuples and lists of them."""
+        if any(isinstance(a, ast.Starred) for a in call.args) or any(k.arg is None for k in call.keywords):
+            return False  # *args, **kwargs: which argument is the name cannot be told
+        values = [a for i, a in enumerate(call.args) if i in positions]
+        values += [k.value for k in call.keywords if k.arg in keywords]
         for value in values:
             parts = value.elts if isinstance(value, (ast.Tuple, ast.List)) else [value]
-            if any(isinstance(part, ast.Starred) or not isinstance(self.folded.get(id(part)), str) for part in parts):
+            if any(not isinstance(self.folded.get(id(part)), str) for part in parts):
                 return False
         return True
 
@@ -784,7 +800,12 @@ class _Reader:
         if _is_dunder(name) and name not in DANGEROUS_NAMES and name not in _READABLE_DUNDER_NAMES:
             self.report("policy.reflection", node, name)
             return
-        if name == "type" and name not in self.bound and not _type_of_one_value(node, self.parent.get(id(node))):
+        if (
+            name == "type"
+            and name not in self.bound
+            and not _type_of_one_value(node, self.parent.get(id(node)))
+            and not self._in_annotation(node)
+        ):
             self.report("policy.metaclass", node, name)
             return
         if name in self.kinds:
