@@ -193,6 +193,16 @@ def test_a_name_refused_in_the_code_is_refused_at_run_time(own, data):
         assert in_code == refused(lambda: own.read(target, name)), f"{dotted}.{name}"
 
 
+def test_a_private_name_inherited_from_a_library_class_is_the_library_s(own):
+    """The student's layer inherits nn.Module's class attributes: their private names are
+    torch's, on the student's objects as on torch's (a draw of the property above found it)."""
+    layer = own.Layer()
+    for name in ("_version", "_call_impl", "_apply", "_get_name"):
+        assert refused(lambda: own.read(layer, name)), name
+        assert refused(lambda: own.read(type(layer), name)), name
+    assert own.read(layer, "_step") == 0  # its own private name stays its own
+
+
 def test_the_student_s_own_objects_answer_computed_names(own):
     plain, layer = own.Plain(), own.Layer()
     assert own.read(plain, "si" + "ze") == 3 and own.read(plain, "_length") == 0

@@ -178,6 +178,8 @@ class Guard:
             cls = target if isinstance(target, type) else _REAL["type"](target)
             if not self.own(cls) or self._holds_memory(target):
                 return name  # a library's object: its private names are the library's
+            if self._definer(target, name) == "library":
+                return name  # inherited from a library's class (nn.Module's _version): the library's
             if name in rule.module_state and self._nn_module(target):
                 return name
         return None
