@@ -7,6 +7,7 @@ package, notebooks, README and notes are not. What a student can forge is not re
 secret planted in the repository changes nothing, since only the instructor's course folder is.
 """
 
+import importlib.machinery
 import os
 import shutil
 import subprocess
@@ -262,3 +263,31 @@ def test_names_a_student_chose_reach_no_terminal_or_cell_as_they_are(repository,
     assert cli.main(["grade", str(repository), "--assignment", "mha", "--in-process", "--public-only"]) == 0
     out = capsys.readouterr().out
     assert "tampering: added: " in out and "\x1b" not in out
+
+
+# Red-team attacks: ways to change what the per-push workflow runs while this column stays silent.
+def test_moving_the_package_into_a_folder_of_its_own_does_not_hide_the_kit(repository):
+    # package_root finds src/mha; the kit's files are still at the repository's top
+    (repository / "src").mkdir()
+    shutil.move(repository / "assignments" / "mha", repository / "src" / "mha")
+    (repository / "grading.yml").write_text("changed")
+    kit = kit_files.kit_files(repository, "mha")
+    assert kit is not None and kit["tampering"] is not None, kit
+    changes = {item["file"]: item["change"] for item in kit["tampering"]}
+    assert changes.get("grading.yml") == "changed", changes
+
+
+@pytest.mark.parametrize(
+    "name",
+    [
+        *(f"yaml{suffix}" for suffix in importlib.machinery.EXTENSION_SUFFIXES),  # a compiled module
+        *(f"yaml/__init__{suffix}" for suffix in (*importlib.machinery.EXTENSION_SUFFIXES, ".pyc")),  # a package
+    ],
+)
+def test_anything_python_imports_from_the_top_is_named(repository, name):
+    # `python -m autograder...` puts the repository's top first on sys.path: a module of any kind
+    # there shadows one the grader imports
+    path = repository / name
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_bytes(b"\x7fELF" if not name.endswith(".pyc") else b"\0" * 16)
+    assert found(repository) == {name: "added"}

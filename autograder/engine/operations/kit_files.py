@@ -13,8 +13,8 @@ the SHA-256 of every kit file it wrote and keeps it in the instructor's course f
 the student's to rewrite along with the files). Grading a repository compares it with every kept
 manifest of its assignment and reports the closest one's differences: a kit file changed, removed or
 replaced by a link; a file added where it can change what the workflow, pytest or Python runs (under
-.github/ or autograder/, at the top or in assignments/, a grading.yml, conftest.py or .pth anywhere,
-any link). The student's package, the notebooks, README.md and .gitignore are theirs to change. Line
+.github/ or autograder/, at the top or in assignments/, a module or package that Python imports from
+the top, a grading.yml, conftest.py or .pth anywhere, any link). The student's package, the notebooks, README.md and .gitignore are theirs to change. Line
 endings are not a change (CRLF reads as LF). What Python and pytest write when the kit runs
 (__pycache__/, .pytest_cache/) is not the student's doing, and a bytecode file runs only where it
 matches its source, except one marked to run unchecked: that one is named. Nothing is followed or
@@ -39,7 +39,10 @@ READ_LIMIT = 16 << 20  # bytes of one kit file read: a larger one is changed
 NAME_LIMIT = 200  # characters of a file's name shown
 PLACES = (".github", "autograder")  # folders the kit owns: anything added there counts
 RUNS_ANYWHERE = ("grading.yml", "conftest.py", "sitecustomize.py", "usercustomize.py")
-RUNS_AT_TOP = (".py", ".pyc", ".pth", ".cfg", ".ini", ".toml")  # modules, and pytest's configuration
+# what Python's finders import, on any platform (importlib.machinery.all_suffixes(): source,
+# bytecode without its source, compiled extensions such as .cpython-311-x86_64-linux-gnu.so)
+IMPORTABLE = (".py", ".pyw", ".pyc", ".so", ".pyd")
+RUNS_AT_TOP = (*IMPORTABLE, ".pth", ".cfg", ".ini", ".toml")  # modules, and pytest's configuration
 
 
 def content_digest(data: bytes) -> str:
@@ -100,15 +103,23 @@ MARKERS = (".github", "grading.yml", "autograder", "requirements.txt", "pyprojec
 
 def release_root(submission: Path, package: str):
     """The folder a release's files would sit in: the one above assignments/ where the package is
-    there (a repository made from the release, a zip of one), or the package's own folder where it
-    was moved out of assignments/ beside kit files; None for other forms (a folder holding the
-    package alone, a notebook, loose files)."""
-    found = package_root(Path(submission), package)
+    there (a repository made from the release, a zip of one), or, where the package was moved out
+    of assignments/, the closest folder above it (up to the submission's top) that holds kit files;
+    None for other forms (a folder holding the package alone, a notebook, loose files)."""
+    submission = Path(submission)
+    found = package_root(submission, package)
     if found is None:
         return None
     if found.name == "assignments":
         return found.parent
-    return found if any(os.path.lexists(found / name) for name in MARKERS) else None
+    # the package moved into a folder of its own (src/mha/) leaves the kit where it was: the
+    # closest folder up to the submission's top that holds a release's files
+    for folder in (found, *found.parents):
+        if any(os.path.lexists(folder / name) for name in MARKERS):
+            return folder
+        if folder == submission:
+            break
+    return None
 
 
 def _runs(parts: tuple) -> bool:
@@ -120,7 +131,8 @@ def _runs(parts: tuple) -> bool:
         or name.endswith(".pth")
         or (len(parts) == 1 and (name.endswith(RUNS_AT_TOP) or name.startswith("requirements")))
         or (len(parts) == 2 and parts[0] == "assignments")
-        or (len(parts) == 2 and name == "__init__.py")  # a top-level package: it can shadow an import
+        or (len(parts) == 2 and name.partition(".")[0] == "__init__" and name.endswith(IMPORTABLE))  # a top-level
+        # package (its __init__ of any kind: source, bytecode, compiled): it can shadow an import
     )
 
 
