@@ -269,6 +269,28 @@ def test_defaults_seed_is_cut_from_what_ships_and_nothing_else():
     assert without_seed(text) == text
 
 
+@pytest.mark.parametrize(
+    "defaults",
+    [
+        "defaults:\n  <<: {seed: 4242}\n",  # a merge key: grading reads the seed, the text has no `seed:` line
+        "defaults:\n  <<: [{timeout: 10}, {seed: 4242}]\n",
+        "common: &common {seed: 4242}\ndefaults:\n  <<: *common\n",  # an anchor shared with another course
+        "defaults:\n  seed: 4242\n  <<: {seed: 4242}\n",  # cut once, still there
+    ],
+)
+def test_a_seed_reached_through_yaml_merges_is_cut_too(defaults):
+    # Red team: on main 1607c35 a release shipped `<<: {seed: 4242}` as written, and the grader
+    # read defaults.seed == 4242 from it.
+    text = grading_config.default_path().read_text().replace("defaults:\n", defaults, 1)
+    data = yaml.safe_load(text)
+    assert data["defaults"]["seed"] == 4242
+    cut = yaml.safe_load(without_seed(text))
+    assert "seed" not in cut["defaults"]
+    data.pop("common", None), cut.pop("common", None)
+    data["defaults"].pop("seed")
+    assert cut == data  # nothing else changed
+
+
 def test_release_and_doctor_warn_of_defaults_seed(course, tmp_path, monkeypatch, capsys):
     from autograder.routes import doctor
 

@@ -213,8 +213,18 @@ def without_seed(text: str) -> str:
     """grading.yml's `text` without `defaults.seed`: the hidden checks' inputs are drawn from it
     where it is set, so it is the instructor's alone (course/secret.py). Its lines are cut out,
     the rest left as written (comments, line numbers); a flow-style `defaults: {...}` is
-    written anew without it."""
+    written anew without it, and so is one whose seed comes from elsewhere in YAML's terms (a
+    merge key `<<: *anchor`): what is checked is the text as the grader reads it."""
     import yaml
+
+    def seeded(text):
+        data = yaml.safe_load(text)
+        return isinstance(data, dict) and isinstance(data.get("defaults"), dict) and "seed" in data["defaults"]
+
+    def rewritten(text):  # every alias and merge resolved, the seed left out
+        data = yaml.safe_load(text)
+        data["defaults"].pop("seed")
+        return yaml.safe_dump(data, sort_keys=False, allow_unicode=True)
 
     root = yaml.compose(text)
     if not isinstance(root, yaml.MappingNode):
@@ -223,17 +233,13 @@ def without_seed(text: str) -> str:
     if not isinstance(defaults, yaml.MappingNode):
         return text
     found = next(((key, value) for key, value in defaults.value if key.value == "seed"), None)
-    if found is None:
-        return text
+    if found is None or defaults.flow_style:
+        return rewritten(text) if seeded(text) else text
     key, value = found
-    if defaults.flow_style:
-        data = yaml.safe_load(text)
-        data["defaults"].pop("seed")
-        return yaml.safe_dump(data, sort_keys=False, allow_unicode=True)
     lines = text.splitlines(keepends=True)
     last = value.end_mark.line if value.end_mark.column else value.end_mark.line - 1
-    kept = lines[: key.start_mark.line] + lines[last + 1 :]
-    return "".join(kept)
+    kept = "".join(lines[: key.start_mark.line] + lines[last + 1 :])
+    return rewritten(kept) if seeded(kept) else kept
 
 
 def student_message(message_id: str, keep: set) -> bool:
