@@ -327,6 +327,26 @@ def test_doctor_says_where_the_hidden_inputs_come_from(course):
     assert doctor.exit_code([doctor.Line("WARN", "x", "y")]) == 0
 
 
+def test_the_gradescope_zip_is_the_instructors_alone(tmp_path):
+    # Red team: on main 1607c35 autograder.zip, which carries the course secret, was written 0644
+    # (any user of the machine read the secret from it), through a fixed `.autograder.zip.partial`
+    # that a link planted beside it redirected.
+    from autograder.routes.gradescope import gradescope_zip
+
+    planted = tmp_path / "elsewhere"
+    (tmp_path / ".autograder.zip.partial").symlink_to(planted)
+    mask = os.umask(0o022)  # a usual one: files readable by all unless made otherwise
+    try:
+        out = gradescope_zip(tmp_path / "autograder.zip", assignment="mha")
+    finally:
+        os.umask(mask)
+    assert stat.S_IMODE(out.stat().st_mode) == 0o600, oct(out.stat().st_mode)
+    assert not planted.exists()
+    assert sorted(p.name for p in tmp_path.iterdir()) == [".autograder.zip.partial", "autograder.zip"]
+    with zipfile.ZipFile(out) as archive:
+        assert archive.read(".mha-lab/course-secret").decode().strip() == secret.read_secret().hex()
+
+
 @pytest.mark.slow  # a Gradescope run end to end: CI runs it (pytest -m "")
 def test_gradescope_draws_the_courses_inputs_and_shows_no_seed(tmp_path):
     from test_release import gradescope_zip

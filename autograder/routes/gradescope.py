@@ -9,6 +9,8 @@ hidden checks draw there the inputs they draw here. run_autograder grades /autog
 writes /autograder/results/results.json (docs/gradescope.md).
 """
 
+import os
+import tempfile
 import zipfile
 from pathlib import Path
 
@@ -48,13 +50,18 @@ mkdir -p "$ROOT/results"
 def gradescope_zip(out, assignment=None):
     """Write the Gradescope autograder zip to `out`, grading `assignment` (default: the first in
     grading.yml; a Gradescope assignment grades one). grading.yml is validated first (a zip with
-    a broken one would fail on every submission), and the zip is written aside, then renamed."""
+    a broken one would fail on every submission), and the zip is written aside, then renamed.
+    It holds the reference, the hidden checks and the course secret: it is the instructor's
+    alone (0600, as the secret's own file), written to a new file of a random name (O_EXCL: no
+    link or file another user put beside `out` is written through)."""
 
     config = grading_config.load(assignment=assignment)
     out = Path(out)
-    partial = out.with_name(f".{out.name}.partial")
+    fd, partial = tempfile.mkstemp(prefix=f".{out.name}.", suffix=".partial", dir=out.parent)  # 0600
+    partial = Path(partial)
     try:
-        _write_gradescope_zip(partial, config)
+        with os.fdopen(fd, "w+b") as file:
+            _write_gradescope_zip(file, config)
         partial.replace(out)
     except BaseException:
         partial.unlink(missing_ok=True)
