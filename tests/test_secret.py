@@ -151,6 +151,33 @@ def test_the_secret_is_made_private_whole_and_once_even_by_two_commands_at_once(
     assert "others may read it" in secret.exposure()
 
 
+@pytest.mark.parametrize("place", ["file writable by others", "folder writable by others", "another user's"])
+def test_a_secret_another_user_could_have_written_is_refused(course, place, monkeypatch):
+    # Red team, as a second user: on main 1607c35 a course-secret file that another user had
+    # planted (or could replace: its folder open to them) was read as the course's, so that user
+    # knew every hidden input. It is refused, with where and why; nothing of it is said.
+    folder = course(place)
+    made = secret.ensure_secret()[0]
+    path = folder / secret.FILE_NAME
+    if place == "file writable by others":
+        path.chmod(0o666)
+    elif place == "folder writable by others":
+        folder.chmod(0o777)
+    else:  # read by a user of another uid (not root), the file is another user's
+        if os.geteuid() == 0:
+            os.chown(path, 47013, 47013)
+        monkeypatch.setattr(secret.os, "geteuid", lambda: 47014)
+    with pytest.raises(secret.SecretError) as raised:
+        secret.read_secret()
+    assert str(path) in str(raised.value) and "could have written" in str(raised.value)
+    assert made.hex() not in str(raised.value)
+    monkeypatch.undo()
+    monkeypatch.setenv(secret.DIR_ENV, str(folder))
+    folder.chmod(0o1777)  # sticky: no one else can replace our file in it
+    path.chmod(0o600)
+    assert secret.read_secret() == made
+
+
 def test_the_kits_git_ignores_the_course_folder():
     if not (KIT / ".git").exists():
         pytest.skip("the kit is not a git checkout here")

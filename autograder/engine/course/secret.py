@@ -76,11 +76,33 @@ def read_secret():
     path = secret_path()
     try:
         text = path.read_text(encoding="ascii")
+        chosen = chosen_by_others(path)
     except (FileNotFoundError, NotADirectoryError):
         return None
     except (OSError, UnicodeDecodeError) as error:
         raise SecretError(f"{path}: cannot read the course secret ({error})") from None
+    if chosen:  # another user could have put there a secret they know: every hidden input theirs
+        raise SecretError(
+            f"{path}: another user of this machine could have written this course secret ({chosen}); "
+            f"make the file and its folder yours and private (chmod 600, chmod 700) after checking it, "
+            f"or set {SECRET_ENV}"
+        )
     return _parse(text, str(path))
+
+
+def chosen_by_others(path: Path) -> str:
+    """Why someone else than this user (or root) could have chosen the secret at `path` ("" where
+    no one could): the file, or the folder it is in, belongs to another user or is writable by
+    others (a folder's sticky bit keeps them from replacing ours). Root reads whoever's file it is
+    given (a container's bind mount), but not one that others can write."""
+    problems, uid = [], os.geteuid()
+    for target, kind in ((path, "the file"), (Path(os.path.realpath(path)).parent, "its folder")):
+        info = os.stat(target)
+        if uid != 0 and info.st_uid not in (uid, 0):
+            problems.append(f"{kind} belongs to uid {info.st_uid}")
+        elif info.st_mode & 0o022 and not (kind == "its folder" and info.st_mode & stat.S_ISVTX):
+            problems.append(f"{kind} has mode {stat.S_IMODE(info.st_mode):o}")
+    return "; ".join(problems)
 
 
 def exposure(path: Path = None) -> str:
