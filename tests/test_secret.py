@@ -401,10 +401,12 @@ def test_gradescope_draws_the_courses_inputs_and_shows_no_seed(tmp_path):
         text=True,
     )
     assert drawn.stdout.split() == [str(seed), "secret"], drawn.stderr  # Gradescope draws what is drawn here
+    (root / "source" / ".mha-lab").chmod(0o777)  # as an unzip under a umask of 0 may leave it
     completed = subprocess.run(
         ["bash", str(root / "source" / "run_autograder")], env=env, capture_output=True, text=True, timeout=600
     )
     assert completed.returncode == 0, completed.stderr[-3000:]
+    assert stat.S_IMODE((root / "source" / ".mha-lab").stat().st_mode) == 0o700  # run_autograder closed it
     visible = (root / "results" / "results.json").read_text() + completed.stdout + completed.stderr
     assert "no secret" not in visible
     for needle in (str(seed), f"{seed:x}", value.hex()):

@@ -42,6 +42,9 @@ set -uo pipefail
 ROOT="${MHA_LAB_GRADESCOPE_ROOT:-/autograder}"
 PYTHON="${MHA_LAB_PYTHON:-$ROOT/venv/bin/python}"
 cd "$ROOT/source"
+# The course secret is root's alone, whatever the unzipping made of its modes (grading refuses one
+# that others could have written; a worker without Landlock reads what others may read).
+if [ -d .mha-lab ]; then chmod -R go-rwx .mha-lab; fi
 mkdir -p "$ROOT/results"
 "$PYTHON" -m autograder grade "$ROOT/submission" --assignment {assignment} --gradescope "$ROOT/results/results.json"
 """
