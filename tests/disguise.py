@@ -10,7 +10,8 @@ tests/styles.py or as a public implementation of the corpus (tests/corpus.py) ha
 reference's own), each student a different one per file where there are enough. A disguise keeps the program's behaviour (the API the grader calls keeps its
 names) and changes its text: names, the order of functions and of independent statements, dead
 code (unused functions and assignments, code after a return, branches on constants, no-op
-updates, docstrings), moves of functions into other files and sub-packages, comments.
+updates, docstrings), moves of functions into other files and sub-packages, comments, values
+passed through a helper of the copier's that returns its argument as it is (wrap).
 """
 
 import ast
@@ -24,7 +25,7 @@ from styles import STYLES_PASSING
 KIT = Path(__file__).resolve().parent.parent
 PACKAGE = KIT / "solutions" / "mha"
 SKELETON = KIT / "assignments" / "mha"
-KINDS = ("rename", "reorder", "pad", "move", "split", "comments")
+KINDS = ("rename", "reorder", "pad", "move", "split", "comments", "wrap")
 
 
 def reference() -> dict:
@@ -72,6 +73,9 @@ def disguise(files: dict, rng: random.Random, kinds=KINDS) -> dict:
         _move(trees, rng, api, split=False)
     if "split" in kinds:
         _move(trees, rng, api, split=True)
+    if "wrap" in kinds:
+        for tree in trees.values():
+            _wrap(tree, rng)
     if "pad" in kinds:
         for tree in trees.values():
             _pad(tree, rng)
@@ -118,6 +122,32 @@ def _rename(trees: dict, api: set, rng) -> None:
             elif isinstance(node, ast.alias) and node.name in mapping:
                 node.asname = node.asname or None
                 node.name = mapping[node.name]
+
+
+def _wrap(tree, rng) -> None:
+    """Values assigned and returned passed through a helper that returns its argument as it is
+    (written as a function, with a docstring and more parameters, or as a lambda): every
+    statement gains tokens, so that no run of them is what it was."""
+    name, arg = _word(rng), _word(rng)
+    helper = rng.choice(
+        [
+            f"def {name}({arg}):\n    return {arg}\n",
+            f'def {name}({arg}, /, *rest):\n    """Keep {arg} as it is."""\n    return {arg}\n',
+            f"{name} = lambda {arg}: {arg}\n",
+        ]
+    )
+    wrapped = False
+    for node in ast.walk(tree):
+        if isinstance(node, (ast.Assign, ast.Return)) and node.value is not None and rng.random() < 0.8:
+            node.value = ast.Call(ast.Name(name, ast.Load()), [node.value], [])
+            wrapped = True
+    if wrapped:  # first, after `from __future__` imports: defined before any use
+        at = 0
+        while (
+            at < len(tree.body) and isinstance(tree.body[at], ast.ImportFrom) and tree.body[at].module == "__future__"
+        ):
+            at += 1
+        tree.body[at:at] = ast.parse(helper).body
 
 
 def _dead_code(rng) -> list:

@@ -32,7 +32,8 @@ def flagged(entries, **options):
 
 
 @pytest.mark.parametrize(
-    "kinds", [("rename",), ("reorder",), ("pad",), ("comments",), ("rename", "reorder", "pad", "comments")]
+    "kinds",
+    [("rename",), ("reorder",), ("pad",), ("comments",), ("wrap",), ("rename", "reorder", "pad", "comments", "wrap")],
 )
 def test_a_disguise_leaves_the_normalised_code_as_it_was(kinds):
     students = independent_students(6)

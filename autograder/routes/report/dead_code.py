@@ -8,7 +8,8 @@ statement that is only a value (docstrings, `...`, a bare name) and `pass`; stat
 `return`, `raise`, `break` or `continue`; the branch of an `if`/`while` on a constant (`if
 False:`, `if 0 > 1:`, `x or True` where `x` has no effect); every `assert`; calls of built-ins as
 statements (`print(...)`, `len(x)`); assignments of a name to itself and updates by `+ 0`, `* 1`;
-expressions that are their operand (`x * 1`, `x.contiguous()`: become `x`); and what nothing
+expressions that are their operand (`x * 1`, `x.contiguous()`, `same(x)` where the submission's
+`same` returns its argument: become `x`); and what nothing
 live reaches (liveness.py): functions, classes and methods the grader does not call (`api`), and
 assignments, imports and local functions whose names nothing live reads. Every walk is
 iterative.
@@ -30,7 +31,10 @@ MAX_PASSES = 8  # rounds of stripping (each linear): dead code that takes more s
 
 def strip(trees: dict, api: frozenset) -> None:
     for tree in trees.values():
-        _identities(tree)
+        _identities(tree)  # first: a helper's own `return x * 1` is `return x`
+    passing = _pass_through(trees)
+    for tree in trees.values() if passing else ():
+        _identities(tree, passing)
     for _ in range(MAX_PASSES):
         for tree in trees.values():
             _tidy(tree)
@@ -99,26 +103,56 @@ def _simplified(statement):
     return [statement]
 
 
-def _identities(tree) -> bool:
+def _identities(tree, passing: dict = None) -> bool:
     """Expressions that are their operand: `x * 1`, `x + 0`, `1 * x`, `+x`, `-(-x)`,
-    `x.contiguous()`, `x.clone()` become `x` everywhere (a copier's free padding)."""
+    `x.contiguous()`, `x.clone()`, and a call of a function of the submission that returns one
+    of its arguments as it is (`passing`: _pass_through), become `x` everywhere (a copier's free
+    padding)."""
+    passing = passing or {}
     changed = False
     for node in walk(tree):
         for name in node._fields:
             value = getattr(node, name, None)
             if isinstance(value, ast.expr):
-                simpler = _operand(value)
+                simpler = _operand(value, passing)
                 while simpler is not None:
                     value, changed = simpler, True
-                    simpler = _operand(value)
+                    simpler = _operand(value, passing)
                 setattr(node, name, value)
             elif isinstance(value, list):
                 for i, item in enumerate(value):
-                    simpler = _operand(item) if isinstance(item, ast.expr) else None
+                    simpler = _operand(item, passing) if isinstance(item, ast.expr) else None
                     while simpler is not None:
                         value[i], changed = simpler, True
-                        simpler = _operand(value[i])
+                        simpler = _operand(value[i], passing)
     return changed
+
+
+def _pass_through(trees: dict) -> dict:
+    """{name: index} of the module-level functions of the submission, in any of its files, whose
+    whole body (a docstring aside) returns their positional argument `index` as it is:
+    `def same(x): return x` wrapped around every value hides a copy from k-grams for free."""
+    found = {}
+    for tree in trees.values():
+        for statement in tree.body:
+            if isinstance(statement, ast.FunctionDef) and not statement.decorator_list:
+                name, arguments, body = statement.name, statement.args, statement.body
+                if body and isinstance(body[0], ast.Expr) and isinstance(body[0].value, ast.Constant):
+                    body = body[1:]  # its docstring
+                result = body[0].value if len(body) == 1 and isinstance(body[0], ast.Return) else None
+            elif (  # same = lambda x: x
+                isinstance(statement, ast.Assign)
+                and len(statement.targets) == 1
+                and isinstance(statement.targets[0], ast.Name)
+                and isinstance(statement.value, ast.Lambda)
+            ):
+                name, arguments, result = statement.targets[0].id, statement.value.args, statement.value.body
+            else:
+                continue
+            positional = [a.arg for a in (*arguments.posonlyargs, *arguments.args)]
+            if isinstance(result, ast.Name) and result.id in positional:
+                found[name] = positional.index(result.id)
+    return found
 
 
 _RIGHT_IDENTITY = {ast.Add: 0, ast.Sub: 0, ast.Mult: 1, ast.Div: 1, ast.FloorDiv: 1, ast.Pow: 1}
@@ -126,8 +160,12 @@ _LEFT_IDENTITY = {ast.Add: 0, ast.Mult: 1}
 _SAME_VALUE_METHODS = ("contiguous", "clone")
 
 
-def _operand(node):
+def _operand(node, passing: dict = None):
     """The operand `node` is the identity of, or None."""
+    if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id in (passing or {}):
+        index = passing[node.func.id]
+        if not node.keywords and index < len(node.args) and not any(isinstance(a, ast.Starred) for a in node.args):
+            return node.args[index]
     if isinstance(node, ast.BinOp):
         op = type(node.op)
         if op in _RIGHT_IDENTITY and _constant(node.right) == _RIGHT_IDENTITY[op]:
