@@ -255,6 +255,9 @@ def test_a_batch_log_and_its_rerun_command_hold_no_seed(course, tmp_path):
     assert manifest["seed"] == seed  # the instructor's record: a resume takes it
     assert str(seed) not in " ".join(manifest["command"]) + completed.stdout + completed.stderr
     assert json.loads((out / "solutions.json").read_text())["seed"] == seed
+    # Red team, as a second user of the machine: on main 1607c35 the out folder was made with the
+    # umask's mode (0755 here) and its files 0644: anyone read the seed (and every grade and code).
+    assert stat.S_IMODE(out.stat().st_mode) == 0o700
 
 
 def test_shards_that_drew_from_different_seeds_are_not_merged(tmp_path):

@@ -101,6 +101,8 @@ def test_merge_writes_one_csv_of_the_single_run_format(tmp_path):
     assert (tmp_path / "merged" / "grades.csv").read_text() == (tmp_path / "single" / "grades.csv").read_text()
     for sid in ("ann", "bo", "cy"):
         assert (tmp_path / "merged" / f"{sid}.json").read_text() == (tmp_path / "single" / f"{sid}.json").read_text()
+    # the seed, every grade and code: the instructor's alone, as grade's --out (test_secret.py)
+    assert (tmp_path / "merged").stat().st_mode & 0o777 == 0o700
 
 
 def test_merge_keeps_each_students_pictures(tmp_path):

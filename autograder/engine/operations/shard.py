@@ -207,7 +207,7 @@ def merge(out_dirs: list, merged: Path, allow_missing: bool = False) -> dict:
             raise IncompleteMerge(_incomplete_message(gaps, merged, manifests[dirs[0]]))
     else:  # an older kit's directories: what they hold, with the ids their grades.csv lists
         names = sorted(set(found) | set(paths))
-    merged.mkdir(parents=True, exist_ok=True)
+    merged.mkdir(mode=0o700, parents=True, exist_ok=True)  # as grade's --out (batch.py): the seed, grades, code
     for name, (source, _) in found.items():
         if name not in names:
             continue
