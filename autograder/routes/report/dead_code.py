@@ -32,10 +32,10 @@ MAX_PASSES = 8  # rounds of stripping (each linear): dead code that takes more s
 def strip(trees: dict, api: frozenset) -> None:
     for tree in trees.values():
         _identities(tree)  # first: a helper's own `return x * 1` is `return x`
-    passing = _pass_through(trees)
-    for tree in trees.values() if passing else ():
-        _identities(tree, passing)
     for _ in range(MAX_PASSES):
+        # each round: a helper padded with dead code is one that passes its argument once stripped
+        passing = _pass_through(trees)
+        inlined = [_identities(tree, passing) for tree in trees.values()] if passing else []
         for tree in trees.values():
             _tidy(tree)
         reads = liveness.Reads(trees)
@@ -43,7 +43,7 @@ def strip(trees: dict, api: frozenset) -> None:
         if dropped:
             reads = liveness.Reads(trees)
         dropped |= liveness.drop_dead_stores(trees, api, reads)
-        if not dropped:  # what tidying changed was seen by both: nothing more to strip
+        if not dropped and not any(inlined):  # what tidying changed was seen by both: nothing more to strip
             return
 
 
