@@ -291,3 +291,16 @@ def test_anything_python_imports_from_the_top_is_named(repository, name):
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_bytes(b"\x7fELF" if not name.endswith(".pyc") else b"\0" * 16)
     assert found(repository) == {name: "added"}
+
+
+def test_files_a_student_adds_never_push_a_changed_kit_file_out_of_the_summary(repository):
+    # On main 1607c35 the summary listed changes in the walk's order: forty long names that sort
+    # before grading.yml filled its 300 characters, and "changed: grading.yml" was cut from the
+    # CSV cell, the terminal and the class report.
+    for i in range(40):
+        (repository / f"a{i:02d}{'_' * 60}.py").write_text("")
+    (repository / "grading.yml").write_text("changed")
+    (repository / "requirements.txt").unlink()
+    summary = tampering_summary(kit_files.kit_files(repository, "mha"))
+    assert summary.startswith("changed: grading.yml; removed: requirements.txt; added: a00"), summary
+    assert summary.endswith("(42 in all)") and len(summary) <= 300

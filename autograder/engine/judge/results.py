@@ -326,6 +326,9 @@ def csv_text(results, names, paths=None) -> str:
     return buffer.getvalue()
 
 
+_KIT_CHANGES = ("not all checked", "changed", "not a file", "removed", "a link")  # then "added", "added (...)"
+
+
 def tampering_summary(kit: dict, limit: int = 300) -> str:
     """One line of what became of a repository's kit files (GradeResult.kit_files): "" where
     nothing changed or it is not a repository, "not checked (...)" where no release is kept,
@@ -337,7 +340,14 @@ def tampering_summary(kit: dict, limit: int = 300) -> str:
     by_change = {}
     for item in kit["tampering"]:
         by_change.setdefault(item["change"], []).append(item["file"])
-    text = "; ".join(f"{change}: {', '.join(names)}" if any(names) else change for change, names in by_change.items())
+    # what became of the release's own files first: files a student adds (whose names and number
+    # they choose) never push "changed: grading.yml" past the cut
+    order = sorted(
+        by_change, key=lambda change: next((i for i, k in enumerate(_KIT_CHANGES) if change.startswith(k)), 9)
+    )
+    text = "; ".join(
+        f"{change}: {', '.join(by_change[change])}" if any(by_change[change]) else change for change in order
+    )
     if len(text) > limit:
         text = text[: limit - 20].rstrip(" ,;") + f" ... ({len(kit['tampering'])} in all)"
     return text
