@@ -221,7 +221,7 @@ def test_grades_csv_and_the_json_carry_it_and_only_where_there_are_repositories(
     text = csv_text([plain, tampered], ["x", "y"])
     header, first, second = text.splitlines()
     assert header.endswith(",tampering") and first.endswith(",")
-    assert second.endswith(",added: =HYPERLINK(1).py; changed: grading.yml")  # a cell that starts with a word
+    assert second.endswith(",changed: grading.yml; added: =HYPERLINK(1).py")  # a cell that starts with a word
     assert from_json(tampered.to_json()).kit_files == tampered.kit_files  # a merge keeps it
 
 
