@@ -114,9 +114,7 @@ def grade_batch(
 
     out = Path(out)
     try:
-        # the instructor's alone where made here: it holds the hidden checks' seed (a keyed hash of
-        # the course secret), every grade and every student's code (an existing one is left as it is)
-        out.mkdir(mode=0o700, parents=True, exist_ok=True)
+        out.mkdir(mode=0o700, parents=True, exist_ok=True)  # made here: the instructor's alone (seed, grades, code)
     except OSError as error:
         raise results_io.WriteError(out, error) from None
     lock = _lock(out / LOCK)
