@@ -10,6 +10,7 @@ from conftest import SOLUTIONS, grade_with_hidden
 
 from autograder.assignments.mha.observers._projections import find_projections
 from autograder.harness.contract import ContractError
+from autograder.engine.course import config as grading_config
 from autograder.engine.course.assignment import step_modules
 from autograder.engine.judge.runner import grade
 
@@ -427,3 +428,62 @@ def test_layers_used_in_other_roles_than_their_names_are_graded_by_what_they_do(
     )
     result = grade(root, config, reference=SOLUTIONS, seed=5, steps=["qkv_projection"])
     assert failing(result, "qkv_projection") == []
+
+
+# ---------------------------------------------------------------------------- judged by what they compute (issue 32)
+
+
+def test_a_layer_without_the_bias_the_state_has_is_loaded_and_its_outputs_decide():
+    """A key projection without bias computes the same attention (the softmax cancels what a key
+    bias adds to a query's every score): loading refuses it no more; a bias the contract rules out
+    (bias=False) still is refused."""
+    from autograder.harness.layers import load_linear
+
+    rng = torch.Generator().manual_seed(0)
+    state = {"weight": torch.randn(4, 4, generator=rng), "bias": torch.randn(4, generator=rng)}
+    layer = torch.nn.Linear(4, 4, bias=False)
+    load_linear(torch.nn.ModuleDict({"w_k": layer}), "w_k", state)
+    assert torch.equal(layer.weight, state["weight"])
+    with pytest.raises(ContractError):
+        load_linear(torch.nn.ModuleDict({"w_k": torch.nn.Linear(4, 4)}), "w_k", {"weight": state["weight"]})
+
+
+def test_the_scripted_cache_takes_keys_off_by_one_vector_and_answers_with_them():
+    """Keys without their bias are the expected keys off by the same vector at every position: the
+    scripted cache accepts them and answers in kind (the attention is the same); keys off by
+    anything else are not the next chunk."""
+    from autograder.assignments.kv_cache.observers.incremental_decoding import ScriptedCache
+
+    rng = torch.Generator().manual_seed(1)
+    keys, values = (torch.randn(2, 3, 5, 4, generator=rng, dtype=torch.float64) for _ in range(2))
+    shift = torch.randn(2, 3, 1, 4, generator=rng, dtype=torch.float64)
+    cache = ScriptedCache(keys, values)
+    K, V = cache.update(keys[:, :, :2] + shift, values[:, :, :2])
+    K, V = cache.update(keys[:, :, 2:3] + shift, values[:, :, 2:3])
+    assert torch.allclose(K, keys[:, :, :3] + shift) and torch.equal(V, values[:, :, :3])
+    with pytest.raises(ContractError):  # not the same shift as before
+        cache.update(keys[:, :, 3:4] + 2 * shift, values[:, :, 3:4])
+    with pytest.raises(ContractError):  # other values altogether
+        ScriptedCache(keys, values).update(2 * keys[:, :, :2], values[:, :, :2])
+
+
+def test_kept_copies_every_tensor_it_is_given():
+    from autograder.harness.kept import kept
+
+    x = torch.zeros(3)
+    copy = kept({"K": [x, (x, 1)], "n": 2})
+    x.add_(1)
+    assert copy["K"][0].sum() == 0 and copy["K"][1][0].sum() == 0 and copy["K"][1][1] == 1 and copy["n"] == 2
+
+
+def test_a_static_cache_that_hands_out_views_of_its_buffers_gets_full_marks(tmp_path):
+    """gpt-fast's KVCache returns views of preallocated buffers and writes over them after a reset:
+    what it returned was right when it returned it, and the observers judge that (they keep
+    copies, harness/kept.py), not what the buffers hold later."""
+    from corpus import load
+
+    item = next(i for i in load("kv_cache") if i.name == "gptfast_static_cache")
+    config = grading_config.load(assignment="kv_cache")
+    result = grade(item.submission(tmp_path / "static"), config, reference=SOLUTIONS, seed=1, steps=["kv_cache"])
+    step = result.step("kv_cache")
+    assert step.score == step.max_score, [c.message for c in step.checks if c.passed is False]

@@ -13,8 +13,8 @@ d_k = D // H. 쿼리 프로젝션의 출력은 H * d_k = D개이고, 키와 밸�
 캐시 없이 forward(x)를 부르면 x 전체에 대한 보통의 인과 셀프 어텐션입니다. forward(x, cache)는 x를
 더 긴 글의 다음 청크로 봅니다: 그 키와 밸류가 캐시에 붙고, 청크의 쿼리 i는 절대 위치
 (update 전의 len(cache)) + i에 있습니다 (decode.offset_causal_mask). 캐시에는 프로젝션한 키와 밸류를
-헤드로 나눈 모양 그대로 넣고, 쿼리는 넣지 않습니다 (cache.py의 설명). 글을 한 번에 넣든, 청크로 나누어
-넣든, 토큰 하나씩 넣든 출력은 행마다 같아야 합니다.
+헤드 H_kv개로 나눈 모양 그대로 (쿼리 헤드 수만큼 반복하기 전에) 넣고, 쿼리는 넣지 않습니다 (cache.py의
+설명). 글을 한 번에 넣든, 청크로 나누어 넣든, 토큰 하나씩 넣든 출력은 행마다 같아야 합니다.
 
 채점기가 쓰는 이름: w_q, w_k, w_v, w_o (nn.Linear 층, bias는 인자대로).
 
@@ -32,8 +32,9 @@ only H_kv * d_k outputs.
 forward(x) with no cache is ordinary causal self-attention over x. forward(x, cache) treats x as the
 next chunk of a longer text: its keys and values are appended to the cache, and query i of the chunk
 is at absolute position (len(cache) before the update) + i (decode.offset_causal_mask). The cache
-holds the projected keys and values, split into heads, and no queries (see cache.py). Feeding a text
-in one piece, in chunks, or token by token must give the same outputs, row for row.
+holds the projected keys and values, split into their H_kv heads (before any repeat for the query
+heads), and no queries (see cache.py). Feeding a text in one piece, in chunks, or token by token
+must give the same outputs, row for row.
 
 Names the grader relies on: w_q, w_k, w_v, w_o (nn.Linear layers; bias as the argument says).
 

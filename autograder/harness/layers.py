@@ -74,10 +74,13 @@ def load_parameter_rows(weight, bias, state, owner, weight_name, bias_name, bloc
         raise ContractError(
             "bad_attribute", owner=owner, name=weight_name, expected=f"shape {want}", got=f"shape {shape}"
         )
-    if ("bias" in state) != (bias is not None):
-        expected = "a bias" if "bias" in state else "no bias (bias=False)"
-        got = "a bias" if bias is not None else "no bias"
-        raise ContractError("bad_attribute", owner=owner, name=bias_name, expected=expected, got=got)
+    # A layer without the bias the state has is loaded without it, and its outputs decide: where
+    # the bias matters they differ, and where it cannot (a key projection's bias adds the same
+    # amount to every score of a query row, which the softmax cancels) they do not (issue 32). A
+    # bias where the contract says none (bias=False) is the contract's structure, stated in the
+    # skeleton: refused.
+    if "bias" not in state and bias is not None:
+        raise ContractError("bad_attribute", owner=owner, name=bias_name, expected="no bias (bias=False)", got="a bias")
     if bias is not None and bias.numel() != count:
         raise ContractError(
             "bad_attribute", owner=owner, name=bias_name, expected=f"{count} numbers", got=f"shape {tuple(bias.shape)}"

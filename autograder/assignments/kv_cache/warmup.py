@@ -24,3 +24,7 @@ def warm_up(simulation=None, real_gpu=False):
     """Run in the worker server once, so every worker starts warm (CPU ops; the simulated device
     is not used by this assignment's checks)."""
     _exercise(torch.randn(2, 3, 8, dtype=torch.float64), torch.nn.Linear(8, 8).double())
+    # masks made on the 'meta' device (the mask_device check): its first triu and tril import
+    # PyTorch's decompositions
+    torch.ones(2, 5, dtype=torch.bool, device="meta").triu(4)
+    torch.ones(2, 5, dtype=torch.bool, device="meta").tril(3)

@@ -122,6 +122,29 @@ class MultiHead(AgainstTorch):
     weight = 1
 
 
+class CacheHoldsKVHeads(Check):
+    """With a cache, the keys and values handed to cache.update have the H_kv heads of the key and
+    value projections (the cache holds what grouped-query attention saves memory on), not a copy
+    for every query head. H=4, H_kv=2, chunks of 2, 1 and 1 tokens."""
+
+    id = "cache_holds_kv_heads"
+    weight = 1
+    observer = observers.cache_heads
+
+    def inputs(self, rng):
+        return {
+            "states": weights(rng, 16, 4, 2, False),
+            "x": randn(rng, 2, 4, 16),
+            "n_heads": 4,
+            "n_kv_heads": 2,
+            "bias": False,
+            "lengths": (2, 1, 1),
+        }
+
+    def expected(self, states, x, n_heads, n_kv_heads, bias, lengths):
+        return {"heads": [n_kv_heads] * len(lengths)}
+
+
 class NotDivisible(Check):
     """n_heads=4 with n_kv_heads=3 raises ValueError when the module is made."""
 

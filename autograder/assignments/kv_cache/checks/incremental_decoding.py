@@ -129,6 +129,20 @@ class RandomMasks(Check):
         return {"sizes": sizes}
 
 
+class MaskDevice(Check):
+    """offset_causal_mask(q_len, k_len, device=...) makes the mask on that device, bool (q_len,
+    k_len) (tried with 'meta'). Hidden, as the masking step's causal_mask_device is: the first
+    triu on 'meta' loads PyTorch's decompositions; its expectation is written out."""
+
+    id = "mask_device"
+    visibility = "hidden"
+    observer = observers.mask_on
+    arguments = {"q_len": 2, "k_len": 5, "device": "meta"}
+
+    def expected(self):
+        return {"device": "meta", "shape": (2, 5), "dtype": "torch.bool"}
+
+
 class RandomChunks(Decoding):
     """Random sizes and a random cut into chunks (single tokens among them), against the reference."""
 

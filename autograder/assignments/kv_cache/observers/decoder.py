@@ -7,6 +7,7 @@ import torch.nn.functional as F
 from autograder.assignments.kv_cache.observers.incremental_decoding import ScriptedCache
 from autograder.harness import earlier
 from autograder.harness.earlier import Earlier
+from autograder.harness.kept import kept
 from autograder.harness.layers import load_linear
 
 LAYERS = ("w_q", "w_k", "w_v", "w_o")
@@ -47,11 +48,25 @@ def chunks(kv, states, x, n_heads, n_kv_heads, bias, lengths, own_cache=False):
             )
             outputs, start = [], 0
             for n in lengths:
-                outputs.append(module(x[:, start : start + n], cache))
+                outputs.append(kept(module(x[:, start : start + n], cache)))
                 start += n
             return {"out": outputs}
 
     return earlier.with_earlier_steps(kv, EARLIER, run)
+
+
+def cache_heads(kv, states, x, n_heads, n_kv_heads, bias, lengths):
+    """{"heads": how many heads the keys handed to the cache had, chunk by chunk}: the text fed in
+    chunks of `lengths` with a ScriptedCache."""
+    module = build(kv, states, n_heads, n_kv_heads, bias)
+    d_k = x.shape[-1] // n_heads
+    cache = ScriptedCache(heads_of(states, "w_k", x, n_kv_heads, d_k), heads_of(states, "w_v", x, n_kv_heads, d_k))
+    start = 0
+    with torch.no_grad():
+        for n in lengths:
+            module(x[:, start : start + n], cache)
+            start += n
+    return {"heads": list(cache.heads)}
 
 
 # ---------------------------------------------------------------------------- earlier steps' functions
@@ -134,12 +149,12 @@ def _use_cache(cache_class):
     """What a cache does over a sequence: two updates, its length, a reset, a second instance."""
     k1, v1, k2, v2 = _probe((2, 2, 3, 4), (2, 2, 3, 6), (2, 2, 1, 4), (2, 2, 1, 6), seed=7)
     cache = cache_class()
-    first, second = list(cache.update(k1, v1)), list(cache.update(k2, v2))
+    first, second = kept(list(cache.update(k1, v1))), kept(list(cache.update(k2, v2)))
     length = torch.tensor(len(cache))
     other = cache_class()
-    alone = list(other.update(k2, v2))
+    alone = kept(list(other.update(k2, v2)))
     cache.reset()
-    again = list(cache.update(k2, v2))
+    again = kept(list(cache.update(k2, v2)))
     return [first, second, length, alone, again]
 
 

@@ -5,6 +5,7 @@ fed a stand-in for a cache (ScriptedCache), so that a mistake in cache.py costs 
 import torch
 
 from autograder.harness.contract import ContractError, describe
+from autograder.harness.kept import kept
 
 
 class ScriptedCache:
@@ -12,15 +13,22 @@ class ScriptedCache:
     costs the step `kv_cache` only. It is no cache to copy: it is given the whole sequence's
     keys and values up front, and answers each update(k, v) with their prefix up to the end of
     that chunk, after checking that the chunk is the next one (a ContractError otherwise). Keys
-    given with their heads already repeated for grouped-query attention are accepted too."""
+    given with their heads already repeated for grouped-query attention are accepted too, and so
+    are keys or values off by the same vector at every position (a key projection without its
+    bias, whose attention is the same: issue 32), answered off by that vector too: what the
+    student's code then computes with them decides. `heads`: how many heads each chunk came with
+    (the contract's cache holds the H_kv heads of the projections, checked on its own)."""
 
     def __init__(self, keys, values):
         self.keys, self.values, self.length = keys, values, 0  # (B, H_kv, L, d_k), (B, H_kv, L, d_v)
+        self.offset = {"k": None, "v": None}  # (B, heads, 1, d): how far the student's chunks are off
+        self.heads = []  # the heads of each chunk given to update
 
     def update(self, k, v):
         end = self.length + (k.shape[-2] if isinstance(k, torch.Tensor) and k.dim() == 4 else 0)
-        repeat = _next_chunk("k", k, self.keys[:, :, self.length : end])
-        if _next_chunk("v", v, self.values[:, :, self.length : end]) != repeat:
+        repeat, self.offset["k"] = _next_chunk("k", k, self.keys[:, :, self.length : end], self.offset["k"])
+        repeat_v, self.offset["v"] = _next_chunk("v", v, self.values[:, :, self.length : end], self.offset["v"])
+        if repeat_v != repeat:
             raise ContractError(
                 "wrong_type",
                 name="cache.update(k, v)",
@@ -28,17 +36,19 @@ class ScriptedCache:
                 got=f"{describe(k)} and {describe(v)}",
             )
         self.length = end
+        self.heads.append(k.shape[1])
         keys, values = self.keys[:, :, :end], self.values[:, :, :end]  # (B, H_kv, end, d)
         if repeat > 1:
             keys, values = keys.repeat_interleave(repeat, dim=1), values.repeat_interleave(repeat, dim=1)
-        return keys, values
+        return keys + self.offset["k"], values + self.offset["v"]
 
     def __len__(self):
         return self.length
 
 
-def _next_chunk(name, got, want):
-    """How many times the heads of `want` are repeated in `got` (1: as they are), or a
+def _next_chunk(name, got, want, offset=None):
+    """(how many times the heads of `want` are repeated in `got` (1: as they are), how far `got` is
+    off `want` at every position: (B, heads, 1, d), `offset` where an earlier chunk set it), or a
     ContractError when `got` is not the chunk expected next."""
     expected = f"the next chunk of the sequence, shape {tuple(want.shape)} (B, H_kv, L_new, d)"
     if (
@@ -51,21 +61,26 @@ def _next_chunk(name, got, want):
     repeat = got.shape[1] // want.shape[1]
     want = want.repeat_interleave(repeat, dim=1) if repeat > 1 else want
     close = 1e-4 if want.dtype == torch.float32 else 1e-6
-    if got.shape != want.shape or not torch.allclose(got.detach().to(want.dtype), want, rtol=close, atol=close):
+    got = got.detach().to(want.dtype)
+    if got.shape == want.shape and offset is None and want.shape[2]:
+        offset = got[:, :, :1] - want[:, :, :1]
+    if offset is None or got.shape != want.shape or offset.shape[1] != got.shape[1]:
+        offset = torch.zeros(1, dtype=want.dtype)
+    if got.shape != want.shape or not torch.allclose(got, want + offset, rtol=close, atol=close):
         raise ContractError(
             "wrong_type", name=f"{name} given to cache.update", expected=expected, got=f"other values ({describe(got)})"
         )
-    return repeat
+    return repeat, offset
 
 
 def decode(decoder, q, k, v, lengths, cache=None):
     """The chunks of `lengths` fed one after the other to `decoder(q, k, v, cache)`; returns
-    each chunk's output and the cache."""
+    each chunk's output (a copy, as it was returned: harness/kept.py) and the cache."""
     cache = ScriptedCache(k, v) if cache is None else cache
     outputs, start = [], 0
     for n in lengths:
         chunk = slice(start, start + n)
-        outputs.append(decoder(q[:, :, chunk], k[:, :, chunk], v[:, :, chunk], cache))
+        outputs.append(kept(decoder(q[:, :, chunk], k[:, :, chunk], v[:, :, chunk], cache)))
         start += n
     return outputs, cache
 
@@ -79,6 +94,16 @@ def chunks(kv, q, k, v, lengths):
 def masks(kv, sizes):
     """{"mask_<q>_<k>": offset_causal_mask(q, k)} for each (q, k) of `sizes`."""
     return {f"mask_{q}_{k}": kv.decode.offset_causal_mask(q, k) for q, k in sizes}
+
+
+def mask_on(kv, q_len, k_len, device):
+    """The device, shape and dtype of offset_causal_mask(q_len, k_len, device=torch.device(device))."""
+    mask = kv.decode.offset_causal_mask(q_len, k_len, device=torch.device(device))
+    return {
+        "device": str(getattr(mask, "device", None)),
+        "shape": tuple(getattr(mask, "shape", ())),
+        "dtype": str(getattr(mask, "dtype", None)),
+    }
 
 
 def cached_length(kv, q, k, v, lengths):

@@ -1,14 +1,16 @@
 """Observers of step `kv_cache`: the student's KVCache."""
 
 from autograder.harness.contract import ContractError, describe
+from autograder.harness.kept import kept
 
 
 def update(cache, k, v):
-    """cache.update(k, v), which must give a pair (K, V)."""
+    """cache.update(k, v), which must give a pair (K, V): copies of them as they were returned (a
+    cache may hand out views of a buffer it writes again later, harness/kept.py)."""
     result = cache.update(k, v)
     if not isinstance(result, (tuple, list)) or len(result) != 2:
         raise ContractError("wrong_type", name="KVCache.update(k, v)", expected="a pair (K, V)", got=describe(result))
-    return result
+    return kept(tuple(result))
 
 
 def _fill(kv, pieces):

@@ -12,6 +12,7 @@ from torch.overrides import TorchFunctionMode
 from autograder.assignments.mha.observers._projections import PROJECTIONS, find_projections, load_projections
 from autograder.harness import earlier
 from autograder.harness.earlier import WRITTEN_OUT, Earlier  # noqa: F401 - WRITTEN_OUT: the checks read it here
+from autograder.harness.kept import kept
 
 LAYERS = PROJECTIONS  # the four projections, by role
 _roles = weakref.WeakKeyDictionary()  # module -> {role: Slot}, for the gradient observers
@@ -240,13 +241,13 @@ def dropout(mha, states, query, key, value, num_heads, p):
 
     def run():
         module = build(mha, states, num_heads=num_heads, dropout=p)
-        eval_out = [module(query, key, value).detach() for _ in range(2)]
+        eval_out = [kept(module(query, key, value)) for _ in range(2)]
         module.train()
         with torch.random.fork_rng(devices=[]):
             torch.manual_seed(0)  # the same masks every run: a diagnosis sees what the grade saw
             with dropouts(module) as calls:
-                train_out = [module(query, key, value).detach()]
-            train_out += [module(query, key, value).detach() for _ in range(2)]
+                train_out = [kept(module(query, key, value))]
+            train_out += [kept(module(query, key, value)) for _ in range(2)]
         return {**attention_dropout(calls, size), "eval": eval_out, "train": train_out}
 
     return with_earlier_steps(mha, run)
@@ -263,13 +264,14 @@ def gradients(mha, states, query, key=None):
 def one_query_changed(mha, states, query, changed, key):
     """{"before", "after"}: cross-attention before and after one query token changed."""
     module = build(mha, states)
-    return {"before": module(query, key, key).detach(), "after": module(changed, key, key).detach()}
+    before = kept(module(query, key, key))  # a copy: the next call may write where it points
+    return {"before": before, "after": kept(module(changed, key, key))}
 
 
 def repeated_in_eval(mha, states, query, p):
     """{"outputs"}: three calls of a module made with dropout p, after eval()."""
     module = build(mha, states, dropout=p)
-    return {"outputs": [module(query).detach() for _ in range(3)]}
+    return {"outputs": [kept(module(query)) for _ in range(3)]}
 
 
 # ### BEGIN HIDDEN CHECKS (observers only hidden checks use: left out of a student release)
