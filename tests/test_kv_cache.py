@@ -140,6 +140,12 @@ PLANTED = [
     ("incremental_decoding", "decode_no_scale", "decode.py", [(" / math.sqrt(q.size(-1))  # (B, H, L_new, L)", "")]),
     (
         "incremental_decoding",
+        "decode_mask_ignores_device",
+        "decode.py",
+        [("dtype=torch.bool, device=device)  # (L_new, L)", "dtype=torch.bool)  # (L_new, L)")],
+    ),
+    (
+        "incremental_decoding",
         "decode_ignores_cache",
         "decode.py",
         [("K, V = cache.update(k, v)", "cache.update(k, v)\n    K, V = k, v")],
@@ -174,6 +180,18 @@ PLANTED = [
         ],
     ),
     ("decoder", "decoder_ignores_cache", "decoder.py", [("k, v = cache.update(k, v)", "pass")]),
+    (
+        "decoder",
+        "decoder_caches_repeated_heads",
+        "decoder.py",
+        [
+            (
+                "k, v = cache.update(k, v)",
+                "n_rep = self.n_heads // self.n_kv_heads\n"
+                "            k, v = cache.update(k.repeat_interleave(n_rep, dim=1), v.repeat_interleave(n_rep, dim=1))",
+            )
+        ],
+    ),
 ]
 
 

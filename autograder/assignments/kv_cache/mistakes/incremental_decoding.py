@@ -10,4 +10,5 @@ MISTAKES = [
     Mistake("decode_no_mask", {"decode_mask": "none"}),
     Mistake("decode_mask_for_chunk_only", {"decode_mask": "chunk_len"}),
     Mistake("decode_no_scale", {"decode_scale": False}),
+    Mistake("decode_mask_ignores_device", {"decode_mask_device": False}),
 ]

@@ -30,6 +30,7 @@ DEFAULTS = {
     "decode_keys": "cache",  # "chunk": update, then attend over the chunk only; "no_update": never update
     "decode_mask": "offset",  # "none": no mask; "chunk_len": the mask of a (L_new, L_new) square
     "decode_scale": True,
+    "decode_mask_device": True,  # False: offset_causal_mask makes its mask on the default device
     # grouped-query attention
     "repeat": "interleave",  # "tile": x.repeat (head h gets kv head h % H_kv); "seq": along dim 2
     "gqa_check": "raise",  # "none": no ValueError for H not a multiple of H_kv
@@ -39,8 +40,9 @@ DEFAULTS = {
     "dec_positions": "cache",  # "restart": the top-left causal mask, blind to the cached positions
     "dec_kv_width": "n_kv",  # "d_model": w_k, w_v with d_model outputs
     "dec_merge": "transpose",  # "view": heads merged without the transpose
-    "dec_cache": "use",  # "ignore": never appends to the cache
+    "dec_cache": "use",  # "ignore": never appends to the cache; "dropped": appends, then uses the chunk's own
     "dec_check": "raise",  # "none": no ValueError for n_heads not a multiple of n_kv_heads
+    "dec_cache_heads": "kv",  # "repeated": the cache gets k, v repeated for the query heads
 }
 
 
@@ -102,6 +104,7 @@ def kv_cache(K):
 
 def offset_causal_mask(K, q_len, k_len, device=None):
     offset = {"end": k_len - q_len, "zero": 0, "plus_one": k_len - q_len + 1, "minus_one": k_len - q_len - 1}[K.offset]
+    device = device if K.decode_mask_device else None
     return torch.ones(q_len, k_len, dtype=torch.bool, device=device).triu(diagonal=offset + 1)
 
 
@@ -173,8 +176,11 @@ def cached_self_attention(K):
             q = self.w_q(x).view(B, L, self.n_heads, self.d_k).transpose(1, 2)
             k = self.w_k(x).view(B, L, -1, self.d_k).transpose(1, 2)
             v = self.w_v(x).view(B, L, -1, self.d_k).transpose(1, 2)
-            if cache is not None and K.dec_cache == "use":
-                k, v = cache.update(k, v)
+            if K.dec_cache_heads == "repeated":
+                k, v = repeat_kv(K, k, self.n_heads // k.size(1)), repeat_kv(K, v, self.n_heads // v.size(1))
+            if cache is not None and K.dec_cache != "ignore":
+                cached = cache.update(k, v)
+                k, v = cached if K.dec_cache == "use" else (k, v)
             if K.dec_positions == "cache":
                 blocked = offset_causal_mask(K, L, k.size(2), x.device)
             else:
