@@ -7,6 +7,7 @@ tolerance rule, and the hidden inputs drawn from the contract."""
 import pytest
 import torch
 from conftest import SOLUTIONS, grade_with_hidden
+from corpus import load as corpus_items
 
 from autograder.assignments.mha.observers._projections import find_projections
 from autograder.harness.contract import ContractError
@@ -480,10 +481,45 @@ def test_a_static_cache_that_hands_out_views_of_its_buffers_gets_full_marks(tmp_
     """gpt-fast's KVCache returns views of preallocated buffers and writes over them after a reset:
     what it returned was right when it returned it, and the observers judge that (they keep
     copies, harness/kept.py), not what the buffers hold later."""
-    from corpus import load
-
-    item = next(i for i in load("kv_cache") if i.name == "gptfast_static_cache")
+    item = next(i for i in corpus_items("kv_cache") if i.name == "gptfast_static_cache")
     config = grading_config.load(assignment="kv_cache")
     result = grade(item.submission(tmp_path / "static"), config, reference=SOLUTIONS, seed=1, steps=["kv_cache"])
     step = result.step("kv_cache")
     assert step.score == step.max_score, [c.message for c in step.checks if c.passed is False]
+
+
+@pytest.mark.parametrize(
+    "name,step,check",
+    [
+        ("lingua44_cache_after_repeat", "decoder", "cache_holds_kv_heads"),
+        ("llaisys_offset_mask_on_cpu", "incremental_decoding", "mask_device"),
+    ],
+)
+def test_what_the_contract_states_is_checked_where_outputs_cannot_tell(tmp_path, name, step, check):
+    """Two real bugs with correct outputs on the CPU: lingua's cache filled after repeat_kv (every
+    query head's copy, the memory GQA saves) and llaisys' mask made on the default device. The
+    contract states both (the cache holds the H_kv heads; the mask is made on the device given):
+    the check of that statement fails (that the bug loses in its own step only: tests/test_corpus.py)."""
+    item = next(i for i in corpus_items("kv_cache") if i.name == name)
+    config = grading_config.load(assignment="kv_cache")
+    result = grade(item.submission(tmp_path / name), config, reference=SOLUTIONS, seed=1, steps=[step])
+    assert failing(result, step) == [check]
+
+
+def test_in_process_grading_with_hidden_checks_warms_the_assignment_up_once(monkeypatch):
+    """The hidden mask_device check's first triu on 'meta' loads PyTorch's decompositions (8 s on a
+    loaded machine): paid under the check's time limit, it stopped correct code ("did not finish")
+    and every check after it. In-process grading runs the assignment's warm-up first, once, as the
+    sandbox's worker server does; a student's own run (no hidden checks) does not."""
+    from autograder.assignments.kv_cache import warmup
+    from autograder.engine.judge import plan
+
+    calls = []
+    monkeypatch.setattr(plan, "_WARMED", set())
+    monkeypatch.setattr(warmup, "warm_up", lambda simulation=None, real_gpu=False: calls.append(simulation))
+    config = grading_config.load(assignment="kv_cache")
+    grade(SOLUTIONS, config, steps=["kv_cache"])  # the student's public checks
+    assert calls == []
+    for _ in range(2):
+        grade(SOLUTIONS, config, reference=SOLUTIONS, seed=1, steps=["kv_cache"])
+    assert calls == [None]

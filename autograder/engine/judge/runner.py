@@ -24,7 +24,15 @@ from autograder.engine.checks.check import Fail
 from autograder.engine.checks.text import printable
 from autograder.engine.judge import feedback, kept_code
 from autograder.engine.judge.in_process import InProcess, observe
-from autograder.engine.judge.plan import check_seed, default_seed, mode_note, plan_step, runs_real, warm_up_grader
+from autograder.engine.judge.plan import (
+    check_seed,
+    default_seed,
+    mode_note,
+    plan_step,
+    runs_real,
+    warm_up_assignment,
+    warm_up_grader,
+)
 from autograder.engine.judge.results import GradeResult
 from autograder.engine.judge.score import refused, score_step
 from autograder.engine.judge.verdict import (
@@ -128,6 +136,8 @@ def grade_package(submission, config, reference, seed, steps, isolate, memory_by
         )
     else:
         warm_up_grader([config])
+        if hidden:
+            warm_up_assignment(config)
         executor = InProcess(submission, package, config.budget)
     grading = Grading(config, Path(submission), package, hidden, seed, isolate, executor)
     if hidden:
