@@ -42,6 +42,7 @@ ERRORS = (
     "import_error",
     "missing_file",
     "missing_package",
+    "missing_package_archive",
     "refused_file",
     "near_miss",
     "raised",

@@ -85,8 +85,7 @@ def grade(
     # What was handed in, where in it the package was, and which files: names a student chose
     # (a folder, a file, a notebook), so written out printable wherever they are shown.
     result.submission = printable(str(submission))
-    found = staged_files.found
-    result.package_root = None if found is None else printable(found.relative_to(submission).as_posix())
+    result.package_root = None if staged_files.package_root is None else printable(staged_files.package_root)
     result.graded_files = [printable(name) for name in staged_files.graded_files]
     result.duration = time.monotonic() - started
     return result

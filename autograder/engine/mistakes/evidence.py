@@ -8,6 +8,7 @@ NOT_EVIDENCE = {
     "not_implemented",
     "not_checked",
     "missing_package",
+    "missing_package_archive",
     "missing_file",
     "syntax_error",
     "import_error",

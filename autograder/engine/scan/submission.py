@@ -9,6 +9,7 @@ devices and files over SOURCE_LIMIT are refused (never followed or opened). Load
 is the harness's job (autograder/harness/package.py), beside the student's code.
 """
 
+import contextlib
 import json
 import os
 import re
@@ -19,6 +20,9 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from autograder.engine.checks.text import printable
+from autograder.engine.scan import archive
+
 
 NOTEBOOK_LIMIT = 20 << 20  # bytes: a larger .ipynb is not read
 SOURCE_LIMIT = 1 << 20  # bytes: a larger .py file of the package is not graded
@@ -26,6 +30,11 @@ WALK_DEPTH = 16  # folders below a submission's top that staging looks into
 WALK_ENTRIES = 20_000  # files and folders staging looks at in one submission
 WALK_FILES = 200  # .py files taken from one submission
 WALK_BYTES = 16 << 20  # bytes of .py files taken from one submission
+# A zip handed in: its .py and .ipynb members within staging's own limits (each file one byte
+# over its limit at most, so that staging refuses it by its size), 64 MiB inflated in all.
+ZIP_LIMITS = archive.Limits(
+    members=WALK_ENTRIES, total=64 << 20, depth=WALK_DEPTH, member=NOTEBOOK_LIMIT + 1, file_size=256 << 20
+)
 
 
 class StagingError(Exception):
@@ -167,11 +176,14 @@ class Staging:
     """What staging made of a submission: `root`, a directory holding <package>/*.py; `found`,
     where the package sits in the submission (package_root), None when it was staged from a
     notebook or from loose files; `graded_files`, the submission's files that were graded, as
-    paths relative to the submission (its own name when the submission is one file)."""
+    paths relative to the submission (its own name when the submission is one file; a zip counts
+    as a folder: `mha.zip/mha/attention.py`, or `mha/attention.py` when the submission is the zip);
+    `package_root`, `found` in the same terms."""
 
     root: Path
     found: Path = None
     graded_files: list = field(default_factory=list)
+    package_root: str = None
 
 
 @contextmanager
@@ -190,13 +202,102 @@ def staging(path, package: str):
     * a notebook of the course (<package>.ipynb), or a directory holding one, also as nbgrader
       keeps them (submitted/<student>/<package>/<package>.ipynb): the files its `%%writefile`
       cells write, and the notebook as the graded file;
-    * a directory of the step files themselves (a Gradescope upload): those files.
+    * a directory of the step files themselves (a Gradescope upload): those files;
+    * a zip of any of these (an LMS upload), or a directory holding nothing gradable but zips
+      (an LMS download's folder of one student): extracted within ZIP_LIMITS (archive.py), its
+      .py and .ipynb files only. A zip without the package is StagingError
+      ("missing_package_archive", naming what it holds); one that is refused, its reason.
 
     Anything staged lives in a temporary directory, removed on exit."""
     path = Path(path)
+    if archive.is_zip(path):
+        with _staging_zip(path, package, "") as staged_zip:
+            yield staged_zip
+        return
+    with _staging_folder(path, package) as staged_folder:
+        zips = _lone_zips(path) if staged_folder.found is None and not staged_folder.graded_files else []
+        if not zips:
+            yield staged_folder
+            return
+    with contextlib.ExitStack() as stack:  # the first zip that holds something gradable
+        for number, zip_path in enumerate(zips):
+            try:
+                staged_zip = stack.enter_context(_staging_zip(zip_path, package, zip_path.name + "/"))
+            except StagingError:
+                if number == len(zips) - 1:
+                    raise
+                continue
+            yield staged_zip
+            return
+
+
+def _lone_zips(path: Path) -> list:
+    """The zips at the top of folder `path` (regular files, by name), for a folder that holds
+    nothing else gradable."""
+    if not path.is_dir() or path.is_symlink():
+        return []
+    try:
+        entries = sorted(os.scandir(path), key=lambda entry: entry.name)
+    except OSError:
+        return []
+    return [Path(entry.path) for entry in entries[:WALK_ENTRIES] if archive.is_zip(Path(entry.path))][:8]
+
+
+def _kept_in_zip(name: str) -> bool:
+    return name.endswith((".py", ".ipynb")) and not name.startswith("__MACOSX/")
+
+
+def _zip_cap(name: str) -> int:
+    """A zip's file is kept up to one byte over staging's limit for its kind: staging then
+    refuses it by its size, as it would in a folder."""
+    return SOURCE_LIMIT + 1 if name.endswith(".py") else NOTEBOOK_LIMIT + 1
+
+
+@contextmanager
+def _staging_zip(zip_path: Path, package: str, label: str):
+    """Staging of the zip `zip_path`: extracted into a temporary folder, then staged as a folder;
+    paths in it written `label` + their place in the zip."""
+    folder = Path(tempfile.mkdtemp(prefix="mha-lab-zip-"))
+    try:
+        try:
+            archive.extract(zip_path, folder, ZIP_LIMITS, keep=_kept_in_zip, cap=_zip_cap)
+        except archive.ArchiveError as error:
+            raise StagingError(error.message_id, **error.params) from None
+        top, inside = folder, ""
+        entries = list(folder.iterdir())
+        if len(entries) == 1 and entries[0].is_dir() and package_root(folder, package) is None:
+            top, inside = entries[0], entries[0].name + "/"  # a zip of one folder: that folder
+        with _staging_folder(top, package) as inner:
+            if inner.found is None and not inner.graded_files:
+                raise StagingError(
+                    "missing_package_archive", package=package, path=zip_path.name, contents=_contents(zip_path)
+                )
+            inner.graded_files = [label + inside + name for name in inner.graded_files]
+            if inner.package_root is not None:
+                where = (inside + inner.package_root).removesuffix("/.")
+                inner.package_root = label + where if label else where
+            yield inner
+    finally:
+        shutil.rmtree(folder, ignore_errors=True)
+
+
+def _contents(zip_path: Path, shown: int = 6) -> str:
+    """What a zip holds, in a few names (printable), for the message that it holds no package."""
+    try:
+        names = [info.filename for info in archive.members(zip_path, ZIP_LIMITS) if not info.is_dir()]
+    except archive.ArchiveError:
+        return "?"
+    if not names:
+        return "nothing"
+    listed = ", ".join(printable(name, 60, one_line=True) for name in names[:shown])
+    return listed + (f" and {len(names) - shown} more" if len(names) > shown else "")
+
+
+@contextmanager
+def _staging_folder(path: Path, package: str):
     found = package_root(path, package)
     if found is not None:
-        yield Staging(found, found, _package_files(path, found / package))
+        yield Staging(found, found, _package_files(path, found / package), found.relative_to(path).as_posix())
         return
     notebook = find_notebook(path, package)
     loose = walk_files(path) if notebook is None else []
