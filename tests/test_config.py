@@ -263,7 +263,7 @@ SCHEMA_FAULTS = {  # name: (old, new, line, the key named, words of what is wron
         "    title: Attention\n    points: 100\n",
         8,
         "assignments[0].points",
-        ["not a known key", "known: budget, id, steps, title"],
+        ["not a known key", "known: budget, id, late, steps, title"],
     ),
     "unknown_step_key": (
         "        points: 10\n",
@@ -370,7 +370,7 @@ def test_the_schema_names_the_key_its_line_and_what_is_wrong(fault):
         ("defaults: {timeout: 1}\n", ["`the file` is missing the required key `assignments`"]),
         (
             "id: mha\nassignment: T\nsteps: [{id: padding, title: P, points: 1}]\ntitle: U\n",
-            ["line 4: `title` is not a known key", "known: assignment, defaults, id, steps"],
+            ["line 4: `title` is not a known key", "known: assignment, defaults, id, late, steps"],
         ),
         (
             "id: mha\nsteps: [{id: padding, title: P, points: 1}]\n",

@@ -65,8 +65,10 @@ INSTRUCTOR_COMMANDS = (
     "doctor",
     "class-list",
     "secret",
+    "adjust",
+    "history",
 )
-INSTRUCTOR_GRADE_OPTIONS = ("--out", "--shard", "--gradescope", "--class-list", "--omit-output")
+INSTRUCTOR_GRADE_OPTIONS = ("--out", "--shard", "--gradescope", "--class-list", "--omit-output", "--times")
 
 
 def student_kit() -> bool:
@@ -141,6 +143,13 @@ def main(argv=None):
         "--omit-output",
         action="store_true",
         help="batch: leave what the student's code printed out of the JSONs (results that travel, e.g. CI artifacts)",
+    )
+    grade.add_argument(
+        "--times",
+        metavar="FILE|git",
+        help="batch: when each was handed in, for grading.yml's late policy: a CSV with the columns "
+        "submission,submitted_at (the instructor's, trusted), or `git` (each repository's head commit: "
+        "its date is the student's to write)",
     )
     grade.add_argument(
         "--in-process",
@@ -219,6 +228,19 @@ def main(argv=None):
     notebook.add_argument("out", type=Path, help="the .ipynb to write")
     notebook.add_argument("--assignment", help="the assignment (default: the first in grading.yml)")
 
+    adjust = commands.add_parser(
+        "adjust", help="add or subtract points for one submission of a --out folder, with a comment"
+    )
+    adjust.add_argument("out", type=Path, help="the folder of grade --out")
+    adjust.add_argument("submission", help="the submission's id (its row in grades.csv)")
+    adjust.add_argument("points", type=float, help="points to add (negative: to subtract)")
+    adjust.add_argument("comment", help="why (shown in the JSON, grades.csv, the report and exports)")
+    adjust.add_argument("--step", help="the step it counts in (kept within the step's maximum); default: the total")
+    adjust.add_argument("--config", type=Path, help="grading.yml to use (default: the kit's)")
+    history = commands.add_parser("history", help="every grading of submissions in a --out folder: who, when, score")
+    history.add_argument("out", type=Path, help="the folder of grade --out")
+    history.add_argument("submissions", nargs="*", help="ids (default: all)")
+
     commands.add_parser("doctor", help="check this machine's sandbox, layer by layer (GPU or not): run it first")
     commands.add_parser(
         "secret",
@@ -248,6 +270,10 @@ def run(args):
         from autograder.routes.doctor import run as run_doctor  # late: not at the start of `python -m autograder`
 
         return run_doctor(args)
+    if args.command in ("adjust", "history"):
+        from autograder.routes import gradebook  # late: not at the start of `python -m autograder`
+
+        return gradebook.run(args)
     if args.command == "class-list":
         return run_class_list(args)
     if args.command == "student-notebook":
@@ -465,7 +491,14 @@ def run_grade(args):
             grade_batch,
         )  # not in the student kit (instructor_only)
 
+        from autograder.engine.operations import gradebook  # not in the student kit (instructor_only)
+
         plots = None if args.plots is None else args.out / "pictures" if args.plots is PLOTS_DEFAULT else args.plots
+        try:
+            times = args.times if args.times in (None, "git") else gradebook.read_times(args.times)
+        except gradebook.GradebookError as error:
+            print(f"error: {error}", file=sys.stderr)
+            return 2
         try:
             graded = grade_batch(
                 paths,
@@ -481,6 +514,7 @@ def run_grade(args):
                 command=rerun_words(args),
                 class_list=args.class_list,
                 omit_output=args.omit_output,
+                times=times,
             )
         except results.WriteError as error:
             print(
@@ -492,6 +526,9 @@ def run_grade(args):
         except BatchBusy as error:
             print(f"error: {error}", file=sys.stderr)
             return 1
+        except gradebook.GradebookError as error:
+            print(f"error: {error}", file=sys.stderr)
+            return 2
         failed = [name for name, result in graded.items() if result is None]
         print(f"graded {len(graded) - len(failed)} submissions into {args.out}/ (grades.csv, one JSON each)")
         if failed:

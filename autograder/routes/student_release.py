@@ -194,7 +194,7 @@ def _write_config(target, graded):
     """grading.yml, or only the entries of the assignments released when not all of them are;
     never its `defaults.seed` (without_seed)."""
 
-    text = without_seed(grading_config.default_path().read_text())
+    text = without_extensions(without_seed(grading_config.default_path().read_text()))
     if len(graded) == len(grading_config.load_all()):
         target.write_text(text)
         return
@@ -207,6 +207,25 @@ def _write_config(target, graded):
         "# The assignments of this release, from the instructor's grading.yml.\n"
         + yaml.safe_dump(data, sort_keys=False, allow_unicode=True)
     )
+
+
+def without_extensions(text: str) -> str:
+    """grading.yml's `text` without any `late.extensions`: who was given more time, and why, is
+    no other student's business (the deadline and the schedule ship: they are the course's rules).
+    Written anew (comments lost) only where there is one to cut."""
+    import yaml
+
+    data = yaml.safe_load(text)
+    if not isinstance(data, dict):
+        return text
+    entries = [data, *(data.get("assignments") or [])]
+    cut = False
+    for entry in entries:
+        late = entry.get("late") if isinstance(entry, dict) else None
+        if isinstance(late, dict) and "extensions" in late:
+            late.pop("extensions")
+            cut = True
+    return yaml.safe_dump(data, sort_keys=False, allow_unicode=True) if cut else text
 
 
 def without_seed(text: str) -> str:

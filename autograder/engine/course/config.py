@@ -15,6 +15,7 @@ One module, though long: the dataclasses of an Assignment and the checks that on
 of the whole grading.yml can make; most of its length is error messages that name key and line.
 """
 
+import datetime
 import difflib
 import functools
 import json
@@ -25,6 +26,7 @@ import yaml
 
 from autograder import KIT
 from autograder.engine.course import assignment as assignments
+from autograder.engine.course import late_policy
 from autograder import __version__
 from autograder import cache_base
 from autograder.engine.scan.submission import find_notebook, package_root
@@ -68,6 +70,7 @@ class Assignment:
     budget: float = DEFAULT_BUDGET  # seconds one submission may take in all
     seed: int | None = None  # grading.yml defaults.seed: the hidden checks' seed when a grading gives none
     simulate_cuda: bool = True  # False: a step graded on the simulated device is not run (pytest without --cuda)
+    late: late_policy.LatePolicy = None  # grading.yml's `late:`: applied in a batch's gradebook only
 
     @property
     def package(self) -> str:
@@ -90,10 +93,11 @@ def default_path():
     return KIT / "grading.yml"
 
 
-def load_all(path=None) -> list:
-    """Read and validate grading.yml: every Assignment it grades, in order."""
+def load_all(path=None, deep: bool = True) -> list:
+    """Read and validate grading.yml: every Assignment it grades, in order (`deep`: the check ids
+    too, which loads the checks modules: torch)."""
     path = Path(path) if path else default_path()
-    return parse_all(_read(path), path)
+    return parse_all(_read(path), path, deep=deep)
 
 
 def precheck(path=None) -> None:
@@ -195,7 +199,7 @@ def parse_all(text, path=Path("grading.yml"), deep=True) -> list:
     check ids of `weights` and a step's `options`, read from its checks module when `deep`)."""
     try:
         node = yaml.compose(text, Loader=yaml.SafeLoader)
-        data = yaml.safe_load(text)
+        data = yaml.load(text, Loader=_Loader)
     except yaml.YAMLError as error:
         mark = getattr(error, "problem_mark", None)
         line = f", line {mark.line + 1}" if mark else ""
@@ -205,6 +209,17 @@ def parse_all(text, path=Path("grading.yml"), deep=True) -> list:
     where = _Where(path, lines)
     where.validate(data, _schema_validator())
     return _Builder(where, deep).assignments(data)
+
+
+class _Loader(yaml.SafeLoader):
+    """YAML's safe loader, except that a time stays the text it was written as: the schema then
+    says what a time must look like (its UTC offset included), and the message quotes it."""
+
+
+_Loader.yaml_implicit_resolvers = {
+    first: [(tag, regexp) for tag, regexp in resolvers if tag != "tag:yaml.org,2002:timestamp"]
+    for first, resolvers in yaml.SafeLoader.yaml_implicit_resolvers.items()
+}
 
 
 SCHEMA_PATH = Path(__file__).with_name("grading.schema.json")
@@ -388,6 +403,8 @@ class _Builder:
         )
         if "assignments" not in data:  # the short form (the schema's `if`)
             entry = {"id": data["id"], "title": data["assignment"], "steps": data["steps"]}
+            if "late" in data:
+                entry["late"] = data["late"]
             return [self.assignment(entry, (), timeout, tolerance, budget, seed, title_key="assignment")]
         self.unique(data["assignments"], ("assignments",), "assignment")
         return [
@@ -413,8 +430,58 @@ class _Builder:
             for i, step in enumerate(entry["steps"])
         ]
         budget = float(entry.get("budget", budget))
+        late = self.late(entry["late"], key_path + ("late",)) if entry.get("late") is not None else None
         return Assignment(
-            id=assignment_id, title=entry["title"], steps=steps, path=self.where.path, budget=budget, seed=seed
+            id=assignment_id,
+            title=entry["title"],
+            steps=steps,
+            path=self.where.path,
+            budget=budget,
+            seed=seed,
+            late=late,
+        )
+
+    def late(self, entry, key_path):
+        """grading.yml's `late:` (the schema passed it) as a LatePolicy; the times must read, a
+        cut-off come after the deadline, one kind of deduction and of cap be given."""
+
+        def moment(key):
+            try:
+                return late_policy.parse_time(str(entry[key]))
+            except ValueError as error:
+                raise self.error(key_path + (key,), f"is not a time: {error}") from None
+
+        for pair in (("deduct_percent", "deduct_points"), ("max_percent", "max_points")):
+            if all(key in entry for key in pair):
+                raise self.error(key_path + (pair[1],), f"and `{pair[0]}` are both given: keep one")
+        deadline = moment("deadline")
+        cutoff = moment("cutoff") if "cutoff" in entry else None
+        if cutoff is not None and cutoff < deadline:
+            raise self.error(key_path + ("cutoff",), f"({entry['cutoff']}) comes before the deadline")
+        extensions = []
+        for student, value in (entry.get("extensions") or {}).items():
+            at = key_path + ("extensions", student)
+            if isinstance(value, dict):
+                delta = datetime.timedelta(days=value.get("days", 0), hours=value.get("hours", 0))
+                extensions.append(late_policy.Extension(str(student), delta=delta, line=self.where.line(at)))
+                continue
+            try:
+                later = late_policy.parse_time(str(value))
+            except ValueError as error:
+                raise self.error(at, f"is not a time: {error}") from None
+            if later < deadline:
+                raise self.error(at, f"({value}) comes before the deadline: an extension moves it later")
+            extensions.append(late_policy.Extension(str(student), deadline=later, line=self.where.line(at)))
+        return late_policy.LatePolicy(
+            deadline=deadline,
+            grace=datetime.timedelta(minutes=entry.get("grace_minutes", 0)),
+            every=entry.get("every", "day"),
+            deduct_percent=entry.get("deduct_percent"),
+            deduct_points=entry.get("deduct_points"),
+            max_percent=entry.get("max_percent"),
+            max_points=entry.get("max_points"),
+            cutoff=cutoff,
+            extensions=tuple(extensions),
         )
 
     def step(self, entry, key_path, timeout, tolerance, modules):

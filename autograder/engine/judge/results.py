@@ -57,6 +57,20 @@ class GradeResult:
     # {"release", "tampering": [{"file", "change"}] or None where not checked}); None: another form
     kit_files: dict = None
     code: dict = None  # grade(keep_code=True): what grading took of the package (kept_code.keep), not in the JSON
+    # The gradebook's (engine/operations/gradebook.py; a batch's --out only): who graded it, when,
+    # with which kit ({"run", "by", "at", "kit", "commit"}); when it was handed in and by which
+    # source ({"at", "source", ...}); the instructor's adjustments, each with what it counted and
+    # why; the late policy's decision; and `total`, the grade of record that follows from them.
+    graded: dict = None
+    submitted: dict = None
+    adjustments: list = None
+    late: dict = None
+    total: float = None
+
+    @property
+    def grade(self) -> float:
+        """The grade of record: the gradebook's total where it settled one, else the score."""
+        return self.total if self.total is not None else self.score
 
     @property
     def score(self):
@@ -95,6 +109,7 @@ class GradeResult:
             **({"duration_s": round(self.duration, 3)} if self.duration is not None else {}),
             **({"partial": True} if self.partial else {}),
             **({"kit_files": self.kit_files} if self.kit_files is not None else {}),
+            **{name: getattr(self, name) for name in GRADEBOOK_FIELDS if getattr(self, name) is not None},
             "steps": [
                 {
                     "id": step.id,
@@ -131,6 +146,10 @@ class GradeResult:
                 for step in self.steps
             ],
         }
+
+
+# What the gradebook adds to a batch's JSON (GradeResult's fields of the same names), in this order.
+GRADEBOOK_FIELDS = ("graded", "submitted", "adjustments", "late", "total")
 
 
 def _round(x):
@@ -232,6 +251,7 @@ def from_json(data: dict) -> GradeResult:
         package_root=data.get("package_root"),
         graded_files=data.get("graded_files"),
         kit_files=data.get("kit_files"),
+        **{name: data.get(name) for name in GRADEBOOK_FIELDS},
     )
 
 
@@ -298,32 +318,53 @@ def csv_text(results, names, paths=None) -> str:
     """grades.csv's text: one row per submission (its id, then its path if `paths` is given), one
     column per step, then the total (empty cells for a result that is None: a submission that
     could not be graded); and, where any submission is a repository made from a release, a
-    `tampering` column: what changed among its kit files (kit_files.summary; empty: nothing)."""
+    `tampering` column: what changed among its kit files (kit_files.summary; empty: nothing).
+    The total is the grade of record (GradeResult.total: the gradebook's, after the late penalty
+    and adjustments, shown in their columns; `notes` says why, from the JSON's)."""
     graded = [result for result in results if result is not None]
     step_ids = [step.id for step in graded[0].steps] if graded else []
     kit = any(result.kit_files is not None for result in graded)
     buffer = io.StringIO(newline="")
     writer = csv.writer(buffer)
     writer.writerow(
-        ["submission", *(["path"] if paths is not None else []), *step_ids, "total", "max_score"]
+        ["submission", *(["path"] if paths is not None else []), *step_ids]
+        + ["late_penalty", "adjustment", "total", "max_score", "notes"]
         + (["tampering"] if kit else [])
     )
     for index, (name, result) in enumerate(zip(names, results)):
         # a path holds names a student chose: one printable line (a spreadsheet or a terminal acts on no control character)
         head = [name, printable(paths[index], one_line=True)] if paths is not None else [name]
         if result is None:
-            writer.writerow([*head, *([""] * (len(step_ids) + 2 + kit))])
+            writer.writerow([*head, *([""] * (len(step_ids) + 5 + kit))])
             continue
         writer.writerow(
             [
                 *head,
                 *(_round(result.step(s).score) for s in step_ids),
-                _round(result.score),
+                _round(result.late["penalty"]) if result.late else 0,
+                _round(sum(a.get("counted", 0) for a in result.adjustments or [])),
+                _round(result.grade),
                 _round(result.max_score),
+                printable(gradebook_notes(result), one_line=True),
             ]
             + ([printable(tampering_summary(result.kit_files), one_line=True)] if kit else [])
         )
     return buffer.getvalue()
+
+
+def gradebook_notes(result) -> str:
+    """Why a total is not the score, in one line: the late policy's and the adjustments' whys."""
+    notes = []
+    if result.late and result.late.get("status") != "on_time":
+        notes.append(f"late: {result.late['why']}")
+    for adjustment in result.adjustments or []:
+        where = f" on {adjustment['step']}" if adjustment.get("step") else ""
+        counted = adjustment.get("counted", 0)
+        text = f"adjusted {counted:+g}{where}: {adjustment.get('comment') or '(no comment)'}"
+        if adjustment.get("why"):
+            text += f" (of {adjustment['points']:+g}: {adjustment['why']})"
+        notes.append(text)
+    return "; ".join(notes)
 
 
 _KIT_CHANGES = ("not all checked", "changed", "not a file", "removed", "a link")  # then "added", "added (...)"

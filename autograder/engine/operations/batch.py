@@ -5,8 +5,8 @@
 Each submission gets its own worker process (autograder/sandbox/worker.py); `workers` of them run at
 once. Every result is written to out/<id>.json as soon as it is ready (the id: submission_ids,
 unique per path), after the code grading took of it (out/code/<id>.json, for the class report:
-kept_code.py), grades.csv at the end, one row per submission given, each file atomically
-(results.write_atomically); out/batch/manifest.json says what the run is and whether it completed
+kept_code.py), each file atomically (results.write_atomically); at the end the gradebook
+(gradebook.py: history, adjustments, late policy, grades.csv of the whole class); out/batch/manifest.json says what the run is and whether it completed
 (shard.Manifest), and out/batch/lock keeps a second run out of the same directory.
 A submission whose JSON is already in `out` is skipped (unless force=True), so an interrupted
 batch picks up where it stopped. On a terminal a progress bar shows, otherwise one quiet line
@@ -25,8 +25,9 @@ from autograder.engine.judge import kept_code, results as results_io
 from autograder.engine.judge.results import load_result  # noqa: F401 - where callers found it first
 from autograder.engine.judge.runner import grade
 from autograder.engine.judge.plan import warm_up_grader
-from autograder.engine.operations import kit_files
-from autograder.engine.operations.shard import LOCK, Manifest, in_shard, now, read_manifest, write_manifest
+from autograder.engine.operations import gradebook, kit_files
+from autograder.engine.operations.folder_lock import BatchBusy, hold  # noqa: F401 - BatchBusy: callers found it here
+from autograder.engine.operations.shard import LOCK, Manifest, ShardError, in_shard, now, read_manifest, write_manifest
 from autograder.engine.judge.remote import PRELOAD
 from autograder.sandbox.fork_server import WorkerServer
 from autograder.sandbox.confine import SECCOMP, landlock_abi
@@ -70,10 +71,6 @@ def submission_ids(paths) -> list:
     return [ids[path] for path in resolved]
 
 
-class BatchBusy(RuntimeError):
-    """Another `grade --out` run holds the same directory's lock (exit code 1)."""
-
-
 class ServerLost(RuntimeError):
     """The worker server stopped (killed, say) while a submission was graded on it: what that
     submission's checks saw may be the server's end, not the student's code. Graded again."""
@@ -95,6 +92,7 @@ def grade_batch(
     command=None,
     class_list=None,
     omit_output=False,
+    times=None,
 ):
     """Grade `paths` into `out`; returns {id: GradeResult} (submission_ids) in the order of `paths`, with None
     for a submission the grader itself failed on (a worker that would not start, say): it gets
@@ -105,7 +103,9 @@ def grade_batch(
     each student's pictures in a folder of its own), or None; drawn one at a time.
     `command` (the words that run this batch again) and `class_list` (the frozen class list the
     paths came from) go into out/batch/manifest.json (shard.Manifest), written at the start and
-    at the end; `omit_output` leaves what the student's code printed out of the JSONs.
+    at the end; `omit_output` leaves what the student's code printed out of the JSONs. `times`
+    {id: {"at", "source"}} (gradebook.read_times) or "git" (commit_times): for the late policy.
+    A re-grade of some keeps the class whole (gradebook.apply) and each path's id.
 
     Every file is written atomically (results.write_atomically): a stop at any moment leaves
     whole files only, and a write that fails (a full disk) stops the batch with WriteError after
@@ -117,17 +117,25 @@ def grade_batch(
         out.mkdir(mode=0o700, parents=True, exist_ok=True)  # made here: the instructor's alone (seed, grades, code)
     except OSError as error:
         raise results_io.WriteError(out, error) from None
-    lock = _lock(out / LOCK)
+    lock = hold(out / LOCK)
     try:
         results_io.remove_stale_temporaries(out)
         results_io.remove_stale_temporaries(out / kept_code.FOLDER)
-        names = submission_ids(paths)
+        known = gradebook.known_ids(out, paths)  # a re-grade keeps the id the class run gave
+        names = [known.get(Path(path).resolve(), name) for path, name in zip(paths, submission_ids(paths))]
         given = dict(zip(names, paths))  # one submission per id (a path given twice is graded once)
         class_ids = list(given)
         if shard is not None:
             given = {name: path for name, path in given.items() if in_shard(name, shard)}
-        previous = None if force else read_manifest(out)
-        if previous is not None and previous.class_ids != class_ids:
+        try:
+            previous = read_manifest(out)
+        except ShardError:
+            if not force:
+                raise
+            previous = None  # graded all again: what the broken manifest said is not needed
+        if previous is not None and set(class_ids) <= set(previous.class_ids):
+            class_ids = list(previous.class_ids)  # some of the class (a re-grade): the class stays whole
+        elif previous is not None and not force:
             added = len(set(class_ids) - set(previous.class_ids))
             print(
                 f"{out}: the class changed since its last run ({len(previous.class_ids)} -> {len(class_ids)} "
@@ -145,13 +153,18 @@ def grade_batch(
             class_list=None if class_list is None else str(Path(class_list).absolute()),
             started=now(),
         )
+        gradebook.read_adjustments(out)  # one that does not read stops the run before any grading
         write_manifest(out, manifest)
-        ordered = _grade_into(
+        ordered, fresh = _grade_into(
             given, config, out, workers, reference, seed, force, isolate, memory_bytes, log, pictures, omit_output
         )
-        results_io.write_csv(
-            list(ordered.values()), list(ordered), out / "grades.csv", paths=[str(path) for path in given.values()]
+        gradebook.record_history(out, fresh)
+        if times == "git":
+            times = gradebook.commit_times(given)
+        settled = gradebook.apply(
+            out, config, class_ids, paths={name: str(path) for name, path in given.items()}, times=times
         )
+        ordered = {name: settled.get(name) if ordered[name] is not None else None for name in ordered}
         manifest.not_graded = [name for name, result in ordered.items() if result is None]
         manifest.complete = not manifest.not_graded
         manifest.finished = now()
@@ -161,33 +174,14 @@ def grade_batch(
         os.close(lock)
 
 
-def _lock(path: Path) -> int:
-    """Hold `path`'s lock (flock: released however this process ends); BatchBusy if another
-    process holds it, WriteError if it cannot be made."""
-    import fcntl
-
-    try:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
-    except OSError as error:
-        raise results_io.WriteError(path, error) from None
-    try:
-        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-    except OSError:
-        os.close(fd)
-        raise BatchBusy(
-            f"another `grade` is writing to {path.parent.parent} now (its lock: {path}); "
-            "wait for it to finish, or use another --out"
-        ) from None
-    return fd
-
-
 def _grade_into(given, config, out, workers, reference, seed, force, isolate, memory_bytes, log, pictures, omit):
-    """grade_batch's grading: {id: GradeResult or None} for `given` ({id: path})."""
+    """grade_batch's grading: ({id: GradeResult or None} for `given` ({id: path}), {id: GradeResult}
+    of those graded now), each JSON stamped with this run's gradebook.run_stamp."""
+    stamp = gradebook.run_stamp()
     # In-process grading loads each submission under its package name in this one interpreter:
     # two at once would mix their modules (and their scores). Only sandboxed grading runs in parallel.
     workers = (workers or os.cpu_count() or 1) if isolate else 1
-    done, todo = {}, []
+    done, todo, fresh = {}, [], {}
     for name, path in given.items():
         target = out / f"{name}.json"
         if target.exists() and not force:
@@ -246,9 +240,10 @@ def _grade_into(given, config, out, workers, reference, seed, force, isolate, me
             result = dataclasses.replace(result, output="")
         # The code it was graded from first, then the result that names its digest (kept_code.py).
         code = {"code": kept_code.write(out, name, result.code)} if result.code is not None else {}
-        result = dataclasses.replace(result, code=None)
+        result = dataclasses.replace(result, code=None, graded=stamp)
+        gradebook.keep_replaced(out, name)  # a re-grade: the JSON it replaces stays in out/history/
         results_io.write_json(result, out / f"{name}.json", extra=code)
-        done[name] = result
+        done[name] = fresh[name] = result
         warn_once(result)
         progress(name, result)
 
@@ -289,7 +284,7 @@ def _grade_into(given, config, out, workers, reference, seed, force, isolate, me
     with ThreadPoolExecutor(max_workers=1) as pool:
         for name in again:
             record(name, pool.submit(run, name, given[name]))
-    return {name: done.get(name) for name in given}
+    return {name: done.get(name) for name in given}, fresh
 
 
 def _worker_server():

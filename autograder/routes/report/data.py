@@ -16,7 +16,7 @@ import statistics
 from collections import Counter
 from pathlib import Path
 
-from autograder.engine.judge.results import tampering_summary
+from autograder.engine.judge.results import from_json, gradebook_notes, tampering_summary
 
 
 # Check outcomes that mean the worker ran out of time, or the interpreter died (runner.py).
@@ -290,6 +290,9 @@ def students(entries: list) -> list:
                 "id": entry["id"],
                 "path": entry["path"],
                 "score": result["score"] if result else None,
+                # the grade of record: after the late policy and the adjustments (gradebook.py)
+                "total": result.get("total", result["score"]) if result else None,
+                "notes": _notes(result),
                 "max_score": result["max_score"] if result else None,
                 "steps": {step["id"]: step["score"] for step in result["steps"]} if result else {},
                 "diagnoses": sorted({d["id"] for step in result["steps"] for d in step.get("diagnoses", [])})
@@ -302,6 +305,16 @@ def students(entries: list) -> list:
             }
         )
     return rows
+
+
+def _notes(result) -> str:
+    """Why a result's total is not its score (its late policy, its adjustments), or ""."""
+    if not result or (result.get("late") is None and not result.get("adjustments")):
+        return ""
+    try:
+        return gradebook_notes(from_json(result))
+    except (KeyError, TypeError):
+        return ""
 
 
 def skeleton_paragraphs(skeleton_package: Path, step_files: dict) -> dict:

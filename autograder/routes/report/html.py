@@ -5,6 +5,7 @@ messages and ids are text, never markup. Charts are inline SVG drawn by the temp
 macros (bars from the histograms), so the file opens offline: no script, no CDN, no image files.
 The report's own words are keyed by id in REPORT_CATALOG, English and Korean, kept apart from
 the student messages (autograder/engine/checks/messages.py) so they can move to a gettext catalog as a block.
+Over 400 lines only by that catalog: the report's words in two languages, one table.
 """
 
 import base64
@@ -40,6 +41,7 @@ REPORT_CATALOG = {
         "summary.all_graded": "Every submission was graded.",
         "summary.tampering": "Kit files changed since the release in {count} repositories (the workflow, grading.yml, the grader or its tests: the score Classroom shows for them may be forged; the grades here come from your kit and read only their code):",
         "fb.tampering": "tampering: {what}",
+        "fb.gradebook": "score {score} / {max}; grade of record {total} / {max}: {notes}",
         "col.changed": "what changed",
         "reason.grader_failed": "the grader failed on it (no result; grade the batch again)",
         "reason.missing_package": "the assignment's package is not in the submission",
@@ -142,6 +144,7 @@ REPORT_CATALOG = {
         "summary.all_graded": "모든 제출물이 채점되었습니다.",
         "summary.tampering": "배포 이후 키트 파일이 바뀐 저장소 {count}개 (워크플로, grading.yml, 채점기나 그 테스트: Classroom이 보여 주는 점수는 조작되었을 수 있습니다. 여기의 점수는 여러분의 키트로 학생 코드만 읽어 채점한 것입니다):",
         "fb.tampering": "변조: {what}",
+        "fb.gradebook": "채점 점수 {score} / {max}; 최종 점수 {total} / {max}: {notes}",
         "col.changed": "바뀐 것",
         "reason.grader_failed": "채점기가 실패했습니다 (결과 없음, 다시 채점하세요)",
         "reason.missing_package": "제출물에 과제 패키지가 없습니다",
