@@ -365,3 +365,50 @@ def test_the_documented_command_runs(command):
     )
     assert completed.returncode == 0, completed.stdout[-3000:] + completed.stderr[-3000:]
     assert RUN[command] in completed.stdout, completed.stdout[-3000:]
+
+
+@pytest.mark.slow
+def test_the_lms_round_trip_runs_as_documented(tmp_path):
+    """docs/instructors.md's LMS block, each line run by bash as written, in a folder holding what
+    it names in the shapes the LMSs write: Canvas's submissions.zip, Moodle's download, a roster."""
+    import csv
+    import os
+    import zipfile
+
+    from conftest import SOLUTIONS
+
+    text = (KIT / "docs" / "instructors.md").read_text(encoding="utf-8")
+    block = next(block for _, block in shell_blocks(text) if "lms-import canvas" in block)
+    (tmp_path / "roster.csv").write_text(
+        "id,name,email,canvas_id,sis_id,moodle_id\ns1,Ann Lee,ann@uni,1000,S1,501\ns2,Bo Kim,bo@uni,1001,S2,502\n"
+    )
+    files = sorted((SOLUTIONS / "mha").glob("*.py"))
+    with zipfile.ZipFile(tmp_path / "submissions.zip", "w") as z:
+        for prefix in ("leeann_1000_77", "kimbo_LATE_1001_78"):
+            for file in files:
+                z.writestr(f"{prefix}_{file.name}", file.read_text())
+    with zipfile.ZipFile(tmp_path / "moodle-download.zip", "w") as z:
+        for folder in ("Ann Lee_501_assignsubmission_file_", "Bo Kim_502_assignsubmission_file_"):
+            for file in files:
+                z.writestr(f"{folder}/mha/{file.name}", file.read_text())
+    with (tmp_path / "worksheet.csv").open("w", newline="") as f:  # Moodle's grading worksheet
+        writer = csv.writer(f)
+        writer.writerow(["Identifier", "Full name", "Email address", "Status", "Last modified (submission)"])
+        writer.writerow(["Participant 501", "Ann Lee", "ann@uni", "Submitted", "Thursday, 1 October 2026, 11:59 PM"])
+        writer.writerow(["Participant 502", "Bo Kim", "bo@uni", "Submitted", "Friday, 2 October 2026, 9:05 AM"])
+    env = {**os.environ, "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}"}
+    for line in block.splitlines():
+        if line.strip():
+            done = subprocess.run(["bash", "-c", line], cwd=tmp_path, env=env, capture_output=True, text=True)
+            assert done.returncode == 0, line + "\n" + done.stdout[-2000:] + done.stderr[-2000:]
+    canvas = list(csv.reader((tmp_path / "canvas-import.csv").open()))
+    assert canvas[0][-1] == "MHA (4242)" and [row[-1] for row in canvas[2:]] == ["100.00", "100.00"]
+    times = {
+        row["submission"]: row["submitted_at"] for row in csv.DictReader((tmp_path / "submissions/lms.csv").open())
+    }
+    assert times == {"s1": "2026-10-01T23:59:00+09:00", "s2": "2026-10-02T09:05:00+09:00"}
+    moodle = list(csv.DictReader((tmp_path / "moodle-worksheet.csv").open()))
+    assert [(row["Identifier"], row["Grade"]) for row in moodle] == [
+        ("Participant 501", "100.00"),
+        ("Participant 502", "100.00"),
+    ]

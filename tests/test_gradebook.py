@@ -229,6 +229,8 @@ def test_adjust_and_history_commands(tmp_path, monkeypatch, capsys):
     code, printed, _ = cli(capsys, "history", out, "bob")
     assert code == 0 and printed.startswith("bob\n") and "score" in printed
     assert cli(capsys, "history", out, "nobody")[0] == 2
+    code, printed, _ = cli(capsys, "history", out, "ann")
+    assert "adjusted +2 (regrade request: masking)  total" in printed
 
 
 LATE = """\
@@ -280,3 +282,17 @@ def test_the_release_ships_the_late_rules_but_not_who_has_an_extension():
     assert grading_config.parse(shipped).late.extensions == ()
     kit = (KIT / "grading.yml").read_text()
     assert without_extensions(kit) == kit  # nothing to cut: left as written
+
+
+def test_a_merge_of_shards_keeps_every_shards_history(tmp_path, monkeypatch):
+    from autograder.engine.operations.shard import merge
+
+    monkeypatch.setattr(batch, "grade", fake_grade)
+    paths = make_class(tmp_path / "class", [f"s{i}" for i in range(8)], random.Random(6))
+    parts = [tmp_path / f"part{k}" for k in (1, 2)]
+    for k, part in enumerate(parts, start=1):
+        grade(paths, part, shard=(k, 2))
+    merge(parts, tmp_path / "merged")
+    assert sorted(gradebook.history(tmp_path / "merged")) == sorted(p.name for p in paths)
+    merge(parts, tmp_path / "merged")  # again: each line once
+    assert len((tmp_path / "merged" / gradebook.HISTORY).read_text().splitlines()) == len(paths)

@@ -67,6 +67,8 @@ INSTRUCTOR_COMMANDS = (
     "secret",
     "adjust",
     "history",
+    "lms-import",
+    "lms-export",
 )
 INSTRUCTOR_GRADE_OPTIONS = ("--out", "--shard", "--gradescope", "--class-list", "--omit-output", "--times")
 
@@ -241,6 +243,30 @@ def main(argv=None):
     history.add_argument("out", type=Path, help="the folder of grade --out")
     history.add_argument("submissions", nargs="*", help="ids (default: all)")
 
+    lms_import = commands.add_parser(
+        "lms-import", help="an LMS's bulk download (Canvas submissions.zip, Moodle's) into a folder per student"
+    )
+    lms_import.add_argument("lms", choices=["canvas", "moodle"])
+    lms_import.add_argument("download", type=Path, help="the download: its zip, or the folder it was unzipped to")
+    lms_import.add_argument("--out", type=Path, required=True, help="where each student's folder goes (and lms.csv)")
+    lms_import.add_argument(
+        "--roster", type=Path, help="CSV: id,name,email[,canvas_id][,moodle_id] (or Canvas's export)"
+    )
+    lms_import.add_argument(
+        "--worksheet", type=Path, help="moodle: its grading worksheet (in English), for each submission's time"
+    )
+    lms_import.add_argument(
+        "--timezone", help="moodle: the course's time zone the worksheet's times are in (e.g. Asia/Seoul)"
+    )
+    lms_export = commands.add_parser("lms-export", help="a --out folder's grades as the LMS's gradebook import CSV")
+    lms_export.add_argument("lms", choices=["canvas", "moodle"])
+    lms_export.add_argument("grades", type=Path, help="the folder of grade --out")
+    lms_export.add_argument("--roster", type=Path, required=True, help="the roster the ids come from")
+    lms_export.add_argument("--out", type=Path, required=True, help="the CSV to write")
+    lms_export.add_argument(
+        "--column", help="Canvas: the assignment's column, as Canvas names it: 'Title (assignment id)'"
+    )
+
     commands.add_parser("doctor", help="check this machine's sandbox, layer by layer (GPU or not): run it first")
     commands.add_parser(
         "secret",
@@ -270,7 +296,7 @@ def run(args):
         from autograder.routes.doctor import run as run_doctor  # late: not at the start of `python -m autograder`
 
         return run_doctor(args)
-    if args.command in ("adjust", "history"):
+    if args.command in ("adjust", "history", "lms-import", "lms-export"):
         from autograder.routes import gradebook  # late: not at the start of `python -m autograder`
 
         return gradebook.run(args)
@@ -424,6 +450,9 @@ def run_grade(args):
         if code:
             return code
     paths = args.paths or [KIT / "assignments"]
+    if args.times and not args.out:
+        print("error: --times is for a batch's gradebook: it needs --out DIR", file=sys.stderr)
+        return 2
     if len(paths) > 1 and not args.out:
         print("error: several submissions need --out DIR (one JSON each and grades.csv)", file=sys.stderr)
         return 2

@@ -1,17 +1,23 @@
-"""`python -m autograder adjust` and `history`: the instructor's word on a --out folder's gradebook
-(engine/operations/gradebook.py), and every grading of a student shown."""
+"""`python -m autograder adjust`, `history`, `lms-import` and `lms-export`: the instructor's word on
+a --out folder's gradebook (engine/operations/gradebook.py), every grading of a student shown, and
+the LMS's download in and gradebook out (engine/operations/lms.py)."""
 
 import difflib
 import sys
+import zoneinfo
 
 from autograder.engine.course import config as grading_config
 from autograder.engine.judge.results import load_result
-from autograder.engine.operations import gradebook
+from autograder.engine.operations import gradebook, lms
 from autograder.engine.operations.folder_lock import BatchBusy, holding
 from autograder.engine.operations.shard import ShardError, read_manifest
 
 
 def run(args) -> int:
+    if args.command == "lms-import":
+        return run_lms_import(args)
+    if args.command == "lms-export":
+        return run_lms_export(args)
     if not args.out.is_dir():
         print(f"error: {args.out}: no such folder (the --out of `grade`)", file=sys.stderr)
         return 2
@@ -60,6 +66,8 @@ def run_adjust(args) -> int:
                 args.out, gradebook.Adjustment(args.submission, args.points, args.comment, args.step)
             )
             settled = gradebook.apply(args.out, config, manifest.class_ids if manifest else ())
+            event = {**gradebook.run_stamp(), "event": "adjust", "points": args.points, "comment": args.comment}
+            gradebook.record_history(args.out, {args.submission: settled[args.submission]}, stamp=event)
     except BatchBusy as error:
         print(f"error: {error}", file=sys.stderr)
         return 1
@@ -80,3 +88,83 @@ def _close(out, name) -> str:
     names = sorted(path.stem for path in out.glob("*.json"))
     near = difflib.get_close_matches(name, names, n=1)
     return f" (did you mean {near[0]}?)" if near else ""
+
+
+def run_lms_import(args) -> int:
+    if not args.download.exists():
+        print(f"error: {args.download}: no such file or folder", file=sys.stderr)
+        return 2
+    if (args.worksheet is None) != (args.timezone is None) or (args.worksheet and args.lms != "moodle"):
+        print("error: --worksheet and --timezone go together, for moodle", file=sys.stderr)
+        return 2
+    try:
+        roster = lms.read_roster(args.roster) if args.roster else None
+        if args.lms == "canvas":
+            imported, skipped = lms.import_canvas(args.download, args.out, roster)
+        else:
+            times = lms.worksheet_times(args.worksheet, _zone(args.timezone)) if args.worksheet else None
+            imported, skipped = lms.import_moodle(args.download, args.out, roster, times)
+    except lms.LmsError as error:
+        print(f"error: {error}", file=sys.stderr)
+        return 2
+    for name, why in skipped:
+        print(f"skipped {name}: {why}", file=sys.stderr)
+    late = sum(bool(entry.late) for entry in imported)
+    print(
+        f"{len(imported)} submissions into {args.out}/ ({late} marked late by {args.lms}); "
+        f"{args.out / lms.LMS_CSV} says who is who. Next: python -m autograder grade {args.out}/* --out grades/ "
+        f"--times {args.out / lms.LMS_CSV}"
+    )
+    if roster is not None:
+        missing = sorted({student.id for student in roster} - {entry.id for entry in imported})
+        if missing:
+            print(f"no submission from {len(missing)} on the roster: {', '.join(missing)}", file=sys.stderr)
+    return 0
+
+
+def _zone(name: str):
+    try:
+        return zoneinfo.ZoneInfo(name)
+    except (zoneinfo.ZoneInfoNotFoundError, ValueError):
+        raise lms.LmsError(f"--timezone {name}: not a time zone (e.g. Asia/Seoul, Europe/Berlin, UTC)") from None
+
+
+def run_lms_export(args) -> int:
+    if not args.grades.is_dir():
+        print(f"error: {args.grades}: no such folder (the --out of `grade`)", file=sys.stderr)
+        return 2
+    try:
+        roster = lms.read_roster(args.roster)
+    except lms.LmsError as error:
+        print(f"error: {error}", file=sys.stderr)
+        return 2
+    results = {}
+    for path in sorted(args.grades.glob("*.json")):
+        try:
+            results[path.stem] = load_result(path)
+        except (ValueError, KeyError, TypeError, OSError):
+            continue  # not a result (another JSON in the folder)
+    if not results:
+        print(f"error: {args.grades} holds no graded submission", file=sys.stderr)
+        return 2
+    maximum = max(result.max_score for result in results.values())
+    if args.lms == "canvas":
+        text = lms.canvas_csv(results, roster, args.column or next(iter(results.values())).assignment, maximum)
+    else:
+        text = lms.moodle_csv(results, roster, maximum)
+    gradebook.write_atomically(args.out, text)
+    listed = {name for student in roster for name in (student.id, lms.safe_id(student.id)) if name in results}
+    listed |= {student.id for student in roster if lms.result_of(results, student) is None}
+    unlisted = sorted(set(results) - listed)
+    ungraded = sorted(listed - set(results))
+    print(f"wrote {args.out}: {len(listed & set(results))} grades for {args.lms}'s import")
+    if ungraded:
+        print(f"no grade for {len(ungraded)} on the roster (empty cells): {', '.join(ungraded)}", file=sys.stderr)
+    if unlisted:
+        print(
+            f"error: {len(unlisted)} graded submissions are not on the roster and are not in {args.out}: "
+            f"{', '.join(unlisted)}",
+            file=sys.stderr,
+        )
+        return 1
+    return 0

@@ -158,12 +158,12 @@ def grade_batch(
         ordered, fresh = _grade_into(
             given, config, out, workers, reference, seed, force, isolate, memory_bytes, log, pictures, omit_output
         )
-        gradebook.record_history(out, fresh)
         if times == "git":
             times = gradebook.commit_times(given)
         settled = gradebook.apply(
             out, config, class_ids, paths={name: str(path) for name, path in given.items()}, times=times
         )
+        gradebook.record_history(out, {name: settled[name] for name in fresh})
         ordered = {name: settled.get(name) if ordered[name] is not None else None for name in ordered}
         manifest.not_graded = [name for name, result in ordered.items() if result is None]
         manifest.complete = not manifest.not_graded

@@ -95,9 +95,11 @@ def _file_safe(text: str) -> str:
     return "".join(c if c.isalnum() or c in "-_." else "_" for c in text)
 
 
-def record_history(out: Path, graded: dict) -> None:
-    """Append one line per submission of `graded` ({id: GradeResult}, this run's) to
-    out/history.jsonl, the file rewritten whole (atomically): a stop leaves the old or the new."""
+def record_history(out: Path, graded: dict, stamp: dict = None) -> None:
+    """Append one line per submission of `graded` ({id: GradeResult}, settled) to
+    out/history.jsonl, the file rewritten whole (atomically): a stop leaves the old or the new.
+    `stamp`: who changed it and how, where it was not graded now (an adjustment); else each
+    result's own `graded`."""
     if not graded:
         return
     path = Path(out) / HISTORY
@@ -110,7 +112,7 @@ def record_history(out: Path, graded: dict) -> None:
             continue
         line = {
             "submission": name,
-            **(result.graded or {}),
+            **(stamp or result.graded or {}),
             "score": round(result.score, 4),
             "max_score": round(result.max_score, 4),
             "total": round(result.total if result.total is not None else result.score, 4),
@@ -150,6 +152,12 @@ def history_text(out: Path, names=None) -> str:
         for entry in entries or []:
             kit = entry.get("kit", "?") + (f" ({entry['commit']})" if entry.get("commit") else "")
             total = entry.get("total", entry.get("score"))
+            if entry.get("event") == "adjust":
+                lines.append(
+                    f"  {entry.get('at', '?')}  by {entry.get('by', '?')}  adjusted {entry.get('points', 0):+g}"
+                    f" ({entry.get('comment') or 'no comment'})  total {total:.2f}"
+                )
+                continue
             lines.append(
                 f"  {entry.get('at', '?')}  by {entry.get('by', '?')}  kit {kit}  "
                 f"score {entry['score']:.2f} / {entry['max_score']:.2f}  total {total:.2f}"
@@ -353,7 +361,12 @@ def read_times(path: Path, sources=None) -> dict:
             at = late_policy.parse_time(when) if when else None
         except ValueError as error:
             raise GradebookError(f"{path}, line {reader.line_num}: {error}") from None
-        found[name] = {"at": late_policy.iso(at) if at else None, "source": f"times file {path.name}"}
+        said = (row.get("lms_late") or "").strip().lower()  # an LMS import's (lms.csv): its late flag
+        found[name] = {
+            "at": late_policy.iso(at) if at else None,
+            "source": f"times file {path.name}",
+            **({"lms_late": said == "true"} if said in ("true", "false") else {}),
+        }
     return found
 
 

@@ -149,6 +149,19 @@ def read_class_list(path: Path) -> list:
     return paths
 
 
+def _merge_history(dirs: list, merged: Path) -> None:
+    """Every history line of `dirs` (gradebook.py's history.jsonl) into merged's, once each, the
+    merged folder's own first: a merge loses no grading of anyone."""
+    lines = []
+    for folder in [merged, *dirs]:
+        path = Path(folder) / "history.jsonl"
+        if path.is_file() and not path.is_symlink():
+            lines += path.read_text(encoding="utf-8").splitlines()
+    if lines:
+        kept = [line for line in dict.fromkeys(lines) if line.strip()]
+        write_atomically(merged / "history.jsonl", "\n".join(kept) + "\n")
+
+
 def class_list_text(paths: list) -> str:
     """A frozen class list of `paths` (what `python -m autograder class-list` prints): their
     absolute paths, sorted, one a line (a path with a line break in its name is refused)."""
@@ -221,6 +234,7 @@ def merge(out_dirs: list, merged: Path, allow_missing: bool = False) -> dict:
             pictures = source.parent / "pictures" / name
             if pictures.is_dir() and not pictures.is_symlink():
                 shutil.copytree(pictures, merged / "pictures" / name, symlinks=True, dirs_exist_ok=True)
+    _merge_history(dirs, merged)
     results = [load_result(found[name][0]) if name in found else None for name in names]
     write_atomically(merged / "grades.csv", csv_text(results, names, paths=[paths.get(name, "") for name in names]))
     if with_manifest:
