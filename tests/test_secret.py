@@ -476,3 +476,20 @@ def test_a_release_where_no_secret_can_be_made_says_so_and_still_releases(tmp_pa
     assert cli.main(["release", str(tmp_path / "out"), "--assignment", "mha"]) == 0
     err = capsys.readouterr().err
     assert "no course secret could be made" in err and (tmp_path / "out" / "grading.yml").exists()
+
+
+def test_a_course_folder_outside_the_kit_is_closed_to_workers_as_the_kit_is(course, monkeypatch):
+    # Red team: on a platform where only permission bits hide the kit (kit_view), a course folder
+    # kept outside it (MHA_LAB_COURSE_DIR) was not closed: a secret file an instructor wrote 0644
+    # was readable by the workers. grade names it to close_kit with the reference and config.
+    from autograder.engine.judge import runner
+    from autograder.engine.judge.results import GradeResult
+    from autograder.sandbox import fork_server, kit_view
+
+    folder = course("outside")
+    secret.ensure_secret()
+    monkeypatch.setattr(kit_view, "SECRET_PATHS", set())
+    monkeypatch.setattr(fork_server, "start", lambda *a, **k: None)
+    monkeypatch.setattr(runner, "grade", lambda *a, **k: GradeResult("mha", "x", []))
+    assert cli.main(["grade", str(SOLUTIONS), "--assignment", "mha", "--public-only"]) == 0
+    assert str(folder) in kit_view.SECRET_PATHS

@@ -465,8 +465,10 @@ def run_grade(args):
     if not args.in_process:
         from autograder.sandbox import kit_view  # late: not at the start of `python -m autograder`
 
-        # a reference or configuration kept outside the kit: closed to the workers too
-        kit_view.SECRET_PATHS.update(str(p) for p in (args.reference, args.config) if p)
+        from autograder.engine.course.secret import course_dir  # late: not at the start of `python -m autograder`
+
+        # a reference, configuration or course folder (the secret) kept outside the kit: closed to the workers too
+        kit_view.SECRET_PATHS.update(str(p) for p in (args.reference, args.config, course_dir()) if p)
     if early:
         from autograder.sandbox import fork_server  # late: not at the start of `python -m autograder`
 
