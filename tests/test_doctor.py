@@ -73,6 +73,7 @@ def test_the_reference_scores_full_marks_on_the_real_gpu_in_the_sandbox():
     for config in grading_config.load_all():
         result = grade(KIT / "solutions", config, reference=KIT / "solutions", seed=1, isolate=True)
         assert result.score == result.max_score, [(s.id, s.score) for s in result.steps]
-        assert "cuda" in result.sandbox, result.sandbox  # CUDA initialised in the worker, before confinement
+        if any(step.mode == "mode_real" for step in result.steps):  # kv_cache has no cuda step
+            assert "cuda" in result.sandbox, result.sandbox  # CUDA initialised in the worker, before confinement
         for step in result.steps:
             assert step.mode in (None, "mode_real"), step.mode

@@ -255,10 +255,13 @@ def fork_hygiene(say):
         say("FAIL", "fork hygiene", f"the worker server did not start: {error}", "python -m autograder grade")
         return []
     report = server.hygiene
-    touched = report.get("cuda_initialised") or report.get("driver_loaded")
+    # CUDA initialised before a fork breaks every worker. The driver library merely mapped does not:
+    # torch's CUDA 13 builds map libcuda.so on `import torch` (seen on an H100, torch 2.11+cu130).
+    touched = report.get("cuda_initialised")
     if report.get("threads") == 1 and not touched:
         attempts = report.get("cuda_attempts") or []
         said = f"; the warm-up's CUDA calls were refused: {', '.join(attempts)}" if attempts else ""
+        said += "; the driver library is mapped, not initialised" if report.get("driver_loaded") else ""
         say(
             "PASS",
             "fork hygiene",
