@@ -226,8 +226,12 @@ def test_a_racing_attacker_never_gets_code_run(hub, setup_cell):
     )
     try:
         for _ in range(8):
-            if base.is_dir() and not base.is_symlink() and base.stat().st_uid == VICTIM:
-                shutil.rmtree(base)
+            try:  # one lstat: the attacker may remove or replace the folder at any moment
+                found = base.lstat()
+            except FileNotFoundError:
+                found = None
+            if found is not None and stat.S_ISDIR(found.st_mode) and found.st_uid == VICTIM:
+                shutil.rmtree(base, ignore_errors=True)
             assert_victims_own(hub, run_victim(hub, setup_cell, home=Path("/nonexistent")))
     finally:
         stop.touch()
