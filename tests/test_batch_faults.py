@@ -6,6 +6,7 @@ import csv
 import io
 import json
 import os
+import re
 import shutil
 import signal
 import subprocess
@@ -218,7 +219,49 @@ def test_weaker_isolation_is_warned_about_once(monkeypatch):
     assert '"sandbox" lists the layers in force' in log.getvalue()
 
 
+def test_a_result_whose_code_never_reached_a_worker_says_nothing_of_the_sandbox(monkeypatch):
+    """A batch whose first submission has no package warned that every layer was missing while
+    the JSONs showed them all in force: the warning is the first result's that ran in a worker
+    (a worker always has its rlimits), whatever the order."""
+    monkeypatch.setattr(os, "geteuid", lambda: 0)
+    strong = ["uid-drop", "bubblewrap", "closed-kit", "no-capabilities", "rlimits", "seccomp", "landlock"]
+    weak = ["no-capabilities", "rlimits"]
+    for order in ([[], [], strong, weak], [[], weak, strong], [strong, []], [[], []]):
+        log = io.StringIO()
+        warn = batch._isolation_warning(log)
+        for layers in order:
+            result = result_for("x")
+            result.sandbox = list(layers)
+            warn(result)
+        first_run = next((layers for layers in order if layers), None)
+        said = log.getvalue()
+        if first_run is None or not batch.isolation_gaps(first_run):
+            assert said == "", (order, said)
+        else:
+            assert said.count("weaker isolation") == 1 and "uid-drop" in said, (order, said)
+
+
 # ----------------------------------------------------------------------------- for real, slow
+
+
+@pytest.mark.slow  # a real sandboxed batch
+def test_the_isolation_warning_names_no_layer_a_result_shows_in_force(tmp_path):
+    """For real: a class whose first submission has no package (nothing of it runs), then the
+    reference. What the warning says is missing is missing from every JSON's `sandbox`."""
+    empty = tmp_path / "class" / "a-empty"
+    empty.mkdir(parents=True)
+    (empty / "notes.txt").write_text("forgot the package\n")
+    good = tmp_path / "class" / "b-good"
+    shutil.copytree(SOLUTIONS / "mha", good / "mha")
+    out = tmp_path / "out"
+    completed = subprocess.run(grade_command([empty, good], out), capture_output=True, text=True, cwd=KIT, timeout=600)
+    assert completed.returncode == 0, completed.stderr[-3000:]
+    in_force = set(json.loads((out / "b-good.json").read_text())["sandbox"])
+    assert json.loads((out / "a-empty.json").read_text())["sandbox"] == []
+    warning = next((line for line in completed.stderr.splitlines() if "weaker isolation" in line), "")
+    named = set(re.findall(r"(?:^|; |missing: )([a-z-]+) \(", warning))
+    assert not named & in_force, (warning, in_force)
+    assert bool(warning) == bool(batch.isolation_gaps(sorted(in_force)))
 
 
 def class_of(tmp_path, count):

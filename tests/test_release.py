@@ -374,7 +374,7 @@ def test_students_get_the_gradings_torch_and_are_told_when_theirs_differs(studen
     notebook = (student_release / "notebooks" / "mha.ipynb").read_text()
     assert "torch_note()" in notebook  # and the notebook's setup cell
     readme = (student_release / "README.md").read_text()  # both languages say which torch, and the notebooks
-    assert readme.count(f"torch=={torch_pin.GRADING_TORCH}") == 2 and readme.count("notebooks/<package>.ipynb") == 2
+    assert readme.count(f"torch=={torch_pin.GRADING_TORCH}") == 2 and readme.count("notebooks/mha.ipynb") == 2
 
 
 def test_what_the_readmes_examples_write_inside_the_kit_is_ignored():

@@ -97,6 +97,25 @@ def main(argv=None):
     if student_kit() and instructor_only(argv):
         print(messages.render("student_kit_command", command=instructor_only(argv)), file=sys.stderr)
         return 2
+    args = command_line().parse_args(argv)
+    args.argv = argv  # a batch records the command that runs it again (its manifest)
+    from autograder.engine.course.config import (
+        ConfigError,
+        precheck,
+    )  # late: not at the start of `python -m autograder`
+
+    from autograder.engine.course.secret import SecretError  # late: not at the start of `python -m autograder`
+
+    try:
+        precheck(getattr(args, "config", None))  # before any process starts or torch loads
+        return run(args)
+    except (ConfigError, SecretError) as error:
+        print(f"error: {error}", file=sys.stderr)
+        return 2
+
+
+def command_line() -> argparse.ArgumentParser:
+    """The parser of every command and option (tests/test_day_one.py reads its paths)."""
     parser = argparse.ArgumentParser(prog="python -m autograder", description=__doc__.splitlines()[0])
     commands = parser.add_subparsers(dest="command", required=True)
 
@@ -273,22 +292,7 @@ def main(argv=None):
         help="make this course's secret (what the hidden checks' inputs are drawn from) if it has none; "
         "say where it is (never what)",
     )
-
-    args = parser.parse_args(argv)
-    args.argv = argv  # a batch records the command that runs it again (its manifest)
-    from autograder.engine.course.config import (
-        ConfigError,
-        precheck,
-    )  # late: not at the start of `python -m autograder`
-
-    from autograder.engine.course.secret import SecretError  # late: not at the start of `python -m autograder`
-
-    try:
-        precheck(getattr(args, "config", None))  # before any process starts or torch loads
-        return run(args)
-    except (ConfigError, SecretError) as error:
-        print(f"error: {error}", file=sys.stderr)
-        return 2
+    return parser
 
 
 def run(args):
@@ -395,7 +399,11 @@ def run_student_notebook(args):
     except grading_config.ConfigError as error:
         print(f"error: {error}", file=sys.stderr)
         return 2
-    args.out.write_text(notebook_text(student_notebook(config)), encoding="utf-8")
+    try:  # whole or not at all, its folder made where it is missing
+        results.write_atomically(args.out, notebook_text(student_notebook(config)), sync=False)
+    except results.WriteError as error:
+        print(f"error: {error}", file=sys.stderr)
+        return 1
     print(f"wrote {args.out} ({which_assignment(args.assignment)})")
     return 0
 
@@ -712,6 +720,8 @@ def run_skeleton(args):
     if args.check and changed:
         print("run `python -m autograder skeleton` to regenerate", file=sys.stderr)
         return 1
+    if not changed and args.command == "skeleton":  # `generate` says so for all it makes
+        print("skeletons up to date: assignments/ and solutions/*.ipynb match solutions/ (nothing written)")
     return 0
 
 
@@ -726,12 +736,13 @@ def run_fingerprints(args):
     for config in grading_config.load_all():
         fresh = json.loads(json.dumps(generate(config)))  # as it reads back from the file
         path = fingerprints.path_of(config.id)
-        if args.check:
-            if not fingerprints.same(fingerprints.load(config.id), fresh):
-                stale.append(path)
-            continue
-        fingerprints.write(fresh, path)
-        print(f"wrote {path.relative_to(KIT)}")
+        if fingerprints.same(fingerprints.load(config.id), fresh):  # BLAS's last bits are no change
+            print(f"up to date: {path.relative_to(KIT)} (nothing written)")
+        elif args.check:
+            stale.append(path)
+        else:
+            fingerprints.write(fresh, path)
+            print(f"wrote {path.relative_to(KIT)}")
     for path in stale:
         print(f"out of date: {path.relative_to(KIT)}; run `python -m autograder fingerprints`", file=sys.stderr)
     return 1 if stale else 0
@@ -744,6 +755,8 @@ def run_generate(args):
     changed = generated.stale() if args.check else generated.generate()
     for path in changed:
         print(f"{'out of date' if args.check else 'wrote'}: {path}")
+    if not changed:
+        print("generated files up to date (nothing written)")
     skeleton_status = run_skeleton(args)
     if args.check and changed:
         print("run `python -m autograder generate` to regenerate", file=sys.stderr)

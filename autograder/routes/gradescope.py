@@ -60,6 +60,7 @@ def gradescope_zip(out, assignment=None):
 
     config = grading_config.load(assignment=assignment)
     out = Path(out)
+    out.parent.mkdir(parents=True, exist_ok=True)  # `gradescope zips/mha.zip`: the folder is made
     fd, partial = tempfile.mkstemp(prefix=f".{out.name}.", suffix=".partial", dir=out.parent)  # 0600
     partial = Path(partial)
     try:

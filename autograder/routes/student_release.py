@@ -117,6 +117,7 @@ def release_files(out, classroom="command", assignment=None, also=None, keep_man
         write_release(partial, graded, classroom)
         if also is not None:
             also(partial, graded)
+        (partial / "README.md").write_text(student_readme(graded, (partial / "notebooks").is_dir()))
         manifest = release_manifest(partial, [f"assignments/{config.package}" for config in graded])
         partial.rename(out)
     except BaseException:
@@ -186,7 +187,6 @@ def write_release(out, graded, classroom):
     # student's ids are the public checks'; .gitignore keeps it out of the student's repository.
     (out / "pyproject.toml").write_text('[tool.pytest.ini_options]\npythonpath = ["."]\n')
     (out / ".gitignore").write_text(".pytest_cache/\n__pycache__/\n")
-    (out / "README.md").write_text(student_readme(graded))
     return out
 
 
@@ -270,8 +270,9 @@ def student_message(message_id: str, keep: set) -> bool:
     return True
 
 
-def student_readme(graded):
-    """The student release's README.md: in Korean, then in English (the same content)."""
+def student_readme(graded, notebooks=True):
+    """The student release's README.md: in Korean, then in English (the same content), naming
+    the release's own folders, and its notebooks only where it has them (`notebooks`)."""
 
     rows = "\n".join(f"| `{c.package}/` | `{s.id}` | {s.title} | {s.points:g} |" for c in graded for s in c.steps)
     korean_rows = "\n".join(
@@ -283,13 +284,32 @@ def student_readme(graded):
         f"{messages.title(f'assignment_title.{c.id}', c.title, 'ko')} / {c.title} (`assignments/{c.package}/`)"
         for c in graded
     )
+    files = ", ".join(f"`assignments/{c.package}/*.py`" for c in graded)
+    books = ", ".join(f"`notebooks/{c.package}.ipynb`" for c in graded)
+    korean_notebooks = (
+        f"""Jupyter, Colab 또는 JupyterHub에서 하려면 {books}를 여세요. 같은 단계와 검사가
+들어 있고, 첫 셀이 필요한 것을 설치하고 채점기를 풉니다 (이 저장소의 다른 파일은 필요 없습니다).
+
+"""
+        if notebooks
+        else ""
+    )
+    english_notebooks = (
+        f"""For Jupyter, Colab or a JupyterHub, open {books}: the same steps and checks;
+its first cell installs what they need and unpacks the grader (it needs nothing else of this
+repository).
+
+"""
+        if notebooks
+        else ""
+    )
     return f"""# {titles}
 
 [한국어](#한국어) · [English](#english)
 
 ## 한국어
 
-`assignments/<package>/*.py`의 TODO를 단계별로 채우고, 원하는 만큼 자주 채점해 보세요:
+{files}의 TODO를 단계별로 채우고, 원하는 만큼 자주 채점해 보세요:
 
 ```bash
 pip install -r requirements.txt      # 한 번만: torch (CPU 빌드: GPU도 CUDA 다운로드도 필요 없음), pytest, ...
@@ -306,10 +326,7 @@ export MHA_LAB_LANG=ko               # --lang ko 대신: 이 셸에서 실행하
 그 뒤에 `pip install -r requirements.txt`를 실행해도 그 torch는 그대로 남습니다. 다른 버전의 torch를 쓰면
 `pytest`와 노트북이 처음에 그렇게 알려 줍니다 (점수가 공식 채점과 다를 수 있습니다).
 
-Jupyter, Colab 또는 JupyterHub에서 하려면 `notebooks/<package>.ipynb`를 여세요. 같은 단계와 검사가
-들어 있고, 첫 셀이 필요한 것을 설치하고 채점기를 풉니다 (이 저장소의 다른 파일은 필요 없습니다).
-
-각 파일은 그 단계의 설명으로 시작합니다 (한국어, 그다음 영어). 텐서는 배치가 먼저이고, 마스크는
+{korean_notebooks}각 파일은 그 단계의 설명으로 시작합니다 (한국어, 그다음 영어). 텐서는 배치가 먼저이고, 마스크는
 **True = 막힘**인 bool 텐서입니다 (`nn.MultiheadAttention`과 같고, `F.scaled_dot_product_attention`은
 반대입니다). 점수를 잃은 단계 아래의 첫 줄(`x`)은 가장 가능성이 큰 원인과 고치는 방법을 알려 줍니다.
 그다음 줄들은 어떤 검사가 어떻게 실패했는지를 실패 종류마다 한 번씩 요약하고, `→`로 시작하는 줄은 그
@@ -329,7 +346,7 @@ Jupyter, Colab 또는 JupyterHub에서 하려면 `notebooks/<package>.ipynb`를 
 
 ## English
 
-Fill in the TODOs in `assignments/<package>/*.py`, step by step, and check your work as often as you like:
+Fill in the TODOs in {files}, step by step, and check your work as often as you like:
 
 ```bash
 pip install -r requirements.txt      # once: torch (the CPU build: no GPU needed, no CUDA download), pytest, ...
@@ -347,11 +364,7 @@ pytest assignments/ --lang ko        # 메시지와 점수표를 한국어로 (o
 `pip install -r requirements.txt` keeps it. With another torch, `pytest` and the notebooks say so
 first (your scores may differ from the official grading's).
 
-For Jupyter, Colab or a JupyterHub, open `notebooks/<package>.ipynb`: the same steps and checks;
-its first cell installs what they need and unpacks the grader (it needs nothing else of this
-repository).
-
-Each file starts with an explanation of its step (in Korean, then in English). Tensors are
+{english_notebooks}Each file starts with an explanation of its step (in Korean, then in English). Tensors are
 batch-first, and a mask is a bool tensor with **True = blocked** (as in `nn.MultiheadAttention`;
 `F.scaled_dot_product_attention` uses the opposite). Under a step that lost points, the first line
 (`x`) names the likely cause and how to fix it. The lines after it sum up what failed, once per kind

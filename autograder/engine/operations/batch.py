@@ -324,14 +324,14 @@ def isolation_gaps(layers: list) -> list:
 
 
 def _isolation_warning(log):
-    """A callback per graded result that warns once (on stderr) when its sandbox is weaker than
-    this machine allows (isolation_gaps); the JSON's `sandbox` lists the layers in force."""
+    """A callback per graded result that warns once (on stderr) when its sandbox is weaker than this
+    machine allows (isolation_gaps), from the first result whose code reached a worker (`sandbox`)."""
     warned = []
     lock = threading.Lock()
 
     def warn(result):
         with lock:
-            if warned:
+            if warned or not result.sandbox:  # no package: nothing ran, so it says nothing of the sandbox
                 return
             warned.append(True)
         gaps = isolation_gaps(list(result.sandbox))

@@ -8,7 +8,7 @@ import json
 import sys
 
 from autograder import KIT
-from autograder.engine.judge.results import WriteError
+from autograder.engine.judge.results import WriteError, write_atomically
 from autograder.engine.operations.shard import IncompleteMerge, ShardError, merge
 from autograder.routes.report import data as report, reading, similarity
 from autograder.engine.course import config as grading_config
@@ -93,11 +93,14 @@ def run_report(args) -> int:
         return 2
     if not getattr(args, "assignment", None):
         print(f"assignment: {data['assignment']['id']} (from the results; --assignment ID to choose)")
-    if args.json:
-        said = localised(data, args.lang)  # the texts for people in --lang, as the HTML says them
-        args.json.write_text(json.dumps(said, indent=1, ensure_ascii=False) + "\n", encoding="utf-8")
-        print(f"wrote {args.json}")
-    if args.html:
-        args.html.write_text(render(data, args.lang, args.dirs), encoding="utf-8")
-        print(f"wrote {args.html}")
+    said = localised(data, args.lang) if args.json else None  # the texts for people in --lang, as the HTML's
+    written = [(args.json, lambda: json.dumps(said, indent=1, ensure_ascii=False) + "\n")] if args.json else []
+    written += [(args.html, lambda: render(data, args.lang, args.dirs))] if args.html else []
+    for path, text in written:  # whole or not at all, the folder made where it is missing
+        try:
+            write_atomically(path, text(), sync=False)
+        except WriteError as error:
+            print(f"error: {error}", file=sys.stderr)
+            return 1
+        print(f"wrote {path}")
     return 0
