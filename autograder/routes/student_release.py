@@ -286,9 +286,12 @@ def student_readme(graded, notebooks=True):
     )
     files = ", ".join(f"`assignments/{c.package}/*.py`" for c in graded)
     books = ", ".join(f"`notebooks/{c.package}.ipynb`" for c in graded)
+    written = ", ".join(f"`{c.package}/`" for c in graded)
     korean_notebooks = (
         f"""Jupyter, Colab 또는 JupyterHub에서 하려면 {books}를 여세요. 같은 단계와 검사가
 들어 있고, 첫 셀이 필요한 것을 설치하고 채점기를 풉니다 (이 저장소의 다른 파일은 필요 없습니다).
+노트북은 여러분의 코드를 노트북 옆의 {written}에 씁니다. GitHub Classroom의 push가 채점하는 것은
+{files}이므로, Classroom 저장소에서는 그 파일들을 채우세요.
 
 """
         if notebooks
@@ -297,7 +300,8 @@ def student_readme(graded, notebooks=True):
     english_notebooks = (
         f"""For Jupyter, Colab or a JupyterHub, open {books}: the same steps and checks;
 its first cell installs what they need and unpacks the grader (it needs nothing else of this
-repository).
+repository). The notebook writes your code beside it, into {written}; a GitHub Classroom push grades
+{files}, so in a Classroom repository fill in those.
 
 """
         if notebooks

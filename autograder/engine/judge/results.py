@@ -179,6 +179,8 @@ def table(result, title=None, verbose=False):
         elif step.status == "not_checked":
             note = step.checks[0].message if step.checks else ""
         score = points(step.score)
+        if step.status == "not_checked" and step.max_score:
+            score = "—"  # not zero: not checked here (the total says so)
         if step.status == "partial":
             note, score = messages.render("step_partial", run=step.checks_run, total=step.checks_total), "--"
         if step.mode and step.status != "not_checked":  # on the row: the first line under it is the verdict's
@@ -190,6 +192,13 @@ def table(result, title=None, verbose=False):
     unjudged = sum(c.passed is None for step in result.complete_steps if step.status == "graded" for c in step.checks)
     if unjudged:
         line += "  " + messages.render("total_not_checked", count=unjudged)
+    left_out = [step for step in result.complete_steps if step.status == "not_checked" and step.max_score]
+    if left_out:
+        line += "  " + messages.render(
+            "total_leaves_out",
+            steps=", ".join(step.id for step in left_out),
+            points=points(sum(step.max_score for step in left_out)),
+        )
     if result.partial:
         line += "  " + messages.render(
             "total_partial", complete=len(result.complete_steps), total=result.steps_total or len(result.steps)

@@ -153,6 +153,8 @@ def grade_package(submission, config, reference, seed, steps, isolate, memory_by
         observe_and_judge(runs, grading)
         results = [explain(run, score(run), grading, pictures) for run in runs]  # the worker is free for probes
         output = executor.output()
+    for result in results:  # in the language grading speaks (--lang ko: the JSON's titles too)
+        result.title = messages.title(f"step_title.{config.id}.{result.id}", result.title)
     return GradeResult(
         assignment=messages.title(f"assignment_title.{config.id}", config.title),
         submission=str(submission),
@@ -196,7 +198,7 @@ def score(run):
 def explain(run, result, grading, pictures=None):
     """`result` with why the step lost points: the likely mistake (diagnosis), the pictures, and
     the smallest failing input of a public check."""
-    lost = result.score < result.max_score
+    lost = result.score < result.max_score and result.status != "not_checked"
     if grading.package_error is None:
         result.diagnoses = diagnose(run, grading)
     if pictures is not None and lost:

@@ -12,11 +12,13 @@ from autograder.engine.judge.results import CheckResult, GradeResult, StepResult
 def score_step(step, outcomes):
     """Turn (check, passed, fail) triples into a StepResult using the step's points and weights.
 
-    The step's maximum is its points, for every submission: a failed check, one blocked by
-    another step's mistake, one that ran out of time or budget, all stay in it and score
-    nothing. Only a check the grading machine cannot run (passed is None: no GPU) carries no
-    points either way; a step whose checks all could not run is reported as not checked (its
-    maximum is 0 for every submission graded on that machine)."""
+    The step's maximum is its points, for every submission and in every route: a failed check,
+    one blocked by another step's mistake, one that ran out of time or budget, all stay in it and
+    score nothing. A check that cannot run here (passed is None: no GPU, a pytest run without
+    --cuda) carries no points either way; a step whose checks all could not run is reported as
+    not checked, scores nothing and keeps its maximum (the table says what the total leaves
+    out), unless grading.yml switched it off (`options: {mode: off}`): then it is out of the
+    maximum, as it is in every route of that course."""
     counted = [(c, p, f) for c, p, f in outcomes if p is not None]
     total_weight = sum(step.weights.get(c.id, c.weight) for c, _, _ in counted)
     all_passed = all(p for _, p, _ in counted)
@@ -48,10 +50,15 @@ def score_step(step, outcomes):
         id=step.id,
         title=step.title,
         score=round(sum(c.points for c in checks), 9),
-        max_score=step.points if counted else 0.0,
+        max_score=step.points if counted or (outcomes and not switched_off(step)) else 0.0,
         checks=checks,
         status=status,
     )
+
+
+def switched_off(step) -> bool:
+    """Whether grading.yml takes the step out of the course (its checks never run, anywhere)."""
+    return step.options.get("mode") == "off"
 
 
 def refused(config, fail, steps=None, seed=None) -> GradeResult:
@@ -63,5 +70,7 @@ def refused(config, fail, steps=None, seed=None) -> GradeResult:
         for step in config.steps
         if not steps or step.id in steps
     ]
+    for result in results:  # in the language grading speaks, as runner.grade's
+        result.title = messages.title(f"step_title.{config.id}.{result.id}", result.title)
     title = messages.title(f"assignment_title.{config.id}", config.title)
     return GradeResult(assignment=title, submission="", steps=results, seed=seed)
