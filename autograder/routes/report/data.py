@@ -65,6 +65,12 @@ def summary(entries: list, bins: int = 10) -> dict:
         "histogram": histogram(scores, 0, max_score, bins),
         "not_graded": problems,
         "not_graded_reasons": dict(Counter(problem["reason"] for problem in problems).most_common()),
+        # code that does not parse: a step of it scores 0 with no misconception to name it, so it is listed here
+        "syntax_errors": [
+            {"id": entry["id"], "what": syntax_errors(entry["result"])}
+            for entry in entries
+            if entry["result"] is not None and syntax_errors(entry["result"])
+        ],
         # repositories whose kit files differ from the release (operations/kit_files.py): shown, never silent
         "tampering": [
             {"id": entry["id"], "what": tampering_summary(entry["result"].get("kit_files"))}
@@ -72,6 +78,20 @@ def summary(entries: list, bins: int = 10) -> dict:
             if entry["result"] is not None and tampering_summary(entry["result"].get("kit_files"))
         ],
     }
+
+
+SYNTAX_ERRORS = ("syntax_error", "syntax_error_text", "syntax_error_in_import")
+
+
+def syntax_errors(result: dict) -> list:
+    """The syntax errors grading met in a result, each said once (a file several steps import
+    fails each of their checks with the same message)."""
+    said = []
+    for step in result["steps"]:
+        for check in step["checks"]:
+            if check.get("message_id") in SYNTAX_ERRORS and check.get("message") and check["message"] not in said:
+                said.append(check["message"])
+    return said
 
 
 def entry_reason(entry: dict) -> str:
