@@ -561,7 +561,7 @@ HANGUL = re.compile("[가-힣]")
 
 
 def test_the_student_readme_is_korean_then_english():
-    from autograder.routes.student_release import student_readme
+    from autograder.routes.student_readme import student_readme
 
     readme = student_readme(grading_config.load_all())
     korean, english = readme.split("\n## 한국어\n")[1].split("\n## English\n")

@@ -9,7 +9,8 @@ import torch
 
 from autograder.harness import fake_cuda
 from autograder.routes.gradescope import CPU_INDEX, gradescope_zip
-from autograder.routes.student_release import requirements_text, student_readme
+from autograder.routes.student_readme import student_readme
+from autograder.routes.student_release import requirements_text
 
 
 @pytest.mark.parametrize(

@@ -173,15 +173,12 @@ def table(result, title=None, verbose=False):
     total = messages.render("table.total")
     width = max([len(step.id) for step in result.steps] + [display_width(total)])
     for step in result.steps:
-        note = ""
+        note, score = "", points(step.score)
         if step.status == "not_implemented":
             note = messages.render("step_not_implemented")
-        elif step.status == "not_checked":
-            note = step.checks[0].message if step.checks else ""
-        score = points(step.score)
-        if step.status == "not_checked" and step.max_score:
-            score = "—"  # not zero: not checked here (the total says so)
-        if step.status == "partial":
+        elif step.status == "not_checked":  # not 0 where it counts: the total says what it leaves out
+            note, score = (step.checks[0].message if step.checks else ""), ("—" if step.max_score else score)
+        elif step.status == "partial":
             note, score = messages.render("step_partial", run=step.checks_run, total=step.checks_total), "--"
         if step.mode and step.status != "not_checked":  # on the row: the first line under it is the verdict's
             note = f"{note} ({messages.render(step.mode)})".strip()
@@ -192,19 +189,13 @@ def table(result, title=None, verbose=False):
     unjudged = sum(c.passed is None for step in result.complete_steps if step.status == "graded" for c in step.checks)
     if unjudged:
         line += "  " + messages.render("total_not_checked", count=unjudged)
-    left_out = [step for step in result.complete_steps if step.status == "not_checked" and step.max_score]
-    if left_out:
-        line += "  " + messages.render(
-            "total_leaves_out",
-            steps=", ".join(step.id for step in left_out),
-            points=points(sum(step.max_score for step in left_out)),
-        )
+    if left_out := [step for step in result.complete_steps if step.status == "not_checked" and step.max_score]:
+        names, left = ", ".join(step.id for step in left_out), points(sum(step.max_score for step in left_out))
+        line += "  " + messages.render("total_leaves_out", steps=names, points=left)
     if result.partial:
-        line += "  " + messages.render(
-            "total_partial", complete=len(result.complete_steps), total=result.steps_total or len(result.steps)
-        )
-    lines.append(line)
-    return "\n".join(lines)
+        steps_total = result.steps_total or len(result.steps)
+        line += "  " + messages.render("total_partial", complete=len(result.complete_steps), total=steps_total)
+    return "\n".join([*lines, line])
 
 
 def display_width(text: str) -> int:
