@@ -39,6 +39,14 @@ INPUTS = {
     ("merge", "dirs"),
     ("class-list", "paths"),
     ("report", "dirs"),
+    ("adjust", "out"),  # the folder of grade --out, changed in place
+    ("adjust", "config"),
+    ("history", "out"),
+    ("lms-import", "download"),
+    ("lms-import", "roster"),
+    ("lms-import", "worksheet"),
+    ("lms-export", "grades"),
+    ("lms-export", "roster"),
 }
 QUICK_OUTPUTS = {
     ("release", "out"): "release {path} --assignment mha",
@@ -47,6 +55,8 @@ QUICK_OUTPUTS = {
     ("student-notebook", "out"): "student-notebook {path}",
     ("report", "html"): "report {grades} --html {path}",
     ("report", "json"): "report {grades} --json {path}",
+    ("lms-import", "out"): "lms-import moodle {download} --out {path}",
+    ("lms-export", "out"): "lms-export canvas {grades} --roster {roster} --out {path}",
 }
 GRADING_OUTPUTS = {  # these grade the reference: slow
     ("grade", "json"): "grade solutions/ --assignment mha --public-only --json {path}",
@@ -85,7 +95,10 @@ def a_class(folder: Path) -> Path:
 def run_into_missing_folder(template, tmp_path, graded=None, wrong=None) -> subprocess.CompletedProcess:
     path = tmp_path / "not" / "yet" / "there" / "out.x"
     grades = a_class(tmp_path / "grades")
-    command = template.format(path=path, grades=grades, graded=graded, wrong=wrong)
+    roster, download = tmp_path / "roster.csv", tmp_path / "moodle"
+    roster.write_text("id,name,email\nann,Ann Lee,ann@example.org\n")
+    download.mkdir()
+    command = template.format(path=path, grades=grades, graded=graded, wrong=wrong, roster=roster, download=download)
     completed = autograder(*command.split())
     assert completed.returncode in (0, 1) and "Traceback" not in completed.stderr, (
         f"{command}: {completed.stderr[-3000:]}"
@@ -123,7 +136,14 @@ def test_a_grading_output_goes_into_a_folder_that_does_not_exist_yet(where, tmp_
 # --- what the documented commands write is git-ignored ---------------------------------------------
 
 
-DIRECTORIES = {("release", "out"), ("nbgrader", "course_dir"), ("grade", "out"), ("grade", "plots"), ("merge", "out")}
+DIRECTORIES = {
+    ("release", "out"),
+    ("nbgrader", "course_dir"),
+    ("grade", "out"),
+    ("grade", "plots"),
+    ("merge", "out"),
+    ("lms-import", "out"),
+}
 
 
 def documented_outputs() -> set:
