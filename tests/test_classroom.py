@@ -3,6 +3,7 @@
 import base64
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -11,11 +12,14 @@ import pytest
 import yaml
 
 from actionlint import actionlint
+from autograder.engine.checks import messages
 from autograder.engine.course import config as grading_config
+from autograder.routes import classroom
 from autograder.routes.classroom import runner_id
 from planted import planted_of
 from autograder.routes.release import release
 from conftest import SOLUTIONS
+from workflow_expressions import COMMAND_GRADER_KEEPS, expand, runner_contexts, runner_environment
 
 pytestmark = pytest.mark.slow  # real nbgrader / Classroom runs: minutes; CI runs them (pytest -m "")
 
@@ -45,26 +49,39 @@ def with_submission(root, tmp_path, mistake=None):
 
 def run_step(repo, step, tmp_path):
     """Run one graded step as the workflow would; (points earned, max points)."""
-    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
+    return run_on_a_runner(repo, step, tmp_path)[1:]
+
+
+def run_on_a_runner(repo, step, tmp_path, language=None):
+    """Run one graded step as a runner does: its expressions expanded by GitHub's evaluator in
+    the contexts of a run (the runner's temporary folder, the run, the workflow's `env`, with
+    MHA_LAB_LANG set to `language` where given, as an instructor edits it); the command
+    grader's command with PATH and HOME only, as its released JavaScript runs it; a `run` step
+    with the runner's environment and the workflow's. (completed, earned, max)."""
+    document = yaml.safe_load((repo / ".github" / "workflows" / "classroom.yml").read_text())
+    workflow_env = {**document.get("env", {}), **({"MHA_LAB_LANG": language} if language is not None else {})}
+    contexts = runner_contexts(tmp_path / "runner-temp", repo, workflow_env)
+    (tmp_path / "runner-temp").mkdir(exist_ok=True)
+    (tmp_path / "home").mkdir(exist_ok=True)
     if "uses" in step:  # the all-or-nothing command grader: points if the command exits 0
-        completed = subprocess.run(
-            ["bash", "-c", step["with"]["command"].replace("python ", f"{sys.executable} ", 1)],
-            cwd=repo,
-            env=env,
-            capture_output=True,
-            text=True,
-            timeout=300,
+        env = {name: os.environ[name] for name in COMMAND_GRADER_KEEPS} | {"HOME": str(tmp_path / "home")}
+        [command] = expand([step["with"]["command"]], contexts)
+        command = command.replace(" python ", f" {sys.executable} ", 1)
+        completed = subprocess.run(  # /bin/sh, as node's execSync runs it
+            ["sh", "-c", command], cwd=repo, env=env, capture_output=True, text=True, timeout=300
         )
         max_score = step["with"]["max-score"]
-        return (max_score if completed.returncode == 0 else 0), max_score
+        return completed, (max_score if completed.returncode == 0 else 0), max_score
     output = tmp_path / f"{step['id']}.out"
-    env["GITHUB_OUTPUT"] = str(output)
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"} | runner_environment(contexts)
+    env |= contexts["env"] | {"GITHUB_OUTPUT": str(output), "HOME": str(tmp_path / "home")}
     command = step["run"].replace("$GITHUB_OUTPUT", str(output)).replace("python ", f"{sys.executable} ", 1)
-    subprocess.run(["bash", "-c", command], cwd=repo, env=env, check=True, capture_output=True, timeout=300)
+    completed = subprocess.run(["bash", "-c", command], cwd=repo, env=env, capture_output=True, text=True, timeout=300)
+    assert completed.returncode in (0, 1), completed.stderr[-3000:]
     line = next(text for text in output.read_text().splitlines() if text.startswith("result="))
     result = json.loads(base64.b64decode(line.removeprefix("result=")))
     assert set(result) >= {"status", "max_score", "tests"}
-    return sum(t["score"] for t in result["tests"]), result["max_score"]
+    return completed, sum(t["score"] for t in result["tests"]), result["max_score"]
 
 
 def graded_steps(root):
@@ -111,6 +128,44 @@ def test_a_mistake_costs_points_in_its_step(classroom_release, tmp_path):
         assert 0 < earned < max_score  # fractional: the other checks still count
     padding = next(s for s in graded_steps(root) if s["id"] == "padding")
     assert run_step(repo, padding, tmp_path)[0] == pytest.approx(10)
+
+
+def test_a_step_reads_the_runner_it_runs_on(classroom_release, tmp_path):
+    """In command mode the command grader runs a step's command with PATH and HOME only: the
+    grader saw no GITHUB_ACTIONS (no annotation on the student's file), no RUNNER_TEMP (the per-push
+    cache outside the runner's temporary folder), no run (the cache's key) and not the workflow's
+    MHA_LAB_LANG (English for a Korean course). Both modes read the same: each reaches the step."""
+    mode, root = classroom_release
+    mistake = next(m for m in planted_of("attention") if m.id == "output_upcast")
+    repo = with_submission(root, tmp_path, mistake)
+    attention = next(s for s in graded_steps(root) if s["id"] == "attention")
+    completed, earned, max_score = run_on_a_runner(repo, attention, tmp_path, language="ko")
+    assert earned < max_score
+    assert completed.stdout.startswith(messages.render("classroom_feedback", lang="ko")), completed.stdout[:500]
+    assert re.search(r"^::error file=assignments/mha/attention\.py,line=\d+,", completed.stdout, re.M), completed.stdout
+    if classroom.cache_trusted_here():  # kept where the docs say: in the runner's temporary folder
+        assert list((tmp_path / "runner-temp" / "mha-lab-classroom").glob("*.json")), completed.stdout[-2000:]
+    assert not (tmp_path / "home" / ".cache" / "mha-lab" / "classroom").exists()  # not the default place
+
+
+def test_the_workflow_speaks_the_language_it_was_released_in(monkeypatch):
+    config = grading_config.load(assignment="mha")
+    for lang in ("ko", "en"):
+        monkeypatch.setenv("MHA_LAB_LANG", lang)
+        assert yaml.safe_load(classroom.workflow(config))["env"] == {"MHA_LAB_LANG": lang}
+
+
+def test_a_language_that_is_no_language_reaches_no_shell(classroom_release, tmp_path):
+    """Whatever the workflow's MHA_LAB_LANG holds (an edit, a value from elsewhere), it reaches a
+    command only where it is a language the grader speaks, never as shell text."""
+    mode, root = classroom_release
+    repo = with_submission(root, tmp_path)
+    padding = next(s for s in graded_steps(root) if s["id"] == "padding")
+    planted = f"ko'; touch {tmp_path / 'ran'}; echo '"
+    completed, earned, max_score = run_on_a_runner(repo, padding, tmp_path, language=planted)
+    assert earned == max_score and not (tmp_path / "ran").exists()
+    if mode == "command":  # no language then; a `run` step reads the variable itself (anything else is English)
+        assert completed.stdout.startswith(messages.render("classroom_feedback", lang="en"))
 
 
 def test_workflow_passes_actionlint(classroom_release):

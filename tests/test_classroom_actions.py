@@ -31,8 +31,10 @@ import yaml
 
 from autograder import cache_base
 from autograder.engine.checks import messages
+from autograder.routes import classroom
 from autograder.routes.release import release
 from test_classroom_record import student_repository, widen_tolerances
+from workflow_expressions import expand, runner_contexts, runner_environment
 
 pytestmark = pytest.mark.slow  # each workflow grades in the sandbox: tens of seconds
 
@@ -88,16 +90,12 @@ def outputs_of(path: Path) -> dict:
     return found
 
 
-def expand(value: str, outputs: dict) -> str:
-    return re.sub(
-        r"\$\{\{ steps\.(\w+)\.outputs\.(\w+) \}\}", lambda m: outputs.get(m.group(1), {}).get(m.group(2), ""), value
-    )
-
-
 def run_workflow(repo: Path, work: Path) -> dict:
     """Run the repository's own Classroom workflow as a runner would: the checkout, Python and
     install steps are this environment; each command-grader step and the reporter run their real
-    JavaScript under node; `run` steps run in bash. {"log", "points": (earned, max), "steps"}."""
+    JavaScript under node, `run` steps in bash, with the workflow's `env`; `with` and `env`
+    values have their expressions expanded by GitHub's evaluator. {"log", "points": (earned,
+    max), "steps"}."""
     document = yaml.safe_load((repo / ".github" / "workflows" / "classroom.yml").read_text())
     bin_dir = work / "bin"
     bin_dir.mkdir(parents=True, exist_ok=True)
@@ -107,10 +105,7 @@ def run_workflow(repo: Path, work: Path) -> dict:
     base = {
         "PATH": f"{bin_dir}:{os.environ['PATH']}",
         "HOME": str(work / "home"),  # the command grader passes PATH and HOME to its command
-        "GITHUB_ACTIONS": "true",
-        "GITHUB_WORKSPACE": str(repo),
-        "RUNNER_TEMP": str(work / "runner-temp"),
-        "MHA_LAB_LANG": "en",
+        **runner_environment(runner_contexts(work / "runner-temp", repo)),
     }
     (work / "home").mkdir(exist_ok=True)
     (work / "runner-temp").mkdir(exist_ok=True)
@@ -122,10 +117,15 @@ def run_workflow(repo: Path, work: Path) -> dict:
         output = work / f"output-{number}"
         output.write_text("")
         env = {**base, "GITHUB_OUTPUT": str(output)}
-        env.update({name: expand(str(value), outputs) for name, value in step.get("env", {}).items()})
+        contexts = runner_contexts(work / "runner-temp", repo, document.get("env"), outputs)
+        env.update(contexts["env"])
+        step_env = step.get("env", {})
+        env.update(zip(step_env, expand(list(step_env.values()), contexts)))
         if uses:
             inputs = step.get("with", {})
-            env.update({f"INPUT_{name.upper()}": str(value) for name, value in inputs.items()})
+            env.update(
+                {f"INPUT_{name.upper()}": value for name, value in zip(inputs, expand(inputs.values(), contexts))}
+            )
             command = ["node", str(action_script(uses))]
         else:
             command = ["bash", "-e", "-c", step["run"]]
@@ -175,6 +175,28 @@ def test_a_widened_tolerance_forges_the_feedback_but_not_the_instructors_grade(r
         row = next(csv.DictReader(f))
     assert float(row["total"]) < 100 and float(row["attention"]) < 15  # the grade of record
     assert row["tampering"] == "changed: grading.yml"
+
+
+def in_korean(repo):
+    """The workflow's language set to Korean, as a release made with MHA_LAB_LANG=ko writes it."""
+    workflow = repo / ".github" / "workflows" / "classroom.yml"
+    workflow.write_text(workflow.read_text().replace("MHA_LAB_LANG: en", "MHA_LAB_LANG: ko", 1))
+
+
+def test_a_step_reads_the_runner_it_runs_on_through_the_real_actions(released, tmp_path):
+    """The command grader runs its command with PATH and HOME only: in command mode the grader
+    saw no GITHUB_ACTIONS, RUNNER_TEMP, run or MHA_LAB_LANG. Now, in both modes: the log is in
+    the workflow's language, the verdict is on the student's file, and the per-push cache is in
+    the runner's temporary folder."""
+    mode, root = released
+    repo = student_repository(root, tmp_path, "erin", mistake=True, edit=in_korean)
+    ran = run_workflow(repo, tmp_path / "runner")
+    assert ran["points"][0] < 100
+    assert ran["log"].count(messages.render("classroom_feedback", lang="ko")) >= 9, ran["log"][-3000:]
+    assert re.search(r"^::error file=assignments/mha/attention\.py,line=\d+,", ran["log"], re.M), ran["log"][-3000:]
+    if classroom.cache_trusted_here():
+        assert list((tmp_path / "runner" / "runner-temp" / "mha-lab-classroom").glob("*.json"))
+    assert not (tmp_path / "runner" / "home" / ".cache" / "mha-lab" / "classroom").exists()
 
 
 def test_the_result_we_write_is_one_the_real_reporter_reads(tmp_path):

@@ -23,6 +23,7 @@ from autograder.engine.course import config as grading_config
 from autograder.routes import classroom, cli
 from autograder.routes.release import release
 from conftest import KIT, SOLUTIONS
+from workflow_expressions import expand, runner_contexts
 
 SCALE_MISTAKE = ("/ math.sqrt(d_k)", "/ d_k")  # attention scaled by d_k: the attention step's checks fail
 
@@ -145,6 +146,7 @@ def test_collected_repositories_are_graded_sandboxed_and_the_report_names_the_ta
     # the per-push command, as the workflow runs it in bob's repository: his own tolerances pass his mistake
     workflow = yaml.safe_load((repos["bob"] / ".github" / "workflows" / "classroom.yml").read_text())
     command = next(s for s in workflow["jobs"]["autograding"]["steps"] if s.get("id") == "attention")["with"]["command"]
+    [command] = expand([command], runner_contexts(tmp_path / "runner-temp", repos["bob"], workflow.get("env")))
     own = subprocess.run(
         ["bash", "-c", command.replace("python ", f"{sys.executable} ", 1)],
         cwd=repos["bob"],

@@ -19,6 +19,7 @@ from autograder.routes.classroom import reporter_result, whole_points, workflow
 from autograder.routes.public_view import public_step
 from autograder.engine.judge.results import CheckResult, StepResult
 from conftest import KIT, SOLUTIONS
+from workflow_expressions import expand, runner_contexts
 
 
 def check(id_, passed, points, max_points, message="", visibility="public"):
@@ -128,9 +129,11 @@ def workflow_step(mode, step_id):
 
 
 def run_workflow_command(command, repo, tmp_path):
+    """A step's command as a runner hands it over: its `${{ }}` expanded (workflow_expressions)."""
     output = tmp_path / "github_output"
     output.touch()
     env = {**os.environ, "GITHUB_OUTPUT": str(output), "PYTHONPATH": str(KIT)}
+    [command] = expand([command], runner_contexts(tmp_path / "runner-temp", repo))
     completed = subprocess.run(
         ["bash", "-c", command.replace("python ", f"{sys.executable} ", 1)],
         cwd=repo,

@@ -53,6 +53,29 @@ INSTALL = (
 )
 
 
+# What a step reads of the runner's environment: Actions itself (annotations on the student's
+# file), the run (the per-push cache's key), the runner's temporary folder (the cache's place) and
+# the language of its log, the workflow's own `env` (the language the release was made in; an
+# instructor may edit it). The command grader runs its command with PATH and HOME only, so in
+# command mode these go into the command itself, as GitHub expands them: its own values (numbers,
+# a hash, the runner's path) and the language only where it is one of messages.LANGUAGES, so that
+# whatever the variable holds, no text of it reaches the shell. `run` steps (fractional mode) have
+# the runner's environment and the workflow's.
+LANGUAGE = "${{ contains(fromJSON('[%s]'), env.%s) && env.%s || '' }}" % (
+    ", ".join(f'"{code}"' for code in messages.LANGUAGES),
+    messages.LANGUAGE_VARIABLE,
+    messages.LANGUAGE_VARIABLE,
+)
+RUNNER_ENVIRONMENT = {
+    "GITHUB_ACTIONS": "true",
+    "GITHUB_RUN_ID": "${{ github.run_id }}",
+    "GITHUB_RUN_ATTEMPT": "${{ github.run_attempt }}",
+    "GITHUB_SHA": "${{ github.sha }}",
+    "RUNNER_TEMP": "${{ runner.temp }}",
+    messages.LANGUAGE_VARIABLE: LANGUAGE,
+}
+
+
 # The per-push score is feedback; the reporter's own output cannot say so, its step's name does.
 REPORT_STEP = "Autograding report (feedback: computed in this repository, by files you can change)"
 
@@ -113,8 +136,8 @@ def workflow(config, mode="command", filename="classroom.yml"):
                     "uses": "classroom-resources/autograding-command-grader@v1",
                     "with": {
                         "test-name": step.id,
-                        "command": f"python -m autograder.routes.classroom {step.id} --assignment {config.id} "
-                        "--pass-fail",
+                        "command": " ".join(f"{name}='{value}'" for name, value in RUNNER_ENVIRONMENT.items())
+                        + f" python -m autograder.routes.classroom {step.id} --assignment {config.id} --pass-fail",
                         "timeout": minutes,
                         "max-score": _number(step.points),
                     },
@@ -147,6 +170,7 @@ def workflow(config, mode="command", filename="classroom.yml"):
         "name": workflow_name(config),
         "on": events(config, filename),
         "permissions": {"checks": "write", "actions": "read", "contents": "read"},
+        "env": {messages.LANGUAGE_VARIABLE: messages.language()},  # the log's: the release's language
         "jobs": {
             "autograding": {"runs-on": "ubuntu-latest", "if": "github.actor != 'github-classroom[bot]'", "steps": steps}
         },
@@ -401,11 +425,12 @@ def cache_key(config_path: Path, assignment, submission: Path) -> str:
 
 def cache_directory() -> Path:
     """Outside the student's repository: the runner's temporary folder on Actions (gone with
-    the job), else the kit's cache folder."""
+    the job), else the kit's cache folder; so also where RUNNER_TEMP is not an absolute path (a
+    step's command copied out of the workflow with its `${{ runner.temp }}` unexpanded)."""
     import os
 
-    temporary = os.environ.get("RUNNER_TEMP")
-    return Path(temporary) / "mha-lab-classroom" if temporary else cache_base() / "classroom"
+    temporary = os.environ.get("RUNNER_TEMP", "")
+    return Path(temporary) / "mha-lab-classroom" if os.path.isabs(temporary) else cache_base() / "classroom"
 
 
 def cache_trusted_here() -> bool:
