@@ -621,6 +621,10 @@ LANDLOCK_RIGHTS = {
     "write_file": 1 << 1,
     "read_file": 1 << 2,
     "read_dir": 1 << 3,
+    "remove_dir": 1 << 4,
+    "remove_file": 1 << 5,
+    "make_dir": 1 << 7,
+    "make_reg": 1 << 8,
     "truncate": 1 << 14,
     "ioctl_dev": 1 << 15,
 }
@@ -638,8 +642,10 @@ def landlock_abi():
     return abi if abi > 0 else 0
 
 
-def landlock(rules) -> bool:
-    """Allow only what `rules` (PathRules) allow, for every file right the kernel handles."""
+def landlock(rules, bind_ports=()) -> bool:
+    """Allow only what `rules` (PathRules) allow, for every file right the kernel handles; no TCP
+    connection, and a TCP bind only on `bind_ports` (a notebook kernel's own: where the kernel
+    handles TCP rights, ABI 4+)."""
     abi = landlock_abi()
     if abi < 1:
         return False
@@ -668,6 +674,10 @@ def landlock(rules) -> bool:
                 libc.syscall(SYS_LANDLOCK_ADD_RULE, ruleset, 1, packed, 0)  # LANDLOCK_RULE_PATH_BENEATH
             finally:
                 os.close(fd)
+        for port in bind_ports if net else ():
+            packed = ctypes.create_string_buffer(struct.pack("=QQ", NET_BIND_TCP, port), 16)
+            if libc.syscall(SYS_LANDLOCK_ADD_RULE, ruleset, 2, packed, 0) != 0:  # LANDLOCK_RULE_NET_PORT
+                return False
         libc.prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0)
         return libc.syscall(SYS_LANDLOCK_RESTRICT_SELF, ruleset, 0) == 0
     finally:

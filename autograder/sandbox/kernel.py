@@ -1,0 +1,193 @@
+"""A Jupyter kernel confined before it runs a student's notebook (nbgrader autograde's kernel).
+
+    python -I -c "<put the kit on sys.path>; from autograder.sandbox.kernel import main; main()" \
+        NOTEBOOK_DIR SCRATCH COURSE -f CONNECTION_FILE
+
+routes/nbgrader_kernel.py starts it so (`-I`: no PYTHONPATH, no user site, not the current
+folder, where a student's files could shadow a module). Before ipykernel starts, this process:
+
+* makes SCRATCH (an empty folder of its kernel manager's) a tmpfs of SCRATCH_BYTES, seen by it
+  alone (user and mount namespaces, where the machine allows them: else the folder stays on
+  disk), copies its notebook's folder into SCRATCH/work (links as links) and moves there: the
+  kernel works on that copy, so nothing it writes reaches the course, where nbgrader writes the
+  executed notebook back;
+* limits itself: files of at most FILE_LIMIT bytes, MEMORY_BYTES of address space beyond what it
+  maps now, no core files;
+* confines itself with Landlock, for itself and everything it starts (`!` commands included):
+  it may read only the Python installation, a few system files, its own /proc entry, the
+  connection file and SCRATCH (the copy it works in, HOME, TMPDIR), write only SCRATCH (files
+  and folders; no links, no devices, nothing moved in from elsewhere), bind only its own ports
+  (those of its connection file, and ephemeral ones for ipykernel's own pipes) and connect
+  nowhere;
+* checks that the kit (its grading.yml, a reference file) and the course (its gradebook, a
+  source notebook) are now unreadable, and refuses to start otherwise (exit 3, saying why),
+  unless the instructor set MHA_LAB_UNCONFINED_KERNEL=1 knowingly;
+* runs the kernel as the first process of a pid namespace of its own (where the machine allows
+  it), and waits for it: when the kernel ends, every process the student's code started ends
+  with it, even one that left the kernel's process group;
+* forgets the kit: its import paths and an editable install's finders go, its loaded modules
+  too, so that `import autograder` finds nothing and the notebook's setup cell unpacks the grader
+  it carries (public checks only).
+"""
+
+import json
+import os
+import resource
+import shutil
+import signal
+import sys
+from pathlib import Path
+
+from autograder import KIT
+from autograder.sandbox.confine import PathRule, landlock, libc, mapped_bytes, private_scratch, python_paths
+
+UNCONFINED = "MHA_LAB_UNCONFINED_KERNEL"  # the instructor's knowing opt-out
+REFUSED = 3  # the exit code of a kernel that could not be confined
+FILE_LIMIT = 256 << 20  # bytes: the largest file a cell may write
+SCRATCH_BYTES = 1 << 30  # bytes: all a kernel may write (its copy of the notebook's folder included)
+MEMORY_BYTES = 8 << 30  # address space beyond what the kernel maps before ipykernel starts
+# What the kernel may read besides the Python installation, its notebook and its scratch.
+SYSTEM_READS = (
+    "/usr",
+    "/lib",
+    "/lib64",
+    "/bin",
+    "/etc/ld.so.cache",
+    "/etc/localtime",
+    "/etc/passwd",
+    "/etc/group",
+    "/etc/nsswitch.conf",
+    "/etc/hosts",
+    "/etc/mime.types",
+    "/etc/fonts",
+    "/etc/matplotlibrc",
+    "/dev/urandom",
+    "/proc/cpuinfo",
+    "/proc/meminfo",
+    "/sys/devices/system/cpu",
+)
+READ = frozenset({"execute", "read_file", "read_dir"})
+WRITE = READ | frozenset({"write_file", "truncate", "make_reg", "make_dir", "remove_file", "remove_dir"})
+WORK = "work"  # SCRATCH/work: the copy of the notebook's folder the kernel works in
+PORTS = ("shell_port", "iopub_port", "stdin_port", "hb_port", "control_port")
+
+
+def kernel_rules(scratch: str, connection_file: str, pid: int) -> list:
+    """The Landlock rules of a kernel whose scratch folder is `scratch`."""
+    return [
+        *(PathRule(path, READ) for path in python_paths()),
+        *(PathRule(path, READ) for path in SYSTEM_READS),
+        PathRule(f"/proc/{pid}", READ, "its own status, limits and descriptors (`pid` as /proc names it)"),
+        PathRule("/dev/null", frozenset({"read_file", "write_file"})),
+        PathRule(connection_file, frozenset({"read_file"}), "the ports and key the kernel serves on"),
+        PathRule(scratch, WRITE, "the copy of the notebook's folder, HOME and TMPDIR (the grader is unpacked there)"),
+    ]
+
+
+def secrets_of(course: str | None) -> list:
+    """Files the confined kernel must not be able to read: the kit's (its grading.yml, a
+    reference file) and, where known, the course's gradebook and a source notebook."""
+    found = [KIT / "grading.yml", *sorted((KIT / "solutions").glob("*/*.py"))[:1]]
+    if course:
+        found += [Path(course) / "gradebook.db", *sorted(Path(course).glob("source/*/*.ipynb"))[:1]]
+    return [str(path) for path in found if path.is_file()]
+
+
+def readable(path: str) -> bool:
+    try:
+        with open(path, "rb") as handle:
+            handle.read(1)
+        return True
+    except OSError:
+        return False
+
+
+def work_in_scratch(notebook_dir: str, scratch: str) -> bool:
+    """SCRATCH as a private tmpfs where the machine allows it (True), then SCRATCH/work, a copy of
+    the notebook's folder, as the current folder, and SCRATCH/home, SCRATCH/tmp."""
+    capped = private_scratch(scratch, SCRATCH_BYTES)
+    work = os.path.join(scratch, WORK)
+    shutil.copytree(notebook_dir, work, symlinks=True)
+    for name in ("home", "tmp"):
+        os.makedirs(os.path.join(scratch, name), exist_ok=True)
+    os.chdir(work)
+    return capped
+
+
+def confine(scratch: str, connection_file: str, course: str | None) -> list:
+    """Confine this process (the kernel to be) and everything it starts; returns what is still
+    readable of secrets_of(course): empty where the confinement holds."""
+    with open(connection_file, encoding="utf-8") as handle:
+        info = json.load(handle)
+    memory = mapped_bytes() + MEMORY_BYTES
+    resource.setrlimit(resource.RLIMIT_AS, (memory, memory))
+    resource.setrlimit(resource.RLIMIT_FSIZE, (FILE_LIMIT, FILE_LIMIT))
+    resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
+    signal.signal(signal.SIGXFSZ, signal.SIG_IGN)  # a write past the limit fails instead of killing
+    secrets = secrets_of(course)
+    rules = kernel_rules(scratch, connection_file, int(os.readlink("/proc/self")))
+    if not landlock(rules, bind_ports=[0, *(int(info[key]) for key in PORTS)]):
+        return secrets or ["(Landlock did not apply)"]
+    return [path for path in secrets if readable(path)]
+
+
+CLONE_NEWPID = 0x20000000
+
+
+def own_pid_namespace() -> bool:
+    """Whether the next child of this process is the first of a pid namespace of its own."""
+    return libc.unshare(CLONE_NEWPID) == 0
+
+
+def forget_the_kit():
+    """Take the kit out of this interpreter: its import paths and an editable install's finders
+    and path entries, its loaded modules. Afterwards `import autograder` finds nothing."""
+    kit = os.path.abspath(KIT)
+    hooks = [finder for finder in sys.meta_path if _finds_the_kit(finder, kit)]
+    sys.meta_path[:] = [finder for finder in sys.meta_path if finder not in hooks]
+    sys.path[:] = [
+        entry for entry in sys.path if entry and os.path.abspath(entry) != kit and "__editable__" not in entry
+    ]
+    sys.path_importer_cache.clear()
+    for name in [name for name in sys.modules if name == "autograder" or name.startswith("autograder.")]:
+        del sys.modules[name]
+
+
+def _finds_the_kit(finder, kit: str) -> bool:
+    """An editable install's finder (setuptools' __editable__ finders map names to folders)."""
+    module = sys.modules.get(getattr(finder, "__module__", "") or "")
+    mapping = getattr(module, "MAPPING", None)
+    return isinstance(mapping, dict) and any(os.path.dirname(os.path.abspath(p)) == kit for p in mapping.values())
+
+
+def main(argv=None):
+    """NOTEBOOK_DIR SCRATCH COURSE -f CONNECTION_FILE [ipykernel's options]."""
+    argv = sys.argv[1:] if argv is None else list(argv)
+    notebook_dir, scratch, course, *kernel_args = argv
+    connection_file = os.path.abspath(kernel_args[kernel_args.index("-f") + 1])
+    unconfined = os.environ.pop(UNCONFINED, "") == "1"
+    work_in_scratch(notebook_dir, scratch)
+    left = confine(scratch, connection_file, course or None)
+    if left and not unconfined:
+        sys.stderr.write(
+            "MHA Lab: this kernel could not be confined (Landlock: Linux 5.13 or later), so the "
+            f"student's code could read {left[0]} and write the gradebook: it does not start. "
+            f"Set {UNCONFINED}=1 for nbgrader autograde to run it anyway, knowingly.\n"
+        )
+        sys.exit(REFUSED)
+    if own_pid_namespace():
+        child = os.fork()
+        if child:  # the kernel's parent: it waits, and its end (or a SIGKILL) ends them all
+            signal.signal(signal.SIGINT, signal.SIG_IGN)  # an interrupt is the kernel's (its process group's)
+            os._exit(os.waitstatus_to_exitcode(os.waitpid(child, 0)[1]) & 0xFF)
+    forget_the_kit()
+    # IPython leaves the notebook's folder off sys.path under -I; put it back where a kernel has
+    # it (before site-packages), so that `import <package>` finds the files the cells wrote.
+    where = next((i for i, entry in enumerate(sys.path) if entry.endswith(("site-packages", "dist-packages"))), 0)
+    sys.path.insert(where, "")
+    from ipykernel import kernelapp, kernelbase
+
+    # ipykernel ends its children at shutdown by listing /proc, which it may not read here: its
+    # kernel manager kills the kernel's process group instead (routes/nbgrader_kernel.py).
+    kernelbase.Kernel._process_children = lambda self: []
+    kernelapp.launch_new_instance(argv=kernel_args)
