@@ -1,5 +1,6 @@
-"""The notebook check cell: hidden checks only as a count and points (nbgrader's feedback shows
-the cell's output), and the points frozen into the course when it was made."""
+"""The notebook check cell: public checks only, as feedback, whatever the kernel sets; the judge's
+verdict that nbgrader's feedback shows in the cell (nbgrader_cell.step_report): hidden checks only
+as a count and points; and the points frozen into the course when it was made."""
 
 import json
 import re
@@ -8,21 +9,81 @@ import re
 import pytest
 
 from autograder.engine.course.assignment import step_modules
-from autograder.routes.nbgrader_cell import check_step
+from autograder.routes.nbgrader_cell import check_step, step_report
 from conftest import SOLUTIONS
 from planted import planted_of
 
 
-def test_hidden_checks_show_as_a_count_and_points(submission, capsys):
+def test_hidden_checks_show_as_a_count_and_points(submission, config):
+    from autograder.engine.judge.runner import grade
+
     mistake = next(m for m in planted_of("attention") if m.id == "no_scale")
-    check_step("attention", hidden=True, directory=str(submission(mistake)), seed=3, verbose=True)
-    out = capsys.readouterr().out
+    result = grade(submission(mistake), config, reference=SOLUTIONS, seed=3, steps=["attention"])
+    out = step_report(result, config, "attention", verbose=True)
     hidden = {c.id for c in step_modules("mha")["attention"].CHECKS if c.visibility == "hidden"}
     public = {c.id for c in step_modules("mha")["attention"].CHECKS if c.visibility == "public"}
     failing = set(re.findall(r"x (\w+):", out))  # verbose: each failing check's line
     assert failing and failing <= public, out  # the public failures are named ...
     assert not any(check in out for check in hidden - public), out  # ... the hidden ones nowhere
     assert re.search(rf"hidden checks: {len(hidden)}, 0.00/[0-9.]+ points", out), out
+
+
+@pytest.mark.parametrize(
+    "environment",
+    [{}, {"NBGRADER_EXECUTION": "autograde"}, {"NBGRADER_EXECUTION": "autograde", "MHA_LAB_HIDDEN": "1"}],
+    ids=["plain", "autograde", "autograde+switch"],
+)
+def test_the_check_cell_runs_public_checks_only_whatever_the_kernel_sets(
+    submission, config, monkeypatch, capsys, environment
+):
+    """A mistake only a hidden check catches: the cell, as at nbgrader autograde or with any
+    variable a cell can set, runs the public checks (full marks, as feedback) and never loads
+    the reference; the grade of record is the judge's (routes/nbgrader_sync.py)."""
+    from autograder.engine.judge import runner
+    from planted import PLANTED
+
+    mistake = next(p for p in PLANTED if p.name == "causal_ignores_device")
+    path = submission(mistake)
+    judged = runner.grade(path, config, reference=SOLUTIONS, seed=3, steps=["masking"]).step("masking")
+    assert judged.score < judged.max_score  # the judge charges it
+    for name, value in environment.items():
+        monkeypatch.setenv(name, value)
+    references = []
+    real_grade = runner.grade
+
+    def spying(*args, **kwargs):
+        references.append(kwargs.get("reference"))
+        return real_grade(*args, **kwargs)
+
+    monkeypatch.setattr("autograder.routes.nbgrader_cell.grade", spying)
+    assert check_step("masking", directory=str(path), seed=3, points=15.0) == 15.0
+    out = capsys.readouterr().out
+    assert references == [None] and "hidden checks:" not in out, out
+    assert "Feedback from your notebook" in out.splitlines()[0], out
+
+
+def test_the_course_check_cells_call_the_same_whatever_a_cell_sets(config, monkeypatch):
+    """Each check cell of the course notebook (solutions/mha.ipynb, what nbgrader releases), run
+    with a recording check_step under every environment a student's cell can set: the same call
+    every time, without `hidden` (public checks only), worth the cell's points. Fails on main
+    7d8dbad: its cells asked for the hidden checks only where NBGRADER_EXECUTION said autograde,
+    which a cell can change."""
+    notebook = json.loads((SOLUTIONS / "mha.ipynb").read_text())
+    cells = [c for c in notebook["cells"] if c.get("metadata", {}).get("nbgrader", {}).get("grade")]
+    assert len(cells) == len(config.steps)
+    environments = [{}, {"NBGRADER_EXECUTION": "autograde"}, {"NBGRADER_EXECUTION": "off"}, {"MHA_LAB_HIDDEN": "0"}]
+    for cell in cells:
+        calls = []
+        for environment in environments:
+            with monkeypatch.context() as patch:
+                for name in ("NBGRADER_EXECUTION", "MHA_LAB_HIDDEN"):
+                    patch.delenv(name, raising=False)
+                for name, value in environment.items():
+                    patch.setenv(name, value)
+                exec("".join(cell["source"]), {"check_step": lambda *a, **k: calls.append((a, k))})
+        assert len(calls) == len(environments) and all(call == calls[0] for call in calls), calls
+        args, kwargs = calls[0]
+        assert "hidden" not in kwargs and kwargs["points"] == cell["metadata"]["nbgrader"]["points"], calls[0]
 
 
 def test_points_changed_since_the_course_was_made_are_scored_out_of_the_cells(capsys):
@@ -41,7 +102,7 @@ def test_the_course_freezes_each_steps_points_into_its_check_cell(config):
         assert cell["metadata"]["nbgrader"]["points"] == step.points
 
 
-def test_a_diagnosis_only_hidden_checks_give_stays_out_of_the_cell(submission, config, capsys):
+def test_a_diagnosis_only_hidden_checks_give_stays_out_of_the_cell(submission, config):
     from autograder.engine.checks import messages
     from autograder.engine.judge.runner import grade
     from planted import PLANTED
@@ -51,8 +112,7 @@ def test_a_diagnosis_only_hidden_checks_give_stays_out_of_the_cell(submission, c
     said = messages.render("diagnosis.causal_ignores_device")
     full = grade(path, config, reference=SOLUTIONS, seed=3, steps=["masking"]).step("masking")
     assert said in [d["message"] for d in full.diagnoses]  # the grader finds it ...
-    check_step("masking", hidden=True, directory=str(path), seed=3)
-    out = capsys.readouterr().out
+    out = step_report(grade(path, config, reference=SOLUTIONS, seed=3, steps=["masking"]), config, "masking")
     points, max_points = map(float, re.search(r"hidden checks: \d+, ([0-9.]+)/([0-9.]+) points", out).groups())
     assert points < max_points, out  # ... from a hidden check's failure ...
     assert said not in out, out  # ... and the cell, which students read, does not describe it
@@ -94,7 +154,7 @@ def test_the_pictures_of_failing_public_checks_show_in_the_notebook(submission, 
     shown = []
     monkeypatch.setattr(IPython, "get_ipython", lambda: FakeKernelShell())
     monkeypatch.setattr(IPython.display, "display", lambda image: shown.append(image))
-    check_step("masking", hidden=True, directory=str(path), seed=3)
+    check_step("masking", directory=str(path), seed=3)
     out = capsys.readouterr().out
     assert all(isinstance(image, IPython.display.Image) for image in shown)
     assert all(image.data.startswith(b"\x89PNG\r\n\x1a\n") for image in shown)  # read in when shown

@@ -39,10 +39,11 @@ def test_the_cli_without_seed_grades_the_same_twice(submission, tmp_path):
 
 
 @pytest.mark.slow  # an end-to-end run of tens of seconds: CI runs it (pytest -m "")
-def test_the_notebook_route_grades_hidden_checks_as_the_cli_does(submission, tmp_path, capsys):
-    """nbgrader's check cell (routes/nbgrader_cell.check_step, hidden=True) twice: the hidden check
-    draws the same sizes (the student's code prints the ones it gets) and gives the same points,
-    the points the command line gives."""
+def test_the_notebook_route_grades_public_checks_as_the_cli_does(submission, tmp_path, capsys):
+    """A notebook's check cell (routes/nbgrader_cell.check_step, public checks: its hidden ones
+    are the sandboxed judge's, tests/test_nbgrader.py) twice: the checks draw the same sizes (the
+    student's code prints the ones it gets) and give the same points, the points the command
+    line's public checks give."""
     root = submission(SOFTMAX_WRONG_DIM)
     source = (root / "mha" / "attention.py").read_text()
     printing = replace_once(
@@ -53,12 +54,12 @@ def test_the_notebook_route_grades_hidden_checks_as_the_cli_does(submission, tmp
     (root / "mha" / "attention.py").write_text(printing)
     runs = []
     for _ in range(2):
-        points = check_step("attention", hidden=True, directory=str(root), assignment="mha")
+        points = check_step("attention", directory=str(root), assignment="mha")
         printed = [line for line in capsys.readouterr().out.splitlines() if line.startswith("sizes")]
         runs.append((points, printed))
-    assert len(runs[0][1]) > 5, runs  # the public checks' calls, and the hidden check's
+    assert len(runs[0][1]) > 5, runs  # the public checks' calls
     assert runs[0] == runs[1]
-    completed = run("grade", root, "--assignment", "mha", "--json", tmp_path / "cli.json")
+    completed = run("grade", root, "--assignment", "mha", "--public-only", "--json", tmp_path / "cli.json")
     assert completed.returncode == 0, completed.stderr
     cli = json.loads((tmp_path / "cli.json").read_text())
     assert runs[0][0] == round(next(s["score"] for s in cli["steps"] if s["id"] == "attention"), 4)

@@ -13,6 +13,8 @@
     generate [--check]     every generated file: message templates and compiled catalogs,
                            fingerprints, skeletons (engine/build/generated.py)
     nbgrader COURSE_DIR    write an nbgrader course: nbgrader_config.py, source/<id>/<id>.ipynb
+    nbgrader-sync COURSE_DIR  the grade of record of an nbgrader course: its submitted notebooks,
+                           graded in the sandbox, into its gradebook (after nbgrader autograde)
     release DIR            write what students get; gradescope ZIP: a Gradescope autograder
     secret                 make this course's secret (the hidden checks' inputs) once; say where
     doctor                 check the grading machine's sandbox layer by layer (GPU or not)
@@ -56,6 +58,7 @@ INSTRUCTOR_COMMANDS = (
     "release",
     "gradescope",
     "nbgrader",
+    "nbgrader-sync",
     "skeleton",
     "fingerprints",
     "generate",
@@ -207,6 +210,19 @@ def command_line() -> argparse.ArgumentParser:
 
     nbgrader = commands.add_parser("nbgrader", help="write an nbgrader course (config and source notebook)")
     nbgrader.add_argument("course_dir", type=Path, help="the course directory (created if needed)")
+    sync = commands.add_parser(
+        "nbgrader-sync",
+        help="grade an nbgrader course's submitted notebooks in the sandbox and write the scores into its gradebook",
+    )
+    sync.add_argument("course_dir", type=Path, help="the course directory (where nbgrader_config.py is)")
+    sync.add_argument("--assignment", help="only this assignment (default: every one of grading.yml in the gradebook)")
+    sync.add_argument("--workers", type=int, help="submissions graded at once (default: cores)")
+    sync.add_argument(
+        "--force", action="store_true", help="grade every submission again (after a change of grading.yml or the kit)"
+    )
+    sync.add_argument(
+        "--lang", choices=["en", "ko"], help="language of what the check cells get (default: MHA_LAB_LANG, the locale)"
+    )
 
     skeleton = commands.add_parser(
         "skeleton", help="regenerate assignments/<id>/ and solutions/<id>.ipynb from solutions/<id>/"
@@ -322,6 +338,11 @@ def run(args):
         return run_generate(args)
     if args.command == "nbgrader":
         return run_nbgrader(args)
+    if args.command == "nbgrader-sync":
+        from autograder.routes.nbgrader_sync import run as run_sync  # late: not at the start of `python -m autograder`
+
+        with messages.speaking(args.lang):
+            return run_sync(args)
     if args.command in ("release", "gradescope"):
         from autograder.routes.gradescope import gradescope_zip  # late: not at the start of `python -m autograder`
         from autograder.routes.release import (

@@ -1,9 +1,13 @@
 """Grading inside a Jupyter notebook: the check cells of the course notebook call `check_step`.
 
-    check_step("padding")               # a student's run: public checks, prints a table
-    check_step("padding", hidden=True)  # nbgrader autograde: hidden checks too (instructor kit)
+    check_step("padding")               # public checks, prints a table, returns the points
     check_step("padding", lang="ko")    # messages and table in Korean (default: MHA_LAB_LANG, the locale)
     check_step("padding", verbose=True) # every failing check's full message under the step's verdict
+
+What a check cell says is feedback: it runs in the student's kernel, on the public checks only,
+and says so. The hidden checks and the reference never load there (not even at nbgrader
+autograde): the grade of record is the sandboxed judge's, which routes/nbgrader_sync.py writes
+into nbgrader's gradebook, and step_report is what that judge's verdict looks like in the cell.
 
 Each solution cell of the notebook writes one file of the student's package (`%%writefile`), so a
 check cell grades exactly the files the other routes grade. The value returned is the step's
@@ -14,7 +18,7 @@ PyTorch writes there while grading (and every warning) is caught and shown on st
 
 Where a public check of attention fails, the picture of the student's weights next to the expected
 ones (routes/plots.py) shows under the table, in the notebook itself (IPython's display); outside a
-notebook kernel the table names the file. Hidden checks never get a picture here.
+notebook kernel the table names the file.
 """
 
 import contextlib
@@ -26,8 +30,6 @@ import tempfile
 import warnings
 from pathlib import Path
 
-from autograder import KIT
-
 from autograder.engine.course import config as grading_config
 from autograder.engine.checks import messages
 from autograder.engine.mistakes.diagnosis import public_message_ids
@@ -35,13 +37,11 @@ from autograder.engine.judge.results import table
 from autograder.engine.judge.runner import grade
 from autograder.routes.public_view import public_view
 
-REFERENCE = KIT / "solutions"
 OUTPUT_LIMIT = 2000  # characters of captured stderr shown back
 
 
 def check_step(
     step_id: str,
-    hidden: bool = False,
     directory=".",
     seed: int = None,
     assignment: str = None,
@@ -57,19 +57,14 @@ def check_step(
     nbgrader rejects a cell scoring above it, so a grading.yml edited since is scored out of
     `points`, with a note that the course needs regenerating."""
     with messages.speaking(lang):
-        return _check_step(step_id, hidden, directory, seed, assignment, points, verbose)
+        return _check_step(step_id, directory, seed, assignment, points, verbose)
 
 
-def _check_step(step_id, hidden, directory, seed, assignment, points, verbose=False):
+def _check_step(step_id, directory, seed, assignment, points, verbose=False):
     config = grading_config.load(assignment=assignment)
     if step_id not in {step.id for step in config.steps}:  # grading.yml changed since the course was made
         print(messages.render("course_step_missing", step=step_id, assignment=config.id))
         return 0.0
-    reference = None
-    if hidden:
-        if not (REFERENCE / config.package).is_dir():
-            raise RuntimeError(messages.render("no_reference", path=str(REFERENCE)))
-        reference = REFERENCE
     display = inline_display()
     folder, keep = Path(tempfile.mkdtemp(prefix="mha-lab-pictures-")), False
     try:
@@ -77,19 +72,14 @@ def _check_step(step_id, hidden, directory, seed, assignment, points, verbose=Fa
             result = grade(
                 Path(directory),
                 config,
-                reference=reference,
+                reference=None,  # public checks only: the hidden ones are the sandboxed judge's
                 seed=seed,
                 steps=[step_id],
                 pictures=public_pictures(folder),
             )
             step = result.step(step_id)
-        view, summary = public_view(result, step_id, public_message_ids(config))
-        if display is not None:  # shown below the table, not named in it
-            view.steps[0].pictures = []
-        title = messages.title(f"step_title.{config.id}.{step_id}", config.step(step_id).title)
-        print(table(view, title=f"{step.id}: {title}", verbose=verbose))
-        if summary:
-            print(summary)
+        print(messages.render("notebook_feedback_only"))
+        print(step_report(result, config, step_id, verbose=verbose, pictures=display is None))
         if display is not None:
             for picture in step.pictures:
                 display(picture)
@@ -99,14 +89,34 @@ def _check_step(step_id, hidden, directory, seed, assignment, points, verbose=Fa
             shutil.rmtree(folder, ignore_errors=True)
     if stderr.text:
         print("\n" + messages.render("notebook_stderr") + "\n" + stderr.text[:OUTPUT_LIMIT])
+    score, note = frozen_score(step, config, points)
+    if note:
+        print("\n" + note)
+    return score
+
+
+def step_report(result, config, step_id: str, verbose: bool = False, pictures: bool = True) -> str:
+    """What a student may read of step `step_id` of `result`: its title, the table of its public
+    checks (public_view: hidden checks as a count and points, only the diagnoses a student
+    release could give) and, where `pictures`, the pictures' paths."""
+    view, summary = public_view(result, step_id, public_message_ids(config))
+    if not pictures:  # shown below the table (a notebook), not named in it
+        view.steps[0].pictures = []
+    title = messages.title(f"step_title.{config.id}.{step_id}", config.step(step_id).title)
+    text = table(view, title=f"{step_id}: {title}", verbose=verbose)
+    return text + ("\n" + summary if summary else "")
+
+
+def frozen_score(step, config, points: float = None) -> tuple:
+    """(the points of `step`, a StepResult, as a check cell worth `points` scores them, a note or
+    ""). nbgrader rejects a cell scoring above its points: a step whose points grading.yml has
+    changed since the course was made is scored out of the cell's `points`, with a note."""
     score = min(max(step.score, 0.0), step.max_score)
-    if points is not None and points != config.step(step_id).points:
-        print(
-            "\n"
-            + messages.render("course_points_changed", step=step_id, live=config.step(step_id).points, frozen=points)
-        )
-        score = score / step.max_score * points if step.max_score else 0.0
-    return round(score, 4)
+    live = config.step(step.id).points
+    if points is None or points == live:
+        return round(score, 4), ""
+    note = messages.render("course_points_changed", step=step.id, live=live, frozen=points)
+    return round(score / step.max_score * points if step.max_score else 0.0, 4), note
 
 
 def public_pictures(directory: Path):

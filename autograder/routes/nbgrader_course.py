@@ -6,9 +6,12 @@ The notebook teaches the steps in grading.yml's order. For each step: the files 
 no earlier step showed (the file's docstring as a markdown cell, then a solution cell that writes
 the file with `%%writefile <id>/<file>`, its `### BEGIN/END SOLUTION` regions untouched), then a
 locked check cell worth the step's points that calls routes.nbgrader_cell.check_step with those
-points (frozen: a later edit of grading.yml needs a regeneration, and check_step says so). The hidden
-checks are switched on between `### BEGIN/END HIDDEN TESTS`, which nbgrader removes from the
-students' copy and from the feedback. A copy is kept in solutions/<id>.ipynb, and
+points (frozen: a later edit of grading.yml needs a regeneration, and check_step says so): the
+public checks, as feedback. Its nbgrader_config.py has autograde run each notebook in a confined
+kernel without the kit (routes/nbgrader_kernel.py) and then the sandboxed judge, whose scores are
+the gradebook's (routes/nbgrader_gradebook.py; `nbgrader-sync` does the same for a whole class,
+routes/nbgrader_sync.py), and feedback pages leave the kit out (routes/nbgrader_feedback.py).
+A copy is kept in solutions/<id>.ipynb, and
 `python -m autograder skeleton --check` fails when it is out of date.
 
 `notebook_files` reads the files back out of a (student's) notebook, so that every other route
@@ -75,13 +78,37 @@ os.makedirs({package!r}, exist_ok=True)  # the solution cells write their files 
 # (it would change with every change of the grader), the course's notebook carries it.
 NO_GRADER = "# (the course's notebook carries the grader here, for a hub where the kit is not installed)\n"
 
-# nbgrader autograde sets NBGRADER_EXECUTION=autograde: the hidden checks run then only. No
-# hidden-tests region: nbgrader's gradebook keeps a locked cell's checksum from before it cuts
-# such a region, so every check cell would be reported changed at autograde.
-CHECK = """import os
+# What a check cell says is feedback from the student's kernel: public checks only, always. The
+# grade of record is the sandboxed judge's (routes/nbgrader_sync.py); nbgrader autograde runs it
+# too, after the kernel (routes/nbgrader_gradebook.py JudgedScores). No hidden-tests region:
+# nbgrader's gradebook keeps a locked cell's checksum from before it cuts such a region, so every
+# check cell would be reported changed at autograde.
+CHECK = """# 피드백(공개 검사만): 성적은 코스의 채점기가 샌드박스에서 매깁니다
+# feedback (public checks only): the grade is the course's sandboxed grader's
+check_step({step_id!r}, assignment={assignment!r}, points={points!r})"""
 
-hidden = os.environ.get("NBGRADER_EXECUTION") == "autograde"  # the hidden checks run at autograde only
-check_step({step_id!r}, hidden=hidden, assignment={assignment!r}, points={points!r})"""
+# The preprocessors nbgrader autograde runs after sanitizing a notebook: nbgrader 0.9's own
+# (Autograde.autograde_preprocessors), with the kernel confined (its Execute replaced) and the
+# sandboxed judge's scores written after the kernel's (JudgedScores, after SaveAutoGrades).
+# Named, not imported: the kit is imported when autograde runs, and if it cannot be, autograde
+# fails rather than running an unconfined kernel. tests/test_nbgrader.py compares this list with
+# nbgrader's own.
+AUTOGRADE = (
+    "autograder.routes.nbgrader_kernel.ConfinedExecute",
+    "nbgrader.preprocessors.IgnorePattern",
+    "nbconvert.preprocessors.ClearMetadataPreprocessor",
+    "nbgrader.preprocessors.LimitOutput",
+    "nbgrader.preprocessors.SaveAutoGrades",
+    "autograder.routes.nbgrader_gradebook.JudgedScores",
+    "nbgrader.preprocessors.AssignLatePenalties",
+    "nbgrader.preprocessors.CheckCellMetadata",
+)
+FEEDBACK = (
+    "nbgrader.preprocessors.GetGrades",
+    "nbgrader.preprocessors.ClearHiddenTests",
+    "autograder.routes.nbgrader_feedback.WithoutKit",
+    "nbconvert.preprocessors.CSSHTMLHeaderPreprocessor",
+)
 
 NBGRADER_CONFIG = """# nbgrader configuration of the MHA Lab course, written by `python -m autograder nbgrader`.
 import os
@@ -91,13 +118,12 @@ c.CourseDirectory.root = os.path.dirname(os.path.abspath(__file__))
 c.CourseDirectory.course_id = "mha-lab"
 # The students' copy shows the same placeholder as the skeletons in assignments/.
 c.ClearSolutions.code_stub = {{"python": {placeholder!r}}}
-# Feedback must not show what runs the hidden checks.
-c.GenerateFeedback.preprocessors = [
-    "nbgrader.preprocessors.GetGrades",
-    "nbgrader.preprocessors.ClearHiddenTests",
-    "nbconvert.preprocessors.CSSHTMLHeaderPreprocessor",
-]
-# One notebook imports torch and grades every step (the cuda step on a simulated GPU).
+# Autograde: each notebook runs in a kernel confined to its own folder, without the kit (public
+# checks only, as feedback); then the sandboxed judge grades it, and its scores are the gradebook's.
+c.Autograde.autograde_preprocessors = {autograde!r}
+# Feedback shows no file or path of the kit, and not what runs the hidden checks.
+c.GenerateFeedback.preprocessors = {feedback!r}
+# Per cell; ConfinedExecute.budget bounds the whole notebook.
 c.Execute.timeout = {timeout}
 """
 
@@ -252,7 +278,7 @@ def write_course_notebook(config, target=None, dry_run=False):
     return [target]
 
 
-def write_course(course_dir, graded, timeout=900):
+def write_course(course_dir, graded, timeout=300):
     """An nbgrader course in `course_dir`: nbgrader_config.py and, per Assignment of `graded`
     (one or a list), source/<id>/<id>.ipynb, carrying the grader (public checks) for a hub."""
     graded = graded if isinstance(graded, list) else [graded]
@@ -265,7 +291,12 @@ def write_course(course_dir, graded, timeout=900):
     if existing:
         raise FileExistsError(f"already there: {', '.join(existing)}")
     targets[0].parent.mkdir(parents=True, exist_ok=True)
-    targets[0].write_text(NBGRADER_CONFIG.format(placeholder=PLACEHOLDER, timeout=timeout), encoding="utf-8")
+    targets[0].write_text(
+        NBGRADER_CONFIG.format(
+            placeholder=PLACEHOLDER, timeout=timeout, autograde=list(AUTOGRADE), feedback=list(FEEDBACK)
+        ),
+        encoding="utf-8",
+    )
     for config, target in zip(graded, targets[1:]):
         target.parent.mkdir(parents=True)
         grader = base64.b64encode(grader_archive(config)).decode("ascii")
