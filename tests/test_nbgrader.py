@@ -17,6 +17,7 @@ import math
 import os
 import re
 import shlex
+import shutil
 import subprocess
 import sys
 from dataclasses import dataclass, field
@@ -94,6 +95,11 @@ try:
     print(open("/proc/self/environ", "rb").read()[:2000])
 except OSError as error:
     print("environ refused:", type(error).__name__)"""
+# What formgrader would run in the instructor's browser, logged in (it could set manual scores).
+SCRIPTS = """from IPython.display import HTML, Javascript, display
+display(HTML('<img src=x onerror="window.mhaLabXSS=1"><script>window.mhaLabXSS=2</script>'))
+display(Javascript("window.mhaLabXSS=3"))"""
+SCRIPT_NOTE = '<script>window.mhaLabXSS=4</script> <img src=y onerror="window.mhaLabXSS=5">'
 FAKE_CHECK = """def check_step(*args, points=None, **kwargs):
     print("padding 10.00 / 10.00  (all checks passed)")
     return points
@@ -118,6 +124,13 @@ def cell_after_setup(notebook, source):
     notebook = nbformat.from_dict(json.loads(json.dumps(notebook)))
     where = next(i for i, c in enumerate(notebook.cells) if c.get("id") == "setup") + 1
     notebook.cells.insert(where, nbformat.v4.new_code_cell(source))
+    return notebook
+
+
+def with_scripts(notebook):
+    """`notebook` with outputs and a markdown cell that a browser would run (SCRIPTS, SCRIPT_NOTE)."""
+    notebook = cell_after_setup(notebook, SCRIPTS)
+    notebook.cells.insert(1, nbformat.v4.new_markdown_cell(SCRIPT_NOTE))
     return notebook
 
 
@@ -164,7 +177,7 @@ ATTACKS = {
     # the two switches the issue found, and the reference read from a cell
     "rebinds": Attack(with_mistake(NO_SCALE), lambda nb: cell_after_setup(nb, REBIND)),
     "switches": Attack(with_mistake(HIDDEN_ONLY), lambda nb: cell_after_setup(nb, SWITCH)),
-    "prints": Attack(reference_files(), lambda nb: cell_after_setup(nb, PRINT_KIT)),
+    "prints": Attack(reference_files(), lambda nb: with_scripts(cell_after_setup(nb, PRINT_KIT))),
     # nbgrader's handles on a check cell, and files beside the notebook that shadow the grader
     # in the kernel (an `autograder` package) or hold a solved package
     "tampers": Attack(
@@ -368,7 +381,20 @@ def nbgrader_points(course, students=None):
 def cli_points(tmp_path, submission, public_only=False):
     out = tmp_path / ("public.json" if public_only else "result.json")
     with contextlib.redirect_stdout(io.StringIO()):
-        assert cli(["grade", str(submission), "--assignment", "mha", "--json", str(out), *(["--public-only"] if public_only else [])]) == 0
+        assert (
+            cli(
+                [
+                    "grade",
+                    str(submission),
+                    "--assignment",
+                    "mha",
+                    "--json",
+                    str(out),
+                    *(["--public-only"] if public_only else []),
+                ]
+            )
+            == 0
+        )
     return {s["id"]: round(s["score"], 4) for s in json.loads(out.read_text())["steps"]}
 
 
@@ -613,8 +639,6 @@ def test_manual_scores_and_comments_survive_every_later_sync(course, tmp_path):
     Gradebook API) is never overwritten; a second sync writes the same rows (idempotent) and
     leaves a resolved flag resolved; `nbgrader autograde --force` puts the judge's scores back,
     never the kernel's. Fails on main 7d8dbad: no sync (`nbgrader-sync` is not a command)."""
-    import shutil
-
     from nbgrader.api import Gradebook
 
     course = Path(shutil.copytree(course, tmp_path / "course", symlinks=True))  # the others read the cycle's
@@ -692,8 +716,6 @@ def test_where_the_judge_cannot_run_autograde_keeps_no_kernel_number(course, tmp
     """JudgedScores, nbgrader autograde's stage, with a judge that fails (no sandbox on the
     machine, say): the kit's check cells get no automatic score and a flag, and each says that
     the sync has not run; the kernel's numbers do not stay."""
-    import shutil
-
     from nbgrader.api import Gradebook
 
     from autograder.engine.judge import runner
@@ -718,3 +740,65 @@ def test_where_the_judge_cannot_run_autograde_keeps_no_kernel_number(course, tmp
     for cell in checks:
         said = [o for o in cell.outputs if o.get("metadata", {}).get(MARK) == "not-judged"]
         assert len(said) == 1 and "Not graded yet" in said[0]["data"]["text/plain"], cell.source
+
+
+BROWSER_PROBE = """<script>
+window.addEventListener("load", () => setTimeout(() => {
+  const out = document.createElement("pre");
+  out.id = "probe";
+  out.textContent = JSON.stringify({ran: window.mhaLabXSS ?? null,
+                                    shown: document.body.innerText.includes("window.mhaLabXSS=4")});
+  document.body.appendChild(out);
+}, 1000));
+</script>"""
+
+
+def in_a_browser(page: str, tmp_path) -> dict:
+    """What BROWSER_PROBE finds once headless Chromium has loaded `page` (HTML): whether a
+    student's script ran (the value it set) and whether their markdown shows as text."""
+    from test_report import CHROMIUM, open_in_chromium
+
+    assert CHROMIUM, "CI installs chromium (.ci/run)"
+    tmp_path.mkdir(parents=True, exist_ok=True)
+    return open_in_chromium(page, tmp_path, probe=BROWSER_PROBE)
+
+
+def formgrader_page(notebook: Path) -> str:
+    """The page formgrader's submission view serves for an autograded notebook (its exporter and
+    template, nbgrader.server_extensions.formgrader)."""
+    from nbconvert.exporters import HTMLExporter
+    from nbgrader.server_extensions.formgrader import handlers
+
+    exporter = HTMLExporter(template_name="formgrade", extra_template_basedirs=[handlers.template_path])
+    resources = {"assignment_id": "mha", "notebook_id": "mha", "submission_id": "1", "index": 0, "total": 1,
+                 "base_url": "", "student": "prints", "last_name": None, "first_name": None,
+                 "notebook_path": "autograded/prints/mha/mha.ipynb"}  # fmt: skip
+    page, _ = exporter.from_filename(str(notebook), resources=resources)
+    return page
+
+
+@pytest.mark.skipif(
+    not shutil.which("chromium") and not Path("/usr/bin/chromium").exists() and not os.environ.get("MHA_LAB_CI"),
+    reason="no chromium executable (Debian: apt-get install chromium); CI installs it",
+)
+def test_nothing_a_student_made_runs_in_the_graders_browser(course, tmp_path):
+    """formgrader shows the autograded notebook to the instructor, logged in, where a script
+    could set manual scores through formgrader's API (the judge keeps them): opened in
+    Chromium, formgrader's page of the student whose cells display HTML and JavaScript and whose
+    markdown holds a script, and their feedback page, run none of it and show the markdown as
+    text. Fails without InertOutputs (nbgrader's own autograde keeps the outputs): formgrader's
+    page gives {'ran': 3, ...}."""
+    from autograder.routes.nbgrader_kernel import KEPT_DATA
+
+    notebook = course / "autograded" / "prints" / "mha" / "mha.ipynb"
+    graded = nbformat.read(str(notebook), as_version=4)
+    kinds = {kind for c in graded.cells if c.cell_type == "code" for o in c.outputs for kind in o.get("data", {})}
+    assert kinds <= set(KEPT_DATA), kinds
+    displayed = next(c for c in graded.cells if c.source == SCRIPTS).outputs
+    assert len(displayed) == 2 and all(o.output_type == "display_data" for o in displayed), displayed
+    pages = {
+        "formgrader": formgrader_page(notebook),
+        "feedback": (course / "feedback" / "prints" / "mha" / "mha.html").read_text(),
+    }
+    for name, page in pages.items():
+        assert in_a_browser(page, tmp_path / name) == {"ran": None, "shown": True}, name

@@ -114,3 +114,25 @@ def test_the_public_share_of_a_judged_step_is_what_the_check_cell_gives(submissi
     for step in steps:
         points = config.step(step).points
         assert public_points(judged.step(step), config, points) == check_step(step, directory=str(path), points=points)
+
+
+def test_autograde_runs_nbgraders_own_stages_with_the_kits_in_their_places():
+    """The course's autograde pipeline (nbgrader_course.AUTOGRADE, names) is nbgrader's own
+    default, in its order, with its Execute replaced by the confined one, InertOutputs right
+    after it, and JudgedScores right after SaveAutoGrades: an nbgrader that changes its stages
+    fails here, not silently in a course."""
+    from nbgrader.converters import Autograde
+    from nbgrader.preprocessors import Execute, SaveAutoGrades
+    from traitlets.utils.importstring import import_item
+
+    from autograder.routes.nbgrader_course import AUTOGRADE
+    from autograder.routes.nbgrader_gradebook import JudgedScores
+    from autograder.routes.nbgrader_kernel import ConfinedExecute, InertOutputs
+
+    stages = [import_item(name) for name in AUTOGRADE]
+    assert stages[:2] == [ConfinedExecute, InertOutputs] and issubclass(ConfinedExecute, Execute)
+    assert stages[stages.index(SaveAutoGrades) + 1] is JudgedScores
+    nbgraders = [
+        Execute if stage is ConfinedExecute else stage for stage in stages if stage not in (InertOutputs, JudgedScores)
+    ]
+    assert nbgraders == list(Autograde.autograde_preprocessors.default())

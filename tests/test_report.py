@@ -475,9 +475,10 @@ window.addEventListener("load", function () {
 </script>"""
 
 
-def open_in_chromium(html, tmp_path, env=None):
+def open_in_chromium(html, tmp_path, env=None, probe=PROBE):
+    """What `probe` (a script that writes JSON into <pre id="probe">) finds in `html` in Chromium."""
     page = tmp_path / "probe.html"
-    page.write_text(html.replace("<head>", "<head>" + PROBE, 1), encoding="utf-8")
+    page.write_text(html.replace("<head>", "<head>" + probe, 1), encoding="utf-8")
     completed = subprocess.run(
         [
             CHROMIUM,

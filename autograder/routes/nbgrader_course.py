@@ -88,13 +88,16 @@ CHECK = """# 피드백(공개 검사만): 성적은 코스의 채점기가 샌�
 check_step({step_id!r}, assignment={assignment!r}, points={points!r})"""
 
 # The preprocessors nbgrader autograde runs after sanitizing a notebook: nbgrader 0.9's own
-# (Autograde.autograde_preprocessors), with the kernel confined (its Execute replaced) and the
-# sandboxed judge's scores written after the kernel's (JudgedScores, after SaveAutoGrades).
+# (Autograde.autograde_preprocessors), with the kernel confined (its Execute replaced), nothing
+# active left of what it made (InertOutputs: formgrader shows the notebook to the logged-in
+# instructor), and the sandboxed judge's scores written after the kernel's (JudgedScores, after
+# SaveAutoGrades).
 # Named, not imported: the kit is imported when autograde runs, and if it cannot be, autograde
-# fails rather than running an unconfined kernel. tests/test_nbgrader.py compares this list with
+# fails rather than running an unconfined kernel. tests/test_nbgrader_sync.py compares this list with
 # nbgrader's own.
 AUTOGRADE = (
     "autograder.routes.nbgrader_kernel.ConfinedExecute",
+    "autograder.routes.nbgrader_kernel.InertOutputs",
     "nbgrader.preprocessors.IgnorePattern",
     "nbconvert.preprocessors.ClearMetadataPreprocessor",
     "nbgrader.preprocessors.LimitOutput",

@@ -6,22 +6,31 @@ place of nbgrader's Execute. Its kernel manager makes an empty scratch folder an
 kernel as sandbox/kernel.py describes (on a copy of the notebook's folder in that scratch: nothing
 it writes reaches the course), with an environment of its own (nothing of the instructor's but
 PATH and the locale; HOME and TMPDIR in the scratch). When the kernel ends, its process group is
-killed and the scratch removed. Its budget bounds
-the whole notebook, on top of nbgrader's per-cell `timeout`: a cell runs for at most what is left
-of it, and once it is spent the remaining cells are not run and say so (an error output, which
-nbgrader scores 0: the grade of record is the sandboxed judge's anyway, routes/nbgrader_gradebook.py).
+killed and the scratch removed. Its budget bounds the whole notebook, on top of nbgrader's
+per-cell `timeout`: a cell runs for at most what is left of it, and once it is spent the remaining
+cells are not run and say so (an error output, which nbgrader scores 0: the grade of record is the
+sandboxed judge's anyway, routes/nbgrader_gradebook.py).
+
+InertOutputs comes next (AUTOGRADE): formgrader shows the autograded notebook in the
+instructor's browser, logged in, where a script could set manual scores through formgrader's own
+API (which the judge keeps). So nothing the kernel made or the student wrote stays active: outputs
+keep plain text and raster images only, markdown and raw cells the release does not hold are
+escaped, and the notebook's widget state goes.
 """
 
+import html
+import json
 import os
 import shutil
 import signal
 import sys
 import tempfile
 import time
+from pathlib import Path
 
 from jupyter_client.manager import AsyncKernelManager
 from nbformat.notebooknode import NotebookNode
-from nbgrader.preprocessors import Execute
+from nbgrader.preprocessors import Execute, NbGraderPreprocessor
 from traitlets import Integer
 
 from autograder import KIT
@@ -129,3 +138,47 @@ class ConfinedExecute(Execute):
             ]
             return cell
         return await super().async_execute_cell(cell, cell_index, execution_count, store_history)
+
+
+KEPT_DATA = ("text/plain", "image/png", "image/jpeg")  # what a browser shows without running it
+
+
+class InertOutputs(NbGraderPreprocessor):
+    """After the kernel: nothing a browser would run stays in the notebook (see the module)."""
+
+    def preprocess(self, nb, resources):
+        ids = resources["nbgrader"]
+        given = released_sources(self.config, ids["assignment"], ids["notebook"])
+        nb.metadata.pop("widgets", None)
+        for cell in nb.cells:
+            if cell.cell_type == "code":
+                cell.outputs = [inert(output) for output in cell.outputs]
+            elif cell.source not in given:
+                cell.source = html.escape(cell.source, quote=False)
+                cell.pop("attachments", None)
+        return nb, resources
+
+
+def inert(output):
+    """An output with its plain text and raster images only (a sentence in place of the rest)."""
+    data = output.get("data")
+    if data is None:
+        return output
+    dropped = sorted(kind for kind in data if kind not in KEPT_DATA)
+    output["data"] = {kind: value for kind, value in data.items() if kind in KEPT_DATA}
+    if "text/plain" not in output["data"]:
+        output["data"]["text/plain"] = f"[{', '.join(dropped) or 'an empty output'}: not shown]"
+    return output
+
+
+def released_sources(config, assignment: str, notebook: str) -> set:
+    """The sources of the released notebook's cells (the instructor's), or none where it is gone."""
+    from nbgrader.coursedir import CourseDirectory  # late: nbgrader's, at autograde only
+
+    coursedir = CourseDirectory(config=config)
+    path = Path(coursedir.format_path(coursedir.release_directory, ".", assignment)) / f"{notebook}.ipynb"
+    try:
+        cells = json.loads(path.read_text(encoding="utf-8"))["cells"]
+    except (OSError, ValueError, KeyError, TypeError):
+        return set()
+    return {"".join(c["source"]) if isinstance(c.get("source"), list) else c.get("source", "") for c in cells}
