@@ -47,6 +47,7 @@ INPUTS = {
     ("lms-import", "worksheet"),
     ("lms-export", "grades"),
     ("lms-export", "roster"),
+    ("nbgrader-sync", "course_dir"),  # the course `nbgrader` wrote: its gradebook changed in place
 }
 QUICK_OUTPUTS = {
     ("release", "out"): "release {path} --assignment mha",
