@@ -199,6 +199,32 @@ def test_misconceptions_are_counted_per_student_and_sorted_by_frequency():
     assert [(r["count"], r["steps"]) for r in again] == [(2, ["attention", "masking"])]
 
 
+def test_one_mistake_is_one_misconception_not_its_symptom_too():
+    """A softmax over the wrong axis was diagnosed `softmax_wrong_dim` and, by a probe, "rows do
+    not sum to 1" (a symptom, said in its support): the report counted two misconceptions for
+    the one mistake. A symptom counts only where no cause was named; two causes are two."""
+
+    def diagnosed(*diagnoses):
+        attention = step("attention", [check("basic_weights", False)])
+        attention["diagnoses"] = [{"id": i, "message": i, **({"symptom": True} if s else {})} for i, s in diagnoses]
+        return result([attention])
+
+    cause_and_symptom = diagnosed(("softmax_wrong_dim", False), ("rows_not_normalised", True))
+    symptom_only = diagnosed(("rows_not_normalised", True), ("weights_negative", True))
+    two_causes = diagnosed(("no_scale", False), ("k_not_transposed", False), ("rows_not_normalised", True))
+    rows = report.misconceptions(
+        [entry("bo", cause_and_symptom), entry("cy", symptom_only), entry("di", two_causes)], {}
+    )
+    assert {r["id"]: r["students"] for r in rows} == {
+        "softmax_wrong_dim": ["bo"],
+        "rows_not_normalised": ["cy"],
+        "no_scale": ["di"],
+        "k_not_transposed": ["di"],
+    }
+    students = report.students([entry("bo", cause_and_symptom)])
+    assert students[0]["diagnoses"] == ["softmax_wrong_dim"]
+
+
 def test_checks_are_ordered_by_pass_rate_hardest_first():
     steps = report.per_step([e for e in small_class() if e["result"]])
     attention = next(s for s in steps if s["id"] == "attention")
@@ -684,13 +710,20 @@ def test_a_graded_class_gives_the_numbers_of_its_jsons(tmp_path):
         "empty": "missing_package",
     }
 
-    diagnosed = {}
+    diagnosed = {}  # a step's causes; what it found beside them is their symptom, not one more misconception
     for sid, r in results.items():
         for s in r["steps"]:
-            for d in s["diagnoses"]:
+            causes = [d for d in s["diagnoses"] if not d.get("symptom") and d["id"] != "no_known_mistake"]
+            for d in causes or s["diagnoses"][:1]:
                 diagnosed.setdefault(d["id"], set()).add(sid)
     mis = {m["id"]: m for m in data["misconceptions"]}
     assert {mid: set(m["students"]) for mid, m in mis.items()} == diagnosed
+    softmax = next(s for s in results["softmax"]["steps"] if s["id"] == "attention")["diagnoses"]
+    assert [(d["id"], d.get("symptom", False)) for d in softmax] == [
+        ("softmax_wrong_dim", False),
+        ("rows_not_normalised", True),
+    ]
+    assert "rows_not_normalised" not in mis  # one mistake, one misconception
     assert mis["scale_by_d_model"]["students"] == ["d_model_a", "d_model_b"]
     assert mis["scale_by_d_model"]["steps"] == ["attention"]
     assert data["misconceptions"][0]["id"] == "scale_by_d_model"  # the most frequent first

@@ -52,8 +52,9 @@ class Record:
 def diagnose(module, records, observe, student, tol, reference=None, fingerprints=None):
     """[{"id", "message"}] for a step with failing checks ([] if none failed), the strongest first:
     known mistakes (a probe's that decides one, then those that reproduce the student's output), then
-    what probes found that is no known mistake (a symptom: "rows do not sum to 1"), which a route
-    shows after the cause it supports (feedback.verdict says the first one first).
+    what probes found that is no known mistake (a symptom: "rows do not sum to 1", marked
+    `"symptom": True`), which a route shows after the cause it supports (feedback.verdict says the
+    first one first) and the class report counts as no misconception of its own beside a cause.
 
     `observe(check, package, inputs)` runs a check's student half on a package and returns an
     Observation; `student` is the student's package, or None when `observe` sends student code to
@@ -89,7 +90,7 @@ def diagnose(module, records, observe, student, tol, reference=None, fingerprint
     known = {m.id for m in mistakes_of(assignment_id, step_id)} if reference is not None else set(explained)
     if reference is None:
         known |= set(shipped.get("steps", {}).get(step_id, {}).get("order", ()))
-    symptoms = [e for e in found if e["id"] not in known]
+    symptoms = [{**e, "symptom": True} for e in found if e["id"] not in known]  # said in support: no cause
     named = most_specific({i: reproduced for i, (_, reproduced) in explained.items()})
     found = [e for e in found if e["id"] in known] + [entry(i, says=explained[i][0]) for i in named] + symptoms
     if not found:

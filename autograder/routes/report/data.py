@@ -135,7 +135,7 @@ def misconceptions(graded: list, step_docs: dict) -> list:
     rows = {}
     for entry in graded:
         for step in entry["result"]["steps"]:
-            for diagnosis in step.get("diagnoses", []):
+            for diagnosis in counted(step):
                 row = rows.setdefault(
                     diagnosis["id"], {"id": diagnosis["id"], "students": [], "steps": [], "messages": Counter()}
                 )
@@ -160,6 +160,15 @@ def misconceptions(graded: list, step_docs: dict) -> list:
         )
     # The lesson plan: most frequent first; "no known mistake" last among equals.
     return sorted(out, key=lambda row: (-row["count"], row["unexplained"], row["id"]))
+
+
+def counted(step: dict) -> list:
+    """The diagnoses of a step that count as misconceptions: one mistake counts once. Its causes
+    (the known mistakes that fit), not the symptoms said after them in support ("rows do not sum
+    to 1": diagnosis.py marks them `symptom`); where no cause was named, the first diagnosis."""
+    diagnoses = step.get("diagnoses", [])
+    causes = [d for d in diagnoses if d.get("symptom") is not True and d["id"] != UNEXPLAINED]
+    return causes or diagnoses[:1]
 
 
 def per_step(graded: list) -> list:
@@ -315,9 +324,7 @@ def students(entries: list) -> list:
                 "notes": _notes(result),
                 "max_score": result["max_score"] if result else None,
                 "steps": {step["id"]: step["score"] for step in result["steps"]} if result else {},
-                "diagnoses": sorted({d["id"] for step in result["steps"] for d in step.get("diagnoses", [])})
-                if result
-                else [],
+                "diagnoses": sorted({d["id"] for step in result["steps"] for d in counted(step)}) if result else [],
                 "not_graded": entry_reason(entry),
                 "tampering": tampering_summary(result.get("kit_files")) if result else "",
                 "pictures": entry.get("pictures", {}),
