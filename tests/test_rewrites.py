@@ -1,0 +1,248 @@
+"""Fair by equivalence, tested by generation (issue 32): semantics-preserving rewrites of the reference.
+
+tests/rewrites.py rewrites a package's source (AST transforms: in-place and out-of-place, einsum and
+matmul, additive and boolean masks, other fill values, views and copies, getattr on the student's own
+objects, a bias-less key projection, wrapped step functions, a static cache, softmax spellings).
+Here:
+
+* every rewrite changes the reference of each assignment it applies to, and the rewritten files
+  compile, alone and all rewrites composed (quick);
+* the rewritten reference gets full marks in every step and no diagnosis, on two seeds, each
+  rewrite alone and all of them composed (slow);
+* a planted mistake (tests/planted.py for mha, test_kv_cache.PLANTED for kv_cache), rewritten,
+  keeps its charge: the same steps lose points and its own step gives the same first diagnosis as
+  without the rewrite (slow; CI grades a sample of the mistakes each rewrite touches, spread over
+  the steps; MHA_LAB_FULL_SWEEP=1 grades every one).
+
+What the grader does not do yet is listed in TODAY (a strict expected failure each): a fix makes
+its case pass, fails it as an XPASS, and the entry goes.
+"""
+
+import functools
+import os
+import shutil
+
+import pytest
+
+import rewrites
+from conftest import SOLUTIONS
+from corpus import first_name, lost
+from planted import PLANTED as MHA_PLANTED
+from test_kv_cache import PLANTED as KV_PLANTED
+
+from autograder.engine.checks.folders import known
+from autograder.engine.course import config as grading_config
+from autograder.engine.judge.runner import grade
+
+SEEDS = (1, 2)
+FULL_SWEEP = os.environ.get("MHA_LAB_FULL_SWEEP") == "1"
+SAMPLE = 4  # planted mistakes graded per rewrite and assignment in CI
+# (assignment, rewrite id) -> what the grader does with the rewritten reference today
+TODAY = {}
+# (assignment, rewrite id, planted mistake) -> how its charge changes today, where it does
+CHARGE_TODAY = {}
+
+
+class Plant:
+    """A planted mistake of either assignment: its id, step, file and text patches."""
+
+    def __init__(self, assignment, name, step, file, patches):
+        self.assignment, self.name, self.step, self.file, self.patches = assignment, name, step, file, patches
+
+    def apply(self, text):
+        for old, new in self.patches:
+            assert text.count(old) == 1, (self.name, old)
+            text = text.replace(old, new)
+        return text
+
+
+PLANTS = [Plant("mha", p.name, p.step, p.file, p.patches) for p in MHA_PLANTED if not p.needs_check] + [
+    Plant("kv_cache", name, step, file, patches) for step, name, file, patches in KV_PLANTED
+]
+
+
+@functools.cache
+def config_of(assignment):
+    return grading_config.load(assignment=assignment)
+
+
+def package_copy(root, assignment, plant=None, applied=()):
+    """root/<assignment>/: the reference, with `plant` written in, then the rewrites `applied`."""
+    if root.exists():
+        shutil.rmtree(root)
+    shutil.copytree(SOLUTIONS / assignment, root / assignment)
+    if plant is not None:
+        target = root / assignment / plant.file
+        target.write_text(plant.apply(target.read_text()))
+    changed = rewrites.rewrite_package(root / assignment, applied)
+    return root, changed
+
+
+def cases(assignment_rewrites, today):
+    return [
+        pytest.param(
+            assignment,
+            rewrite,
+            marks=[pytest.mark.xfail(strict=True, reason=today[assignment, rewrite.id])]
+            if (assignment, rewrite.id) in today
+            else [],
+            id=f"{assignment}-{rewrite.id}",
+        )
+        for assignment, rewrite in assignment_rewrites
+    ]
+
+
+ALONE = [(a, r) for a in known() for r in rewrites.of(a)]
+COMBINATIONS = 4  # random combinations per assignment, each graded on one seed with one mistake planted
+
+
+def combinations(assignment, count=COMBINATIONS, seed=32):
+    """`count` random combinations of the assignment's rewrites (3 to 6 of them, in a random
+    order), drawn from a fixed seed: the same ones on every run."""
+    import random
+
+    draw = random.Random(f"{seed}-{assignment}")
+    pool = rewrites.of(assignment)
+    return [tuple(r.id for r in draw.sample(pool, draw.randint(3, min(6, len(pool))))) for _ in range(count)]
+
+
+COMBINED = [(a, ids) for a in known() for ids in combinations(a)]
+
+
+# ---------------------------------------------------------------------------- quick: the rewrites
+
+
+@pytest.mark.parametrize("assignment,rewrite", cases(ALONE, {}))
+def test_rewrite_changes_the_reference_and_compiles(tmp_path, assignment, rewrite):
+    root, changed = package_copy(tmp_path / "pkg", assignment, applied=[rewrite])
+    assert changed, f"{rewrite.id} changes nothing in {assignment}: it would prove nothing"
+    for file in changed:
+        compile((root / assignment / file).read_text(), file, "exec")
+
+
+@pytest.mark.parametrize("assignment", known())
+def test_all_rewrites_compose(tmp_path, assignment):
+    root, changed = package_copy(tmp_path / "pkg", assignment, applied=rewrites.of(assignment))
+    for file in changed:
+        compile((root / assignment / file).read_text(), file, "exec")
+    assert len(changed) >= 3
+
+
+@pytest.mark.parametrize("assignment,ids", COMBINED, ids=[f"{a}-{'+'.join(ids)}" for a, ids in COMBINED])
+def test_random_combinations_compile(tmp_path, assignment, ids):
+    by_id = {r.id: r for r in rewrites.REWRITES}
+    root, changed = package_copy(tmp_path / "pkg", assignment, applied=[by_id[i] for i in ids])
+    assert changed
+    for file in changed:
+        compile((root / assignment / file).read_text(), file, "exec")
+
+
+def test_a_rewrite_keeps_what_it_does_not_match():
+    """A transform leaves text it has nothing to do with exactly as it was (not even reformatted)."""
+    source = '"""doc."""\n\n\ndef f(x):\n    return x + 1  # a comment\n'
+    assert all(rewrite.source(source, "x.py") == source for rewrite in rewrites.REWRITES)
+
+
+# ---------------------------------------------------------------------------- slow: graded
+
+
+@pytest.fixture(scope="module")
+def graded(tmp_path_factory):
+    """graded(assignment, plant, rewrite ids, seed) -> GradeResult (each once for the module)."""
+    root = tmp_path_factory.mktemp("rewrites")
+    by_id = {r.id: r for r in rewrites.REWRITES}
+
+    @functools.cache
+    def run(assignment, plant, rewrite_ids, seed):
+        folder, _ = package_copy(root / "pkg", assignment, plant, [by_id[i] for i in rewrite_ids])
+        return grade(folder, config_of(assignment), reference=SOLUTIONS, seed=seed)
+
+    return run
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("assignment,rewrite", cases(ALONE, TODAY))
+def test_rewritten_reference_gets_full_marks(graded, assignment, rewrite):
+    for seed in SEEDS:
+        result = graded(assignment, None, (rewrite.id,), seed)
+        assert lost(result) == {}, (
+            seed,
+            [(s.id, [c.message for c in s.checks if c.passed is False]) for s in result.steps],
+        )
+        assert [(s.id, s.diagnoses) for s in result.steps if s.diagnoses] == [], seed
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("assignment", known())
+def test_all_rewrites_composed_get_full_marks(graded, assignment):
+    ids = tuple(r.id for r in rewrites.of(assignment))
+    for seed in SEEDS:
+        result = graded(assignment, None, ids, seed)
+        assert lost(result) == {}, (
+            seed,
+            [(s.id, [c.message for c in s.checks if c.passed is False]) for s in result.steps],
+        )
+        assert [(s.id, s.diagnoses) for s in result.steps if s.diagnoses] == [], seed
+
+
+@functools.cache
+def reference_text(assignment, file):
+    return (SOLUTIONS / assignment / file).read_text()
+
+
+def touched(assignment, rewrite):
+    """The planted mistakes of `assignment` whose file `rewrite` changes once the mistake is in it,
+    a sample spread over the steps (all of them with FULL_SWEEP)."""
+    found = []
+    for plant in (p for p in PLANTS if p.assignment == assignment):
+        text = plant.apply(reference_text(assignment, plant.file))
+        if rewrite.source(text, plant.file) != text:
+            found.append(plant)
+    if FULL_SWEEP:
+        return found
+    by_step = {}
+    for plant in found:
+        by_step.setdefault(plant.step, []).append(plant)
+    sample = []
+    while len(sample) < min(SAMPLE, len(found)):
+        for step in sorted(by_step):
+            if by_step[step] and len(sample) < SAMPLE:
+                sample.append(by_step[step].pop(0))
+    return sample
+
+
+def charge(result, step):
+    """(the steps that lost points, the step's first diagnosis)."""
+    return sorted(lost(result)), first_name(result, step)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("assignment,rewrite", cases(ALONE, {}))
+def test_planted_mistakes_keep_their_charge_through_the_rewrite(graded, assignment, rewrite):
+    """Each sampled mistake: the same steps lose points, and its own step names the same first
+    diagnosis, with the rewrite as without it (seed 1). The ones that change today are exactly
+    CHARGE_TODAY's."""
+    seed, changed = SEEDS[0], {}
+    for plant in touched(assignment, rewrite):
+        before = charge(graded(assignment, plant, (), seed), plant.step)
+        assert plant.step in before[0], f"{plant.name} costs nothing without the rewrite: {before}"
+        after = charge(graded(assignment, plant, (rewrite.id,), seed), plant.step)
+        if after != before:
+            changed[plant.name] = (before, after)
+    expected = {name for (a, r, name) in CHARGE_TODAY if (a, r) == (assignment, rewrite.id)}
+    assert set(changed) == expected, changed
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("assignment,ids", COMBINED, ids=[f"{a}-{'+'.join(ids)}" for a, ids in COMBINED])
+def test_random_combinations_get_full_marks_and_keep_a_charge(graded, assignment, ids):
+    """A seeded random combination of rewrites, in a random order: the rewritten reference gets full
+    marks (seed 1), and a planted mistake drawn with it, rewritten the same way, keeps its charge."""
+    import random
+
+    result = graded(assignment, None, ids, SEEDS[0])
+    assert lost(result) == {}, [(s.id, [c.message for c in s.checks if c.passed is False]) for s in result.steps]
+    assert [(s.id, s.diagnoses) for s in result.steps if s.diagnoses] == []
+    plant = random.Random("+".join(ids)).choice([p for p in PLANTS if p.assignment == assignment])
+    before = charge(graded(assignment, plant, (), SEEDS[0]), plant.step)
+    assert charge(graded(assignment, plant, ids, SEEDS[0]), plant.step) == before, plant.name
