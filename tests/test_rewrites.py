@@ -14,8 +14,9 @@ Here:
   without the rewrite (slow; CI grades a sample of the mistakes each rewrite touches, spread over
   the steps; MHA_LAB_FULL_SWEEP=1 grades every one).
 
-What the grader does not do yet is listed in TODAY (a strict expected failure each): a fix makes
-its case pass, fails it as an XPASS, and the entry goes.
+What the grader does not do yet is listed in TODAY and NAMING_TODAY (a strict expected failure
+each): a fix makes its case pass, fails it as an XPASS, and the entry goes. A name lost through a
+rewrite is expected-to-fail only in the naming test: the steps it loses are asserted for every case.
 """
 
 import functools
@@ -39,8 +40,16 @@ FULL_SWEEP = os.environ.get("MHA_LAB_FULL_SWEEP") == "1"
 SAMPLE = 4  # planted mistakes graded per rewrite and assignment in CI
 # (assignment, rewrite id) -> what the grader does with the rewritten reference today
 TODAY = {}
-# (assignment, rewrite id, planted mistake) -> how its charge changes today, where it does
-CHARGE_TODAY = {}
+# (assignment, rewrite id) -> why a planted mistake, rewritten, is no longer named today (it still
+# loses in the same steps: test_planted_mistakes_lose_in_the_same_steps_through_the_rewrite)
+NAMING_TODAY = {
+    ("kv_cache", "einsum"): (
+        "diagnosis names gqa_no_error_when_not_divisible by the exception's message text: without the "
+        "divisibility check, matmul and einsum fail with different RuntimeError messages, so the "
+        "einsum spelling is charged but named no_known_mistake (a gap in naming exceptions, not a "
+        "changed charge)"
+    ),
+}
 
 
 class Plant:
@@ -211,26 +220,38 @@ def touched(assignment, rewrite):
     return sample
 
 
-def charge(result, step):
-    """(the steps that lost points, the step's first diagnosis)."""
-    return sorted(lost(result)), first_name(result, step)
+def charges(graded, assignment, rewrite):
+    """(mistake, its result without the rewrite, with it) for each sampled mistake (seed 1)."""
+    seed = SEEDS[0]
+    for plant in touched(assignment, rewrite):
+        before = graded(assignment, plant, (), seed)
+        assert plant.step in lost(before), f"{plant.name} costs nothing without the rewrite: {lost(before)}"
+        yield plant, before, graded(assignment, plant, (rewrite.id,), seed)
 
 
 @pytest.mark.slow
 @pytest.mark.parametrize("assignment,rewrite", cases(ALONE, {}))
-def test_planted_mistakes_keep_their_charge_through_the_rewrite(graded, assignment, rewrite):
-    """Each sampled mistake: the same steps lose points, and its own step names the same first
-    diagnosis, with the rewrite as without it (seed 1). The ones that change today are exactly
-    CHARGE_TODAY's."""
-    seed, changed = SEEDS[0], {}
-    for plant in touched(assignment, rewrite):
-        before = charge(graded(assignment, plant, (), seed), plant.step)
-        assert plant.step in before[0], f"{plant.name} costs nothing without the rewrite: {before}"
-        after = charge(graded(assignment, plant, (rewrite.id,), seed), plant.step)
-        if after != before:
-            changed[plant.name] = (before, after)
-    expected = {name for (a, r, name) in CHARGE_TODAY if (a, r) == (assignment, rewrite.id)}
-    assert set(changed) == expected, changed
+def test_planted_mistakes_lose_in_the_same_steps_through_the_rewrite(graded, assignment, rewrite):
+    """Each sampled mistake: the same steps lose points with the rewrite as without it."""
+    changed = {
+        plant.name: (sorted(lost(before)), sorted(lost(after)))
+        for plant, before, after in charges(graded, assignment, rewrite)
+        if sorted(lost(after)) != sorted(lost(before))
+    }
+    assert changed == {}
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("assignment,rewrite", cases(ALONE, NAMING_TODAY))
+def test_planted_mistakes_keep_their_name_through_the_rewrite(graded, assignment, rewrite):
+    """Each sampled mistake: its own step names the same first diagnosis with the rewrite as
+    without it. The cases that lose a name today are NAMING_TODAY's (strict expected failures)."""
+    changed = {
+        plant.name: (first_name(before, plant.step), first_name(after, plant.step))
+        for plant, before, after in charges(graded, assignment, rewrite)
+        if first_name(after, plant.step) != first_name(before, plant.step)
+    }
+    assert changed == {}
 
 
 @pytest.mark.slow
@@ -244,5 +265,6 @@ def test_random_combinations_get_full_marks_and_keep_a_charge(graded, assignment
     assert lost(result) == {}, [(s.id, [c.message for c in s.checks if c.passed is False]) for s in result.steps]
     assert [(s.id, s.diagnoses) for s in result.steps if s.diagnoses] == []
     plant = random.Random("+".join(ids)).choice([p for p in PLANTS if p.assignment == assignment])
-    before = charge(graded(assignment, plant, (), SEEDS[0]), plant.step)
-    assert charge(graded(assignment, plant, ids, SEEDS[0]), plant.step) == before, plant.name
+    before, after = graded(assignment, plant, (), SEEDS[0]), graded(assignment, plant, ids, SEEDS[0])
+    assert sorted(lost(after)) == sorted(lost(before)), plant.name
+    assert first_name(after, plant.step) == first_name(before, plant.step), plant.name
