@@ -1,50 +1,89 @@
-"""Earlier steps' functions in an integration step: one mistake, one charge (issue 22).
+"""Earlier steps' functions in an integration step: one mistake, one charge.
 
 An integration step runs the student's whole module, which may call functions graded in earlier
-steps (split_heads, the attention function, the masks). When one of those is wrong, the module's
-output is wrong too, but the mistake is that step's. So an observer of the module runs it as
-usual, and where an earlier function differs from its written-out version on a probe (or raises
-there), runs it once more with the written-out versions in place of the student's, wherever the
-package holds them; the judge decides what the two runs mean (engine/checks/earlier.py).
+steps (split_heads, the attention function, the masks), or something that computes one of them:
+a class or closure around it, a helper the function hands its work to. When one of those is
+wrong, the module's output is wrong too, but the mistake is that step's. So an observer of the
+module runs it as usual and then tries each earlier function on a probe (fixed inputs):
 
-    EARLIER = [Earlier("attention", "attention", "scaled_dot_product_attention", by_hand, calls)]
+    EARLIER = Table("mha", ("mha.py",), [Earlier("attention", "attention", "scaled_dot_product_attention", calls)])
     got = with_earlier_steps(package, EARLIER, run)   # run() -> the module's observations
 
-Written-out versions are plain torch ops, defined by the assignment's observers: never the
-reference's code, never a forbidden call. They import what they use inside their bodies, so that
-their code can stand in for the student's function (its __code__ swapped, every reference to it
-then runs ours) whatever the student's module imports.
+* In the instructor's kit, which holds the earlier steps written out (autograder/assignments/<id>/
+  written_out.py, loaded in the worker server; never in a student release), a function that
+  differs from its written-out version on the probe (or raises there, or makes a forbidden call
+  there) is written out and the module runs once more (WRITTEN_OUT: "values").
+* In a student release, which holds none, the probe's expected results are the ones the release
+  stores (harness/answers.py) and nothing is written out: the report says which wrong functions
+  the module's run reached ("reached"), so that the judge can say the module depends on them.
+
+The judge decides what the runs mean (engine/checks/earlier.py).
+
+What computes an earlier function is found on its probe, by what it does: the student's function
+itself and every function of the student's code that its call runs with the probe's arguments
+(the same objects) and that returns its result (a callable class's __call__, the function a
+decorator wraps, a helper it hands its work to). Each is written out by swapping its code for an
+adapter with as many free variables as it has (a closure, a method using super(), a decorated
+function are written out too) that hands its arguments, by name, to the written-out version: every
+reference to it, however held (an attribute, a default, a partial, a wrapper's closure), then
+runs the written-out version. A class (the kv_cache step's KVCache) is written out where the
+package's modules name it.
+
+Forbidden calls are told apart by the stack they were made on (forbidden_own): a call made inside
+a code that computes a wrong earlier function, where that function made the same call on its
+probe, is that function's (its own step charges it); a call made by the integration step's own
+files, or by nothing earlier, is the module's own ("forbidden_own"), which the judge never
+excuses.
 """
 
-import sys
-from contextlib import contextmanager
-from dataclasses import dataclass
+import importlib
+import inspect
+import os
+import threading
+import types
+from contextlib import ExitStack, contextmanager
+from dataclasses import dataclass, field
 from typing import Callable
 
 import torch
 
-from autograder.harness import watch
+from autograder.harness import answers, watch
 from autograder.harness.contract import ContractError
 from autograder.harness.observe import trapped, where_text
+from autograder.harness.write_out import (
+    Adapted,
+    Mapping,
+    Tracer,
+    code_of,
+    functions_with,
+    holders,
+    places,
+    pointed,
+    positional,
+    profiled,
+    student_code,
+    swapped,
+    wrapped,
+)
 
-WRITTEN_OUT = "with_earlier_steps_written_out"  # the observation of the second run
+WRITTEN_OUT = "with_earlier_steps_written_out"  # the report, beside the module's own observations
 OWN_RAISED = "with_earlier_steps_own_raised"  # the module's own run raised: its report instead of values
 # How close the student's function must be to the written-out one on the probe for no second run:
 # far tighter than any check's tolerance, so that the judge sees every function it deems wrong.
 CLOSE = {"rtol": 1e-9, "atol": 1e-12}
+ASSIGNMENTS = __name__.rsplit(".", 2)[0] + ".assignments"  # autograder.assignments
 
 
 @dataclass(frozen=True)
 class Earlier:
-    """An earlier step's function that a module may call."""
+    """An earlier step's function that a module may call, and its probe."""
 
     step: str  # the step that grades it
     file: str  # the package's module that defines it ("heads" for mha/heads.py)
-    name: str  # the function
-    by_hand: Callable  # the written-out version: plain torch ops, the contract's signature
-    calls: Callable  # () -> [(args, kwargs)]: the probe, calls that tell a wrong version apart
+    name: str  # the function (or class)
+    calls: Callable = None  # () -> [(args, kwargs)]: the probe, calls that tell a wrong version apart
     care: Callable = None  # (args, kwargs) -> bool tensor or None: where the contract fixes the result
-    exercise: Callable = None  # (function) -> [results]: a probe of its own (a class: make, use); else calls
+    exercise: Callable = None  # (callable) -> [results]: a probe of its own (a class: make, use); else calls
 
     def results(self, function):
         """`function`'s results on the probe, each a tensor or a list of them (None: not one)."""
@@ -53,18 +92,70 @@ class Earlier:
         return [plain(function(*args, **kwargs)) for args, kwargs in self.calls()]
 
 
-def probe(function, entry):
-    """The function's results on the entry's probe (tensors, or lists of them), or None if it
-    raised or returned something else."""
-    try:
-        results = entry.results(function)
-    except Exception:  # noqa: BLE001 - student code
-        return None
-    except GeneratorExit as error:  # trapped where it hung before (observe.trap): stopped at once
-        if trapped(error) is None:
-            raise
-        return None
-    return None if any(result is None for result in results) else results
+@dataclass(frozen=True)
+class Table:
+    """An assignment's earlier functions, for its integration step (whose observers hold it)."""
+
+    assignment: str
+    own: tuple  # the integration step's own files ("mha.py"): a forbidden call written there is its own
+    entries: list
+
+    def __iter__(self):
+        return iter(self.entries)
+
+
+@dataclass
+class Found:
+    """What the probe found of a student's earlier function."""
+
+    function: object  # the student's function (or class)
+    results: list = None  # its results on the probe (None: it raised or returned something else)
+    forbidden: list = field(default_factory=list)  # the forbidden calls it made there
+    codes: dict = field(default_factory=dict)  # code -> Mapping: what computes it, by what it does
+    wrapper: object = None  # the function itself where a library made it around the student's (a decorator)
+
+
+# ---------------------------------------------------------------------------- the written-out versions
+
+_versions = {}
+_versions_lock = threading.Lock()
+
+
+def versions(assignment: str):
+    """{name: the written-out version} from the kit's autograder/assignments/<id>/written_out.py,
+    or None where the kit has none (a student release). Loaded once per process: the worker
+    server loads them before any student code (serve.warm_up), and the student's code never
+    finds the module by name (serve.forget_grader)."""
+    with _versions_lock:
+        if assignment not in _versions:
+            name = f"{ASSIGNMENTS}.{assignment}.written_out"
+            try:
+                _versions[assignment] = dict(importlib.import_module(name).WRITTEN_OUT)
+            except ModuleNotFoundError as error:
+                if error.name != name:
+                    raise
+                _versions[assignment] = None
+        return _versions[assignment]
+
+
+_expected = {}
+
+
+def expected_results(table: Table, entry: Earlier):
+    """The written-out version's results on the entry's probe: computed where the kit has the
+    version, else the release's stored ones; None where neither is there."""
+    key = (table.assignment, entry.name)
+    if key not in _expected:
+        found = versions(table.assignment)
+        if found is not None and entry.name in found:
+            _expected[key] = entry.results(found[entry.name])
+        else:
+            stored = answers.load(table.assignment)
+            _expected[key] = None if stored is None else stored.get(f"probe::{entry.name}")
+    return _expected[key]
+
+
+# ---------------------------------------------------------------------------- comparing results
 
 
 def plain(result):
@@ -77,21 +168,74 @@ def plain(result):
 
 
 def close(theirs, mine) -> bool:
-    if isinstance(mine, list):
-        return isinstance(theirs, list) and len(theirs) == len(mine) and all(map(close, theirs, mine))
-    if not isinstance(theirs, torch.Tensor) or theirs.shape != mine.shape or theirs.dtype != mine.dtype:
+    if isinstance(mine, (list, tuple)):
+        return isinstance(theirs, (list, tuple)) and len(theirs) == len(mine) and all(map(close, theirs, mine))
+    if not isinstance(theirs, torch.Tensor) or not isinstance(mine, torch.Tensor):
+        return False
+    if theirs.shape != mine.shape or theirs.dtype != mine.dtype:
         return False
     if not mine.is_floating_point():
         return torch.equal(theirs, mine)
     return bool(torch.allclose(theirs, mine, equal_nan=True, **CLOSE))
 
 
-def wrong_functions(package, table, forbidden_in: dict) -> dict:
-    """{entry: (the student's function, its results on the probe)} of the entries whose function
-    differs from the written-out one on the probe (or raises there), or makes a forbidden call
-    there: its name -> [the calls] into `forbidden_in`, and out of the watch's record (the probe
-    is the grader's run, not the module's). Files that cannot be loaded are left out: their own
-    step says so."""
+# ---------------------------------------------------------------------------- the probe, traced
+
+
+def probe(function, entry, package, traced=True):
+    """A Found: the function's results on the entry's probe (None if it raised or returned
+    something else), and, `traced`, what computes it (the codes its calls ran that took the
+    probe's arguments and gave its results)."""
+    found = Found(function)
+    try:
+        if entry.exercise is not None:
+            found.results = [plain(result) for result in entry.exercise(function)]
+        else:
+            found.results = []
+            for args, kwargs in entry.calls():
+                tracer = Tracer(package)
+                with profiled(tracer) if traced else _nothing():
+                    result = function(*args, **kwargs)
+                found.results.append(plain(result))
+                arguments = list(enumerate(args)) + list(kwargs.items())
+                for code, values, returned, value in tracer.frames.values():
+                    if not returned or not close(plain(value), plain(result)):
+                        continue
+                    mapping = places(code, arguments, values)
+                    if mapping is not None and len(mapping.places) >= len(found.codes.get(code, Mapping(())).places):
+                        found.codes[code] = mapping
+    except Exception:  # noqa: BLE001 - student code
+        found.results = None
+    except GeneratorExit as error:  # trapped where it hung before (observe.trap): stopped at once
+        if trapped(error) is None:
+            raise
+        found.results = None
+    if found.results is not None and any(result is None for result in found.results):
+        found.results = None
+    own = code_of(function)
+    if own is not None and student_code(own, package) and own not in found.codes:
+        found.codes[own] = positional(own, _calls(entry))  # it raised before it ran, or returned another thing
+    inner = wrapped(function, package)
+    if inner is not None and (own is None or not student_code(own, package)):
+        found.wrapper = function  # the decorator's wrapper is the function the step graded: written out whole
+        found.codes.setdefault(inner.__code__, positional(inner.__code__, _calls(entry)))
+    if inspect.isclass(function):  # a class: its methods are its code
+        for value in vars(function).values():
+            value = getattr(value, "__func__", value)
+            if isinstance(value, types.FunctionType) and student_code(value.__code__, package):
+                found.codes.setdefault(value.__code__, None)
+    return found
+
+
+def _calls(entry):
+    return entry.calls() if entry.calls is not None else []
+
+
+def wrong_functions(package, table) -> dict:
+    """{entry: Found} of the entries whose function differs from the written-out one on the
+    probe (or raises there, or makes a forbidden call there: kept in Found.forbidden, out of the
+    watch's record, since the probe is the grader's run, not the module's). Files that cannot
+    be loaded are left out: their own step says so."""
     wrong = {}
     for entry in table:
         try:
@@ -101,72 +245,107 @@ def wrong_functions(package, table, forbidden_in: dict) -> dict:
         theirs = getattr(module, entry.name, None)
         if not callable(theirs):
             continue
+        mine = expected_results(table, entry)
         with watch.apart() as seen:
-            got = probe(theirs, entry)
-        calls = sorted(seen)
-        if calls:
-            forbidden_in[entry.name] = calls
-        mine = entry.results(entry.by_hand)
-        if got is None or calls or not all(map(close, got, mine)):
-            wrong[entry] = (theirs, got)
+            found = probe(theirs, entry, package, traced=False)  # the common case, a right function: quick
+        forbidden = sorted(seen)
+        if mine is None or found.results is None or forbidden or not all(map(close, found.results, mine)):
+            with watch.apart():  # once more, traced: what computes it (its verdict stays the first run's)
+                results, found = found.results, probe(theirs, entry, package)
+            found.results, found.forbidden = results, forbidden
+            wrong[entry] = found
     return wrong
 
 
+# ---------------------------------------------------------------------------- writing out
+
+
 @contextmanager
-def written_out(package, wrong):
-    """Within the block, each wrong function runs its written-out version: its code swapped where
-    it can be (every reference to it, however imported, then runs ours), and every module of the
-    package (or the package's namespace) that holds it pointed to the written-out function."""
-    swapped, pointed = [], []
-    try:
-        for entry, (theirs, _) in wrong.items():
-            function = getattr(theirs, "__func__", theirs)
-            try:
-                saved = (function.__code__, function.__defaults__, function.__kwdefaults__)
-                function.__code__ = entry.by_hand.__code__
-                function.__defaults__, function.__kwdefaults__ = (
-                    entry.by_hand.__defaults__,
-                    entry.by_hand.__kwdefaults__,
-                )
-                swapped.append((function, saved))
-            except (AttributeError, TypeError, ValueError):  # a closure, a builtin, a callable object
-                pass
-            for holder in holders(package, entry):
-                for name, value in list(vars(holder).items()):
-                    if value is theirs:
-                        pointed.append((holder, name, value))
-                        setattr(holder, name, entry.by_hand)
+def written_out(package, table, wrong):
+    """Within the block, every code that computes a wrong function runs its written-out version
+    (harness/write_out.py: an adapter in its place), and a wrong class is replaced by its
+    written-out version in every module of the package that names it."""
+    found_versions = versions(table.assignment) or {}
+    with ExitStack() as stack:
+        targets = []
+        for entry, found in wrong.items():
+            version = found_versions.get(entry.name)
+            if version is None:
+                continue
+            if inspect.isclass(found.function):
+                stack.enter_context(pointed(holders(package, [entry.file]), found.function, version))
+                continue
+            mapped = {code: mapping for code, mapping in found.codes.items() if mapping is not None}
+            functions = functions_with(package, [found.function], set(mapped))
+            if isinstance(found.wrapper, types.FunctionType):  # a decorator's wrapper: its code is the library's
+                functions.insert(0, found.wrapper)
+            for function in functions:
+                if function.__code__ in mapped:  # its own parameters hold the arguments
+                    signature = inspect.signature(function, follow_wrapped=False)
+                    targets.append((function, Adapted(version, signature, mapped[function.__code__])))
+                else:  # a library's wrapper: the parameters of the function it wraps
+                    inner = wrapped(function, package)
+                    targets.append((function, Adapted(version, inspect.signature(inner), mapped[inner.__code__])))
+        stack.enter_context(swapped(targets))
         yield
-    finally:
-        for holder, name, value in reversed(pointed):
-            setattr(holder, name, value)
-        for function, (code, defaults, kwdefaults) in reversed(swapped):
-            function.__code__, function.__defaults__, function.__kwdefaults__ = code, defaults, kwdefaults
 
 
-def holders(package, entry):
-    """The modules of a package loaded from files (every one under its name), or else the
-    package's own namespace for the entry's file (a model package made of namespaces)."""
-    loaded = getattr(package, "_module", None)
-    if loaded is not None:
-        prefix = loaded.__name__ + "."
-        return [module for key, module in list(sys.modules.items()) if key.startswith(prefix) and module is not None]
-    try:
-        return [getattr(package, entry.file)]
-    except Exception:  # noqa: BLE001
-        return []
+# ---------------------------------------------------------------------------- the module's runs
+
+
+class _Reached:
+    """The codes a run ran (a profile function: calls only)."""
+
+    def __init__(self):
+        self.codes = set()
+
+    def __call__(self, frame, event, arg):
+        if event == "call":
+            self.codes.add(frame.f_code)
+
+
+def forbidden_own(stacks, wrong, package, table) -> list:
+    """The forbidden calls of the module's own run (`stacks`: {(name, codes on its stack,
+    innermost first)}) that no wrong function made. Whose a call is, the stack says, read from
+    the call outward through the student's code: the first frame that runs a code computing a
+    wrong function which made that call on its probe makes it that function's; the first frame
+    of a file of the integration step's own (Table.own) makes it the module's (a method of a
+    tensor subclass it wrote there too), as does a stack with neither; a helper in another file
+    is read past. So the module's own code never hides a call inside a function it calls."""
+    directory = getattr(package, "_directory", None)
+    own_files = {os.path.join(str(directory), name) for name in table.own} if directory is not None else set()
+    own = set()
+    for name, codes in stacks:
+        makers = [found for found in wrong.values() if name in found.forbidden]
+        owner = "module"
+        for code in codes:
+            if not student_code(code, package):
+                continue
+            if any(code in found.codes for found in makers):
+                owner = "earlier"
+                break
+            if code.co_filename in own_files:
+                break
+        if owner == "module":
+            own.add(name)
+    return sorted(own)
 
 
 def with_earlier_steps(package, table, run):
-    """run() (the module's observations), and where an earlier function is wrong, under
-    WRITTEN_OUT: {"steps", "functions", "probes": {function: the student's results on the probe,
-    None if it raised}, "values": run() with the written-out versions (None if that raised),
-    "forbidden_in": {function: the forbidden calls it made on the probe}, "written_out_forbidden":
-    the forbidden calls of the run with the written-out versions}.
-    When the module's own run raises and the written-out run does not, the observation is
-    {OWN_RAISED: {"type", "message", "where"}, WRITTEN_OUT: ...}; otherwise the error stands."""
+    """run() (the module's observations) and, where an earlier function is wrong on its probe,
+    under WRITTEN_OUT: {"steps", "functions", "probes": {function: the student's results on the
+    probe, None if it raised}, "forbidden_in": {function: the forbidden calls it made on the
+    probe}, "forbidden_own": the forbidden calls of the module's own run made outside every
+    wrong function, "reached": the wrong functions the module's run ran (a student release
+    only), "values": run() with the wrong functions written out (None if that raised, or where
+    the kit has no written-out versions), "written_out_forbidden": that run's forbidden calls}.
+    When the module's own run raises, the observation is {OWN_RAISED: {"type", "message",
+    "where"}, WRITTEN_OUT: ...} where a function is wrong; otherwise the error stands."""
+    local = versions(table.assignment) is None
+    reached = _Reached() if local else None
     try:
-        got, own_error = run(), None
+        with watch.attributed() as stacks, profiled(reached) if local else _nothing():
+            got, own_error = run(), None
     except ContractError:  # the module's own form (a missing layer): no earlier function's doing
         raise
     except Exception as error:  # noqa: BLE001 - student code
@@ -175,27 +354,30 @@ def with_earlier_steps(package, table, run):
         if trapped(error) is None:
             raise
         got, own_error = None, error
-    forbidden_in = {}
-    wrong = wrong_functions(package, table, forbidden_in)
+    wrong = wrong_functions(package, table)
     if not wrong:
         if own_error is not None:
             raise own_error
         return got
-    with watch.apart(keep=True) as seen:
-        try:
-            with written_out(package, wrong):
-                values = run()
-        except Exception:  # noqa: BLE001 - student code
-            values = None
-    written_out_forbidden = sorted(seen)
-    if own_error is not None and values is None:
-        raise own_error
+    values, written_out_forbidden = None, []
+    if not local:
+        with watch.apart(keep=True) as seen:
+            try:
+                with written_out(package, table, wrong):
+                    values = run()
+            except Exception:  # noqa: BLE001 - student code
+                values = None
+        written_out_forbidden = sorted(seen)
+        if own_error is not None and values is None:
+            raise own_error
     report = {
         "steps": sorted({entry.step for entry in wrong}),
         "functions": sorted(entry.name for entry in wrong),
-        "probes": {entry.name: results for entry, (_, results) in wrong.items()},
+        "probes": {entry.name: found.results for entry, found in wrong.items()},
+        "forbidden_in": {entry.name: found.forbidden for entry, found in wrong.items() if found.forbidden},
+        "forbidden_own": forbidden_own(stacks, wrong, package, table),
+        "reached": sorted(e.name for e, f in wrong.items() if local and not reached.codes.isdisjoint(f.codes)),
         "values": values,
-        "forbidden_in": forbidden_in,
         "written_out_forbidden": written_out_forbidden,
     }
     if own_error is not None:
@@ -209,3 +391,8 @@ def with_earlier_steps(package, table, run):
         }
     got[WRITTEN_OUT] = report
     return got
+
+
+@contextmanager
+def _nothing():
+    yield

@@ -22,7 +22,7 @@ import torch
 
 torch.set_num_threads(1)  # before any parallel op: forked children of a multi-threaded parent can hang
 
-from autograder.harness import fake_cuda  # noqa: E402
+from autograder.harness import answers, earlier, fake_cuda  # noqa: E402
 from autograder.harness.observe import observe, trap  # noqa: E402
 from autograder.harness.lookups import LookupRule  # noqa: E402
 from autograder.harness.package import Package  # noqa: E402
@@ -61,10 +61,13 @@ _TABLE = {}  # filled by warm_up in the worker server; forks inherit it
 
 
 def warm_up(real_gpu: bool = False) -> None:
-    """Done once in the worker server, so every worker starts warm: the observers imported, the
-    watch's kernels installed, the simulated CUDA device set up (not where a real GPU will be
+    """Done once in the worker server, so every worker starts warm: the observers imported (and the
+    earlier steps written out, in the instructor's kit), the watch's kernels installed, the simulated CUDA device set up (not where a real GPU will be
     used: nothing may touch CUDA before a fork) and each assignment's own warm-up run."""
     _TABLE.update(observers())
+    for assignment_id in assignment_ids():  # read before any confinement: the earlier steps written
+        earlier.versions(assignment_id)  # out (the instructor's kit), or the stored answers (a release)
+        answers.load(assignment_id)
     install(every_thread=True)
     simulation = None
     if not real_gpu:

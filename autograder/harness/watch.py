@@ -170,11 +170,15 @@ class Watch:
 
     def __init__(self, forbidden):
         self.seen = []
+        self.stacks = None  # while attributed(): {(dotted name, the codes on its call's stack, innermost first)}
         self.functions, self.ops, self.codes, self.classes = _watched(tuple(forbidden))
 
     def note(self, dotted):
         if dotted not in self.seen:
             self.seen.append(dotted)
+        stacks = self.stacks
+        if stacks is not None:
+            stacks.add((dotted, _stack_codes()))
 
     def module_registered(self, parent, name, module):
         for cls, dotted in self.classes.items():
@@ -190,6 +194,15 @@ class Watch:
             frame = frame.f_back
 
 
+def _stack_codes() -> tuple:
+    """The code objects of the frames on the current thread's stack, innermost first."""
+    codes, frame = [], sys._getframe(1)
+    while frame is not None:
+        codes.append(frame.f_code)
+        frame = frame.f_back
+    return tuple(codes)
+
+
 _active = []  # Watches in force, innermost last: process-wide (read by the kernels below, on any thread)
 
 
@@ -203,13 +216,33 @@ def apart(keep: bool = False):
         return
     watch = _active[-1]
     record, watch.seen = watch.seen, []
+    stacks, watch.stacks = watch.stacks, None  # the calls apart are nobody's to attribute
     try:
         yield watch.seen
     finally:
         calls, watch.seen = watch.seen, record
+        watch.stacks = stacks
         if keep:
             for dotted in calls:
-                watch.note(dotted)
+                if dotted not in watch.seen:
+                    watch.seen.append(dotted)
+
+
+@contextmanager
+def attributed():
+    """Within the block, every call the innermost watch in force notes is also kept with the
+    code objects on its stack: yields that set of (dotted name, codes innermost first), which
+    tells whose code made each call (harness/earlier.py). Where no watch is in force, it stays
+    empty."""
+    if not _active:
+        yield set()
+        return
+    watch = _active[-1]
+    previous, watch.stacks = watch.stacks, set()
+    try:
+        yield watch.stacks
+    finally:
+        watch.stacks = previous
 
 
 class _FunctionWatch(TorchFunctionMode):

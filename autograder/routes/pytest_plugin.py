@@ -231,7 +231,7 @@ def run_public_check(check, lab):
         fail = observation.error
     else:
         observation = Observation(error=fail)
-    if not charged_forbidden(observation):  # also for an error: the diagnosis judges the known mistakes on it
+    if not charged_forbidden(observation, check):  # also for an error: the diagnosis judges the known mistakes on it
         expected = check.expected(**clone(inputs))
     if fail is None:
         fail = judge(check, inputs, observation, expected, step.tolerance)

@@ -461,7 +461,8 @@ def bubblewrap_command(python):
 
 
 # What the worker server's root holds of the kit: the sandbox, the harness (what runs beside
-# student code) and each assignment's observers and warm-up. Never its checks (hidden ones,
+# student code) and each assignment's observers, warm-up and earlier steps written out (the
+# instructor's kit) or stored answers (a student release), loaded before any student code. Never its checks (hidden ones,
 # oracles), known mistakes, messages, fingerprints, the engine, the routes or the reference.
 SERVER_FILES = (
     "__init__.py",
@@ -471,6 +472,8 @@ SERVER_FILES = (
     "assignments/*/__init__.py",
     "assignments/*/observers",
     "assignments/*/warmup.py",
+    "assignments/*/written_out.py",
+    "assignments/*/answers.wire",
 )
 
 

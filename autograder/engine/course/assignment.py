@@ -6,9 +6,11 @@ An assignment is a folder `autograder/assignments/<id>/`:
                          (INTEGRATES = True on a step that runs the whole module)
     checks/_<name>.py    helpers that several steps' checks share (public; never imported step to step)
     observers/<step>.py  the functions that run student code, one per kind of observation (the
-                         worker loads these and nothing else of the assignment)
+                         worker loads these, warmup.py and written_out.py, nothing else of it)
     mistakes/<step>.py   instructor-only: MISTAKES, known errors as knob settings of mistakes/model.py
     mistakes/model.py    `package(**knobs)`: the assignment computed once more, one knob per mistake
+    written_out.py       instructor-only: WRITTEN_OUT, the earlier steps' functions written out for the
+                         integration steps (harness/earlier.py: one mistake, one charge)
     warmup.py            optional `warm_up(simulation)`: ops to run once in the worker server
     fingerprints.json    what the known mistakes observe on the public checks (the release's diagnosis)
     locale/              its messages (diagnoses), en and ko

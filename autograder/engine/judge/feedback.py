@@ -389,7 +389,7 @@ def smallest_example(check, inputs, fail, run, tol, observation=None, **limits):
     wanted = kind_of(fail)
 
     def verdict_on(candidate, observation):
-        if observation is None or charged_forbidden(observation):
+        if observation is None or charged_forbidden(observation, check):
             return None
         try:  # a candidate the oracle cannot take (0 heads, say) shows nothing: rejected
             expected = check.expected(**copy.deepcopy(candidate))
@@ -491,4 +491,4 @@ def shrinkable(record) -> bool:
         return False  # (no inputs: a check that makes its own, nothing to shrink or show)
     if fail.params.get("blocked_by") or check.visibility != "public" or check.requires:
         return False
-    return observation is not None and not charged_forbidden(observation)
+    return observation is not None and not charged_forbidden(observation, check)

@@ -176,7 +176,7 @@ def observe_and_judge(runs, grading) -> None:
             # also for an error: the diagnosis judges the known mistakes on this check
             expected = (
                 None
-                if charged_forbidden(observation)
+                if charged_forbidden(observation, check)
                 else cached_expectation(check, inputs, grading.reference, grading.seed)
             )
             fail = judge(check, inputs, observation, expected, run.step.tolerance, run.evidence)

@@ -45,16 +45,17 @@ class ExpectationCache:
 cached_expectation = ExpectationCache()
 
 
-def charged_forbidden(observation) -> bool:
+def charged_forbidden(observation, check=None) -> bool:
     """Whether the observation's forbidden calls cost its check: there are some, and they were not
     all made inside earlier steps' functions that their own steps charge (forbidden_excused)."""
-    return bool(observation.forbidden) and not forbidden_excused(observation.values, observation.forbidden)
+    assignment = getattr(check, "assignment", None)
+    return bool(observation.forbidden) and not forbidden_excused(observation.values, observation.forbidden, assignment)
 
 
 def judge(check, inputs, observation, expected, tol, evidence=None):
     """None if the observation passes, else the Fail to report. Runs no student code.
     `evidence`: plan.source_evidence(), to name the line of a forbidden call."""
-    if charged_forbidden(observation):
+    if charged_forbidden(observation, check):
         call = observation.forbidden[0]
         if evidence and call in evidence:
             file, line = evidence[call]

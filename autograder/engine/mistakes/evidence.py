@@ -29,6 +29,7 @@ NOT_EVIDENCE = {
     "near_miss",
     "mask_needs_attention",
     "from_earlier_step",
+    "depends_on_earlier",
 }
 
 

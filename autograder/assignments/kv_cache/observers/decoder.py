@@ -71,60 +71,9 @@ def cache_heads(kv, states, x, n_heads, n_kv_heads, bias, lengths):
 
 # ---------------------------------------------------------------------------- earlier steps' functions
 #
-# Written out with plain torch ops, each self-contained (imports inside): its code stands in for
-# the student's function in the student's module (harness/earlier.py).
-
-
-def repeat_kv_by_hand(x, n_rep):
-    return x.repeat_interleave(n_rep, dim=1)
-
-
-def grouped_query_attention_by_hand(q, k, v, mask=None):
-    import torch
-
-    H, H_kv = q.size(1), k.size(1)
-    if H % H_kv != 0:
-        raise ValueError(f"n_heads={H} is not a multiple of n_kv_heads={H_kv}")
-    k, v = k.repeat_interleave(H // H_kv, dim=1), v.repeat_interleave(H // H_kv, dim=1)
-    scores = q @ k.transpose(-2, -1) / q.size(-1) ** 0.5
-    if mask is not None:
-        scores = scores.masked_fill(mask, torch.finfo(scores.dtype).min)
-    return scores.softmax(dim=-1) @ v
-
-
-def offset_causal_mask_by_hand(q_len, k_len, device=None):
-    import torch
-
-    return torch.ones(q_len, k_len, dtype=torch.bool, device=device).triu(k_len - q_len + 1)
-
-
-def cached_attention_by_hand(q, k, v, cache):
-    import torch
-
-    K, V = cache.update(k, v)
-    L_new, L = q.size(-2), K.size(-2)
-    scores = q @ K.transpose(-2, -1) / q.size(-1) ** 0.5
-    blocked = torch.ones(L_new, L, dtype=torch.bool, device=q.device).triu(L - L_new + 1)
-    scores = scores.masked_fill(blocked, torch.finfo(scores.dtype).min)
-    return scores.softmax(dim=-1) @ V
-
-
-class KVCacheByHand:
-    """The cache as the public oracle of step `kv_cache` states it (checks/kv_cache.py): every
-    chunk given so far, concatenated along the sequence axis (dim 2)."""
-
-    def __init__(self):
-        self.chunks = []  # [(k, v)]: (B, H_kv, L_chunk, d_k), (B, H_kv, L_chunk, d_v)
-
-    def update(self, k, v):
-        self.chunks.append((k, v))
-        return torch.cat([k for k, _ in self.chunks], dim=2), torch.cat([v for _, v in self.chunks], dim=2)
-
-    def __len__(self):
-        return sum(k.size(2) for k, _ in self.chunks)
-
-    def reset(self):
-        self.chunks = []
+# Each is tried on a probe below; where it is wrong, the instructor's kit runs the module once
+# more with it written out (autograder/assignments/kv_cache/written_out.py, never in a student
+# release; harness/earlier.py), and the judge decides what the two runs mean.
 
 
 def _probe(*shapes, seed=2026):
@@ -132,16 +81,19 @@ def _probe(*shapes, seed=2026):
     return [torch.randn(*shape, generator=rng, dtype=torch.float64) for shape in shapes]
 
 
+# Query i of 3 may see keys 0 .. i + 2 of 5 (True = blocked).
+_OFFSET_3_5 = torch.tensor([[0, 0, 0, 1, 1], [0, 0, 0, 0, 1], [0, 0, 0, 0, 0]], dtype=torch.bool)
+
+
 def _gqa_calls():
     q, k, v = _probe((2, 4, 3, 4), (2, 2, 5, 4), (2, 2, 5, 6))  # H=4, H_kv=2, Lq=3, Lk=5, d_k=4, d_v=6
-    return [((q, k, v), {}), ((q, k, v), {"mask": offset_causal_mask_by_hand(3, 5)})]
+    return [((q, k, v), {}), ((q, k, v), {"mask": _OFFSET_3_5.clone()})]
 
 
 def _cached_attention_calls():
-    """A chunk of 2 after 3 positions already cached (a fresh cache each time)."""
+    """A chunk of 2 after 3 positions already cached (a fresh stand-in cache each time)."""
     past_k, past_v, q, k, v = _probe((2, 2, 3, 4), (2, 2, 3, 6), (2, 2, 2, 4), (2, 2, 2, 4), (2, 2, 2, 6))
-    cache = KVCacheByHand()
-    cache.update(past_k, past_v)
+    cache = ScriptedCache(torch.cat([past_k, k], dim=2), torch.cat([past_v, v], dim=2), length=3)
     return [((q, k, v, cache), {})]
 
 
@@ -158,21 +110,19 @@ def _use_cache(cache_class):
     return [first, second, length, alone, again]
 
 
-EARLIER = [
-    Earlier(
-        "grouped_query_attention", "gqa", "repeat_kv", repeat_kv_by_hand, lambda: [((_probe((2, 2, 3, 4))[0], 2), {})]
-    ),
-    Earlier("grouped_query_attention", "gqa", "grouped_query_attention", grouped_query_attention_by_hand, _gqa_calls),
-    Earlier(
-        "incremental_decoding",
-        "decode",
-        "offset_causal_mask",
-        offset_causal_mask_by_hand,
-        lambda: [((3, 5), {}), ((4, 4), {}), ((1, 6), {})],
-    ),
-    Earlier("incremental_decoding", "decode", "cached_attention", cached_attention_by_hand, _cached_attention_calls),
-    Earlier("kv_cache", "cache", "KVCache", KVCacheByHand, lambda: [], exercise=_use_cache),
-]
+EARLIER = earlier.Table(
+    "kv_cache",
+    ("decoder.py",),
+    [
+        Earlier("grouped_query_attention", "gqa", "repeat_kv", lambda: [((_probe((2, 2, 3, 4))[0], 2), {})]),
+        Earlier("grouped_query_attention", "gqa", "grouped_query_attention", _gqa_calls),
+        Earlier(
+            "incremental_decoding", "decode", "offset_causal_mask", lambda: [((3, 5), {}), ((4, 4), {}), ((1, 6), {})]
+        ),
+        Earlier("incremental_decoding", "decode", "cached_attention", _cached_attention_calls),
+        Earlier("kv_cache", "cache", "KVCache", exercise=_use_cache),
+    ],
+)
 
 
 def not_divisible(kv, d_model, n_heads, n_kv_heads):

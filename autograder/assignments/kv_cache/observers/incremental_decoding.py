@@ -19,8 +19,9 @@ class ScriptedCache:
     student's code then computes with them decides. `heads`: how many heads each chunk came with
     (the contract's cache holds the H_kv heads of the projections, checked on its own)."""
 
-    def __init__(self, keys, values):
-        self.keys, self.values, self.length = keys, values, 0  # (B, H_kv, L, d_k), (B, H_kv, L, d_v)
+    def __init__(self, keys, values, length=0):
+        # (B, H_kv, L, d_k), (B, H_kv, L, d_v), and how many positions count as cached already
+        self.keys, self.values, self.length = keys, values, length
         self.offset = {"k": None, "v": None}  # (B, heads, 1, d): how far the student's chunks are off
         self.heads = []  # the heads of each chunk given to update
 

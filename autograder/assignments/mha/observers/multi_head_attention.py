@@ -122,41 +122,10 @@ def attention_dropout(calls, size):
 # ---------------------------------------------------------------------------- earlier steps' functions
 #
 # The module may call functions graded in earlier steps. When one of them is wrong, the module's
-# output is wrong too, but the mistake is that step's: a run whose values may be wrong is made
-# once more with those functions written out (below) in place of the student's
-# (harness/earlier.py), and the judge decides what the two runs mean (engine/checks/earlier.py).
-# Each written-out function is self-contained (its imports inside): its code stands in for the
-# student's function, in the student's module.
-
-
-def split_by_hand(x, num_heads):
-    B, L, D = x.shape
-    return x.reshape(B, L, num_heads, D // num_heads).transpose(1, 2)
-
-
-def merge_by_hand(x):
-    B, H, L, d_k = x.shape
-    return x.transpose(1, 2).reshape(B, L, H * d_k)
-
-
-def attention_by_hand(q, k, v, mask=None):
-    import torch
-
-    scores = q @ k.transpose(-2, -1) / q.shape[-1] ** 0.5
-    if mask is not None:
-        scores = scores.masked_fill(mask, torch.finfo(scores.dtype).min)
-    weights = scores.softmax(dim=-1)
-    return weights @ v, weights
-
-
-def causal_mask_by_hand(seq_len, device=None):
-    import torch
-
-    return torch.ones(seq_len, seq_len, dtype=torch.bool, device=device).triu(1)
-
-
-def padding_mask_by_hand(ids, pad_id=0):
-    return (ids == pad_id)[:, None, None, :]
+# output is wrong too, but the mistake is that step's (harness/earlier.py): each is tried on a
+# probe below, and where it is wrong the instructor's kit runs the module once more with it
+# written out (autograder/assignments/mha/written_out.py, never in a student release), and the
+# judge decides what the two runs mean (engine/checks/earlier.py).
 
 
 def _probe_tokens():
@@ -164,9 +133,9 @@ def _probe_tokens():
 
 
 def _probe_heads():
-    """(B, H, L, d_k) heads laid out as attention gives them (weights @ v is contiguous), and as
-    split_by_hand gives them (a transposed view)."""
-    heads = split_by_hand(_probe_tokens(), 2)
+    """(B, H, L, d_k) heads laid out as attention gives them (weights @ v is contiguous), and as a
+    transposed view of (B, L, H, d_k)."""
+    heads = torch.arange(2 * 3 * 6, dtype=torch.float64).reshape(2, 3, 2, 3).transpose(1, 2)  # (B, H, L, d_k)
     return [heads.contiguous(), heads]
 
 
@@ -192,26 +161,24 @@ def _attention_care(args, kwargs):
     return None if mask is None else ~mask.all(-1, keepdim=True)  # (B, 1, Lq, 1)
 
 
-EARLIER = [
-    Earlier("split_heads", "heads", "split_heads", split_by_hand, lambda: [((_probe_tokens(), 2), {})]),
-    Earlier("split_heads", "heads", "merge_heads", merge_by_hand, lambda: [((heads,), {}) for heads in _probe_heads()]),
-    Earlier(
-        "attention", "attention", "scaled_dot_product_attention", attention_by_hand, _attention_calls, _attention_care
-    ),
-    Earlier("masking", "masking", "causal_mask", causal_mask_by_hand, lambda: [((5,), {}), ((1,), {})]),
-    Earlier(
-        "masking",
-        "masking",
-        "padding_mask",
-        padding_mask_by_hand,
-        lambda: [((torch.tensor([[5, 7, 9, 0, 0], [4, 0, 0, 0, 0]]),), {})],
-    ),
-]
+EARLIER = earlier.Table(
+    "mha",
+    ("mha.py",),
+    [
+        Earlier("split_heads", "heads", "split_heads", lambda: [((_probe_tokens(), 2), {})]),
+        Earlier("split_heads", "heads", "merge_heads", lambda: [((heads,), {}) for heads in _probe_heads()]),
+        Earlier("attention", "attention", "scaled_dot_product_attention", _attention_calls, _attention_care),
+        Earlier("masking", "masking", "causal_mask", lambda: [((5,), {}), ((1,), {})]),
+        Earlier(
+            "masking", "masking", "padding_mask", lambda: [((torch.tensor([[5, 7, 9, 0, 0], [4, 0, 0, 0, 0]]),), {})]
+        ),
+    ],
+)
 
 
 def with_earlier_steps(mha, run):
-    """run() (the module's observations), and, where an earlier step's function is wrong, the run
-    with them written out (harness.earlier.with_earlier_steps)."""
+    """run() (the module's observations), and, where an earlier step's function is wrong, what
+    the judge needs to charge it once (harness.earlier.with_earlier_steps)."""
     return earlier.with_earlier_steps(mha, EARLIER, run)
 
 
