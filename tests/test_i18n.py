@@ -624,15 +624,23 @@ def test_the_pictures_speak_the_language(monkeypatch, no_language):
         with messages.speaking(lang):
             picture = check.picture(
                 {"q": torch.zeros(1, 1, 2, 4), "k": torch.zeros(1, 1, 2, 4), "mask": torch.tensor([False, True])},
-                {"weights": weights},
+                {"weights": weights, "free": {"weights": weights}},  # the student's own, without the mask
                 None,
             )
             plots.draw(picture, Path(os.devnull))
     english, korean = ([axis.get_title() for axis in figure.axes[:2]] + [figure.get_suptitle()] for figure in drawn)
-    assert english == ["yours", "expected", "masked attention weights (padding mask), batch 0, head 0"]
+    assert english == [
+        "yours",
+        "yours without the mask, over the kept keys",
+        "masked attention weights (padding mask), batch 0, head 0",
+    ]
     if plots.hangul_font() is None:  # no font with Hangul here: English rather than empty boxes
         pytest.skip("no font with Hangul on this machine")
-    assert korean == ["여러분의 값", "기대값", "마스킹된 어텐션 가중치 (패딩 마스크), 배치 0, 헤드 0"]
+    assert korean == [
+        "여러분의 값",
+        "마스크 없는 여러분의 가중치, 남은 키에 대해 다시 정규화",
+        "마스킹된 어텐션 가중치 (패딩 마스크), 배치 0, 헤드 0",
+    ]
     assert drawn[1].axes[0].get_xlabel() == "키" and drawn[1].axes[0].get_ylabel() == "쿼리"
 
 

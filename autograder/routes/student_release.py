@@ -17,6 +17,7 @@ from autograder.engine.course.assignment import folder as assignment_folder
 from autograder.engine.mistakes.diagnosis import public_message_ids
 from autograder.engine.course.torch_pin import CPU_INDEX, GRADING_TORCH
 from autograder.engine.course import config as grading_config
+from autograder.engine.build import answers_build, stored_checks
 from autograder.engine.build.catalogs import write_student_catalogs
 from autograder.engine.judge.results import WriteError
 from autograder.engine.operations.kit_files import keep, release_manifest
@@ -166,19 +167,23 @@ def write_release(out, graded, classroom):
                 shutil.copytree(here / part, there / part, ignore=ignore)
             elif (here / part).is_file():
                 shutil.copyfile(here / part, there / part)
+        answers_build.write(config, there)  # what the release stores instead of computing it
         (there / "observers").mkdir()
         for path in sorted((here / "observers").glob("*.py")):  # without the observers only hidden checks use
             (there / "observers" / path.name).write_text(path.read_text().split(HIDDEN_MARKER, 1)[0].rstrip() + "\n")
         (there / "checks").mkdir()
         modules = config.step_modules()
         shutil.copyfile(here / "checks" / "__init__.py", there / "checks" / "__init__.py")
-        for path in sorted((here / "checks").glob("_*.py")):  # helpers of public checks (checks/_shared.py)
-            if path.name != "__init__.py":
-                shutil.copyfile(path, there / "checks" / path.name)
+        sources = {  # helpers of public checks (checks/_shared.py), then each step's public checks
+            path.stem: path.read_text()
+            for path in sorted((here / "checks").glob("_*.py"))
+            if path.name != "__init__.py"
+        }
         for step_id, module in modules.items():
             hidden = {type(check).__name__ for check in module.CHECKS if check.visibility == "hidden"}
-            source = (here / "checks" / f"{step_id}.py").read_text()
-            (there / "checks" / f"{step_id}.py").write_text(strip_hidden(source, hidden))
+            sources[step_id] = strip_hidden((here / "checks" / f"{step_id}.py").read_text(), hidden)
+        for name, source in stored_checks.rewrite(sources).items():  # oracles out, their answers stored
+            (there / "checks" / f"{name}.py").write_text(source)
     keep = set().union(*(public_message_ids(config) for config in graded))
     write_student_catalogs(grader, lambda message_id: student_message(message_id, keep))
     _write_config(out / "grading.yml", graded)

@@ -1,5 +1,6 @@
 """What several steps' checks use (not a step: the engine loads only checks modules whose names
-do not start with `_`). Public, as the checks that use it are: the student release ships it whole.
+do not start with `_`). The student release ships what its public checks still use once their
+oracles are out (engine/build/stored_checks.py).
 """
 
 import torch

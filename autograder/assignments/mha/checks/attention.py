@@ -52,9 +52,10 @@ class AgainstTorch(Check):
         return {name: want[name] for name in self.outputs}
 
     def picture(self, inputs, got, expected):
-        """The first head's weights, the student's next to PyTorch's."""
-        if expected is None or "weights" not in expected:
-            expected = oracle(inputs["q"], inputs["k"], inputs["v"])
+        """The first head's weights, the student's next to the expected ones (a check of the
+        output alone has none to show)."""
+        if not isinstance(expected, dict) or "weights" not in expected:
+            return None
         return weights_picture(got, expected["weights"], messages.render("picture.attention_weights", check=self.id))
 
 

@@ -294,14 +294,22 @@ class MaskedAttention(Check):
         return judge_masked(got, inputs["q"], inputs["k"], inputs["v"], inputs["mask"], tol, messages.render(self.what))
 
     def picture(self, inputs, got, expected):
-        """The first head's masked weights, the student's next to softmax over the kept keys."""
-        q, k, mask = inputs["q"], inputs["k"], inputs["mask"]
-        if isinstance(got, dict) and got.get("square") is True:
-            q, k, _, mask = observers.square(q, k, inputs["v"], mask)
-        scores = (q @ k.transpose(-2, -1)) / q.shape[-1] ** 0.5
-        blocked = mask.expand(scores.shape)
-        want = torch.softmax(scores.masked_fill(blocked, float("-inf")), dim=-1).nan_to_num(0.0)
-        return weights_picture(got, want, messages.render("picture.masked_weights", what=messages.render(self.what)))
+        """The first head's masked weights: the student's, next to the student's own weights
+        without the mask, renormalised over the keys the mask leaves (what a right mask makes of
+        the same attention; no picture where those are no softmax over the keys)."""
+        free = got.get("free") if isinstance(got, dict) else None
+        weights = free.get("weights") if isinstance(free, dict) else None
+        if not isinstance(weights, torch.Tensor) or weights.dim() != 4 or not normalised(weights, tuple(weights.shape)):
+            return None
+        mask = inputs["mask"]
+        if got.get("square") is True:
+            mask = observers.square(inputs["q"], inputs["k"], inputs["v"], mask)[3]
+        kept = weights.detach().to(torch.float64) * ~mask.expand(weights.shape)  # (B, H, Lq, Lk)
+        want = kept / kept.sum(-1, keepdim=True).clamp_min(torch.finfo(torch.float64).tiny)  # a row all blocked: 0
+        picture = weights_picture(got, want, messages.render("picture.masked_weights", what=messages.render(self.what)))
+        if picture is not None:
+            picture["expected_title"] = messages.render("picture.kept_keys")
+        return picture
 
 
 class PaddingMaskValues(Check):

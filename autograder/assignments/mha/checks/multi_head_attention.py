@@ -228,7 +228,11 @@ class Dropout(Check):
         }
 
     def expected(self, states, query, key, value):
-        return oracle(states, query, key, value, num_heads=self.H)
+        """The output in eval(), and the attention weights that dropout must act on in train()."""
+        return {
+            **oracle(states, query, key, value, num_heads=self.H),
+            "weights": attention_weights(states, query, key, self.H),  # (B, H, Lq, Lk)
+        }
 
     def judge(self, inputs, got, expected, tol):
         return judge_with_earlier_steps(got, lambda own: self.judge_own(inputs, own, expected, tol))
@@ -253,7 +257,7 @@ class Dropout(Check):
             return fail
         if all(torch.equal(out, first) for out in got["train"]):
             return Fail("dropout_inactive", {"p": 0.5})
-        weights = attention_weights(inputs["states"], inputs["query"], inputs["key"], self.H)  # (B, H, Lq, Lk)
+        weights = expected["weights"]  # (B, H, Lq, Lk)
         for out in got["train"]:
             fail = check_form(out, first.shape, first.dtype, first.device, name="out in train()") or judge_dropped(
                 out, inputs["value"], weights, 0.5, tol
