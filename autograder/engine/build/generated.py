@@ -5,6 +5,9 @@ only reports what is out of date). A developer writes the sources; this writes t
   where an id is declared, with its comments; the Korean one must have the same ids);
 * the compiled `.mo` files, from the `.po` files (messages.py reads only these);
 * each assignment's fingerprints.json, from its checks and mistakes (fingerprint_build.py);
+* each assignment's examples.wire, the expectations its release's smallest-example search may
+  ask for (examples_build.py): made again only where the digest of its sources changed (it runs
+  the search for every known mistake, about a minute);
 
 and the command adds the skeletons and notebooks of `python -m autograder skeleton`.
 
@@ -102,4 +105,10 @@ def _run(write, thorough):
                 from autograder.engine.mistakes import fingerprints  # late: keeps torch out until it runs
 
                 fingerprints.write(fresh, path)
+        from autograder.engine.build import examples_build  # late: keeps torch out until it runs
+
+        if not examples_build.fresh(config.id):  # after the fingerprints: they say what each mistake fails
+            changed.append(examples_build.path_of(config.id))
+            if write:
+                examples_build.write(examples_build.generate(config), examples_build.path_of(config.id))
     return changed
