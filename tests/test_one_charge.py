@@ -197,9 +197,9 @@ def submission(tmp_path, files, package="mha"):
     return root
 
 
-def graded(root, steps, assignment="mha"):
+def graded(root, steps, assignment="mha", isolate=False):
     config = grading_config.load(assignment=assignment)
-    result = grade(root, config, reference=SOLUTIONS, seed=SEED, steps=steps)
+    result = grade(root, config, reference=SOLUTIONS, seed=SEED, steps=steps, isolate=isolate)
     return {step.id: step for step in result.steps}
 
 
@@ -210,17 +210,8 @@ def lost(step):
 # ---------------------------------------------------------------------------- wrappers
 
 
-# Known open: an attention written as a callable object, reached by its instance, is written out
-# in-process (engine/judge/in_process.observe) but, in the sandboxed grade, the module's checks with
-# a padding mask, dropout or the hidden configurations are still charged (self/cross/causal pass).
-OPEN = {(s, w) for s, w in MATRIX if s == "callable_object" and w != "own_instance"}
-
-
 def marks(s, w):
-    found = [] if (s, w) in CHARGED_TWICE_ON_MAIN else [pytest.mark.slow]
-    if (s, w) in OPEN:
-        found.append(pytest.mark.xfail(strict=True, reason="callable object: written out in-process only"))
-    return found
+    return [] if (s, w) in CHARGED_TWICE_ON_MAIN else [pytest.mark.slow]
 
 
 @pytest.mark.parametrize(
@@ -236,6 +227,21 @@ def test_an_attention_mistake_is_charged_once_however_the_module_reaches_it(tmp_
     )
     assert steps["attention"].score < steps["attention"].max_score  # the mistake is the attention's
     assert lost(steps["multi_head_attention"]) == []  # and costs the module nothing
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("wrapper", ["direct", "class_holds_function", "own_instance"])
+def test_a_callable_object_attention_is_charged_once_in_the_sandboxed_grade(tmp_path, wrapper):
+    """The grade of record (the sandboxed worker) writes a callable object out as in-process
+    grading does: its __call__ is found however many copies of attributes the walk makes
+    (tests/test_write_out.py). Charged again in the module's pad_mask, dropout and hidden checks,
+    by chance, before that fix."""
+    kwargs = own_instance("callable_object") if wrapper == "own_instance" else WRAPPERS[wrapper]
+    mha = module(**{**kwargs, "imports": IMPORT + kwargs.get("imports", "")})
+    root = submission(tmp_path, {"attention.py": attention_shape("callable_object"), "mha.py": mha})
+    steps = graded(root, ["attention", "multi_head_attention"], isolate=True)
+    assert steps["attention"].score < steps["attention"].max_score
+    assert lost(steps["multi_head_attention"]) == []
 
 
 @pytest.mark.parametrize("shape,wrapper", [("plain", "direct"), ("delegating", "own_instance")])

@@ -200,13 +200,14 @@ def functions_with(package, roots, codes, limit=20_000) -> list:
     """The Python functions whose code is one of `codes`, found from `roots` and the package's
     modules through what the student's objects hold (attributes, closures, defaults, partials,
     wrapped functions, containers), within `limit` objects."""
-    found, seen = [], set()
+    found, seen = [], {}  # id -> the object, held: a copy made here (dict(vars(...))) is freed
+    # once read, and a later copy could get its id and be taken for seen (a class's methods missed)
     pending = list(roots) + [vars(module) for module in holders(package)]
     while pending and len(seen) < limit:
         item = pending.pop()
         if id(item) in seen:
             continue
-        seen.add(id(item))
+        seen[id(item)] = item
         if isinstance(item, types.FunctionType):
             if item.__code__ in codes:
                 found.append(item)
