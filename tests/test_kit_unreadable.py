@@ -96,6 +96,28 @@ def test_the_worker_side_copy_holds_only_what_runs_beside_student_code(tmp_path)
     assert not copy.exists()
 
 
+def test_the_earlier_steps_written_out_are_the_judges_alone_in_the_copy_and_in_the_kit(tmp_path):
+    """written_out.py holds correct versions of steps: the worker server reads it while it is
+    root (fork_server.ROOT_READ), and no other uid may read it, neither in the worker-side copy
+    (0600, root's) nor in the kit that bubblewrap binds file by file."""
+    from autograder.sandbox.fork_server import ROOT_ONLY, server_files
+
+    private = server_files(ROOT_ONLY)
+    assert {p.name for p in private} == {"written_out.py"} and len(private) == 2  # mha, kv_cache
+    kit = tree(tmp_path)
+    written_out = kit / "autograder/assignments/mha/written_out.py"
+    written_out.write_text("WRITTEN_OUT = {}\n")
+    written_out.chmod(0o644)
+    copy, closed = kit_view.close_kit(kit, [written_out], keep=[kit / ".venv/lib/site"], private=[written_out])
+    try:
+        held = copy / "autograder/assignments/mha/written_out.py"
+        assert stat.S_IMODE(held.stat().st_mode) == 0o600 and held.stat().st_uid == os.geteuid()
+        assert not kit_view.readable_by_others(held) and kit_view.readable_by_others(copy)
+        assert closed and not written_out.stat().st_mode & stat.S_IRWXO  # itself, not only its folder
+    finally:
+        kit_view.remove_copy(copy)
+
+
 def test_a_copy_of_a_judge_that_is_gone_is_swept(tmp_path):
     gone = tmp_path / f"{kit_view.COPY_PREFIX}{2**22 + 7}-abc"
     gone.mkdir()
@@ -107,9 +129,15 @@ def test_a_copy_of_a_judge_that_is_gone_is_swept(tmp_path):
 # ---------------------------------------------------------------------------- as an instructor grades
 
 READ_THE_KIT = """
+    import glob
+    import sys
     import numpy as np
     found = []
-    for name in @SECRETS@:
+    # the earlier steps written out (correct versions of steps) wherever the worker's Python finds
+    # the grader: the kit that bubblewrap binds, the worker-side copy (on sys.path, under /tmp)
+    places = [p for p in sys.path if p] + glob.glob('/tmp/mha-lab-kit-*')
+    written_out = [f'{p}/autograder/assignments/{a}/written_out.py' for p in places for a in ('mha', 'kv_cache')]
+    for name in @SECRETS@ + written_out:
         try:
             found.append(len(np.fromfile(name, dtype=np.uint8)))
         except OSError:
@@ -126,6 +154,7 @@ SECRETS = [
     str(KIT / "solutions" / "mha" / "attention.py"),
     str(KIT / "autograder" / "assignments" / "mha" / "checks" / "attention.py"),
     str(KIT / "grading.yml"),
+    str(KIT / "autograder" / "assignments" / "mha" / "written_out.py"),
 ]
 
 
@@ -134,7 +163,9 @@ SECRETS = [
 @pytest.mark.parametrize("platform", ["no-namespaces", "userns-refused", None])
 def test_no_worker_reads_the_kit_on_any_platform(tmp_path_factory, platform):
     """On the code before this, with no namespaces and no Landlock, the padding step earned its
-    points: the worker read the reference and the hidden checks with numpy (and open)."""
+    points: the worker read the reference and the hidden checks with numpy (and open). The
+    earlier steps written out were readable on every platform (the copy's 0644, the bound kit's
+    file) before ROOT_ONLY."""
     from test_attacks import assert_contained, flag, grade, honest, hostile
 
     tmp_path = tmp_path_factory.mktemp("kit")

@@ -39,6 +39,7 @@ excuses.
 import importlib
 import inspect
 import os
+import sys
 import threading
 import types
 from contextlib import ExitStack, contextmanager
@@ -72,6 +73,7 @@ OWN_RAISED = "with_earlier_steps_own_raised"  # the module's own run raised: its
 # far tighter than any check's tolerance, so that the judge sees every function it deems wrong.
 CLOSE = {"rtol": 1e-9, "atol": 1e-12}
 ASSIGNMENTS = __name__.rsplit(".", 2)[0] + ".assignments"  # autograder.assignments
+SERVER = __name__.rsplit(".", 2)[0] + ".sandbox.fork_server"  # never imported here (a release has none)
 
 
 @dataclass(frozen=True)
@@ -122,15 +124,16 @@ _versions_lock = threading.Lock()
 
 
 def versions(assignment: str):
-    """{name: the written-out version} from the kit's autograder/assignments/<id>/written_out.py,
-    or None where the kit has none (a student release). Loaded once per process: the worker
-    server loads them before any student code (serve.warm_up), and the student's code never
-    finds the module by name (serve.forget_grader)."""
+    """{name: the written-out version} from the kit's autograder/assignments/<id>/written_out.py
+    (in the worker server, from the text it read while root: fork_server.ROOT_ONLY), or None where
+    the kit has none (a student release). Loaded once per process, in the worker server before any
+    student code (serve.warm_up); the student's code never finds it by name (serve.forget_grader)."""
     with _versions_lock:
         if assignment not in _versions:
-            name = f"{ASSIGNMENTS}.{assignment}.written_out"
+            name, server = f"{ASSIGNMENTS}.{assignment}.written_out", sys.modules.get(SERVER)
             try:
-                _versions[assignment] = dict(importlib.import_module(name).WRITTEN_OUT)
+                module = server.root_read_module(name) if server is not None else None
+                _versions[assignment] = dict((module or importlib.import_module(name)).WRITTEN_OUT)
             except ModuleNotFoundError as error:
                 if error.name != name:
                     raise
@@ -142,8 +145,7 @@ _expected = {}
 
 
 def expected_results(table: Table, entry: Earlier):
-    """The written-out version's results on the entry's probe: computed where the kit has the
-    version, else the release's stored ones; None where neither is there."""
+    """The written-out version's results on the entry's probe, else the release's stored ones (None: neither)."""
     key = (table.assignment, entry.name)
     if key not in _expected:
         found = versions(table.assignment)

@@ -52,6 +52,7 @@ import tempfile
 import threading
 import time
 import traceback
+import types
 from pathlib import Path
 from autograder import cache_base
 
@@ -305,6 +306,7 @@ def fork_server_main(control_fd, preload):
     # Under bubblewrap the server sees the Python installation through fresh, readable mount
     # points, so it can drop its uid at once. Without, the installation may sit where only root
     # can read (under /root, say): then torch is imported first.
+    read_root_only()  # before the uid drop: files closed to every uid but root's
     dropped = confine.drop_to_unprivileged_user(keep_setuid=keep_setuid) if namespaced else False
     confine.close_other_fds([control_fd])
     control = socket.socket(fileno=control_fd)
@@ -477,10 +479,43 @@ SERVER_FILES = (
 )
 
 
-def server_files() -> list:
-    """The paths of SERVER_FILES that exist in this kit (autograder/...), in a stable order."""
+# Of SERVER_FILES, those no worker may read: the earlier steps written out are correct versions of
+# steps (the instructor's kit only). Started as root, the judge closes them to every other uid (0600
+# in the worker-side copy, o-rwx in the kit that bubblewrap binds: sandbox/kit_view.py) and the
+# server reads them into ROOT_READ while it is still root, before it drops its uid; loaded from
+# there (harness/earlier.versions), each text is let go. As a normal user nothing here can hold.
+ROOT_ONLY = ("assignments/*/written_out.py",)
+ROOT_READ = {}  # "autograder/assignments/mha/written_out.py" -> its text, read before the uid drop
+
+
+def server_files(patterns=SERVER_FILES) -> list:
+    """The paths of `patterns` (SERVER_FILES) that exist in this kit (autograder/...), in a stable
+    order."""
     grader = KIT / "autograder"
-    return sorted({path for pattern in SERVER_FILES for path in grader.glob(pattern) if not path.is_symlink()})
+    return sorted({path for pattern in patterns for path in grader.glob(pattern) if not path.is_symlink()})
+
+
+def root_read_module(name):
+    """The module `name` (dotted, of the kit) loaded from its ROOT_READ text, the text let go;
+    None where this server read no such file."""
+    relative = name.replace(".", "/") + ".py"
+    source = ROOT_READ.pop(relative, None)
+    if source is None:
+        return None
+    module = types.ModuleType(name)
+    module.__file__, module.__package__ = str(KIT / relative), name.rpartition(".")[0]
+    sys.modules[name] = module
+    exec(compile(source, module.__file__, "exec"), vars(module))  # noqa: S102 - the kit's own file
+    return module
+
+
+def read_root_only() -> None:
+    """ROOT_READ filled with the ROOT_ONLY files this server can read (all, while it is root)."""
+    for path in server_files(ROOT_ONLY):
+        try:
+            ROOT_READ[path.relative_to(KIT).as_posix()] = path.read_bytes()
+        except OSError:
+            continue
 
 
 def ensure_gpu_device_nodes():
@@ -631,7 +666,9 @@ class WorkerServer:
             from autograder.sandbox import kit_view  # late: not at the start of the worker server
             from autograder.sandbox.confine import python_paths  # late: not at the start of the worker server
 
-            self.copy, closed = kit_view.close_kit(KIT, server_files(), [*python_paths(), cache_base()])
+            self.copy, closed = kit_view.close_kit(
+                KIT, server_files(), [*python_paths(), cache_base()], private=server_files(ROOT_ONLY)
+            )
             if closed:
                 env["MHA_LAB_KIT_CLOSED"] = "1"
         wrapped = bubblewrap_command(sys.executable)

@@ -14,7 +14,10 @@ that is left. So the judge (root, which reads through any bits) removes "others"
 entries and from the reference and the grading configuration wherever they live, keeping open
 only the way to the Python installation and the judge's cache; and the worker server imports the
 worker-side files (the sandbox, the harness, each assignment's observers) from a private copy
-that everyone may read, because students have those files anyway (they ship in their kit).
+that everyone may read, because students have those files anyway (they ship in their kit). All
+but the earlier steps written out (`private`: correct versions of steps, the instructor's only):
+root's alone (0600) in the copy, closed themselves in the kit (bubblewrap binds them file by
+file), and read by the worker server before it drops its uid (fork_server.ROOT_ONLY).
 
 The change is kept: the reference and hidden checks are nobody else's business on a grading
 machine either, and putting the bits back while another grader runs would reopen the kit under
@@ -96,9 +99,11 @@ def readable_by_others(path) -> bool:
     return True
 
 
-def worker_side_copy(kit: Path, files, base=None) -> Path:
+def worker_side_copy(kit: Path, files, base=None, private=()) -> Path:
     """A fresh directory, readable by all, holding `files` (paths under `kit`) at the same
-    relative places: what the worker server imports where the kit is closed to it."""
+    relative places: what the worker server imports where the kit is closed to it. Of them,
+    `private` (the earlier steps written out) are readable by their owner alone (0600: the judge,
+    root; the server reads them before it drops its uid)."""
     base = Path(base or tempfile.gettempdir())
     sweep_copies(base)
     root = Path(tempfile.mkdtemp(prefix=f"{COPY_PREFIX}{os.getpid()}-", dir=base))
@@ -116,6 +121,10 @@ def worker_side_copy(kit: Path, files, base=None) -> Path:
         os.chmod(directory, 0o755)
         for name in names:
             os.chmod(os.path.join(directory, name), 0o644)
+    for path in private:
+        target = root / Path(path).relative_to(kit)
+        if target.exists():
+            os.chmod(target, 0o600)
     return root
 
 
@@ -167,12 +176,14 @@ def _passable(path: Path) -> bool:
         return False
 
 
-def close_kit(kit: Path, files, keep) -> tuple:
+def close_kit(kit: Path, files, keep, private=()) -> tuple:
     """As root: the worker-side copy of `files`, and the kit, its reference and SECRET_PATHS
-    closed to other uids (`keep`: the Python installation and the cache stay open). Returns
-    (the copy's root or None, whether every secret path is now unreadable by others)."""
+    closed to other uids (`keep`: the Python installation and the cache stay open). `private`
+    (of `files`) are closed themselves too, in the kit (bubblewrap binds them file by file) and
+    in the copy. Returns (the copy's root or None, whether every secret path is now unreadable
+    by others)."""
     base = public_base()
-    copy = worker_side_copy(kit, files, base) if base is not None else None
+    copy = worker_side_copy(kit, files, base, private) if base is not None else None
     kept = [*keep, *([copy] if copy else [])]
     kit = Path(kit)
     kept = [Path(os.path.abspath(k)) for k in kept]
@@ -182,8 +193,10 @@ def close_kit(kit: Path, files, keep) -> tuple:
     extra = [Path(os.path.abspath(p)) for p in SECRET_PATHS]
     extra = [p for p in extra if not any(_within(k, p) for k in kept) and not _within(kit, p)]
     secrets = [kit / "autograder", kit / "solutions", *extra]
-    close_to_others(secrets if inside_python else [kit, *extra], kept)
-    checks = [p for p in (*secrets, *(kit / "autograder" / "assignments").glob("*/checks")) if Path(p).exists()]
+    close_to_others([*(secrets if inside_python else [kit, *extra]), *private], kept)
+    checks = [
+        p for p in (*secrets, *(kit / "autograder" / "assignments").glob("*/checks"), *private) if Path(p).exists()
+    ]
     return copy, not any(readable_by_others(p) for p in checks)
 
 
