@@ -5,7 +5,8 @@
 * every check of the autograder fails on at least one planted mistake (a check that cannot
   fail measures nothing);
 * the diagnosis of the mistake's own step names it, in the instructor's grade and from the
-  fingerprints the student release ships (the same diagnosis code, without the reference);
+  fingerprints the student release ships (the same diagnosis code, without the reference), and
+  the class report counts it as one misconception;
 * the verdict does not depend on the seed of the hidden checks: a mistake fails the same checks
   of its step whatever random sizes were drawn (a grade must not be a lottery).
 """
@@ -56,6 +57,34 @@ def test_mistake_costs_points_in_its_own_step_only(graded_mistakes, step, mistak
     assert lost <= allowed, f"{mistake.id} also lowered {sorted(lost - allowed)}"
     diagnosed = [d["id"] for d in result.step(step).diagnoses]
     assert mistake.diagnosis in diagnosed, f"{mistake.id}: step {step} diagnosed {diagnosed}"
+
+
+# Mistakes still charged in two steps. causal_ignores_device: the masking step's device check
+# charges it, and the cuda step, which runs the student's own causal_mask inside the module, charges
+# it again (no known mistake there); the cuda step does not yet judge with the earlier steps'
+# functions written out, as the module step does (engine/checks/earlier.py). Strict: fixed, it fails.
+CHARGED_TWICE = {"causal_ignores_device": "masking and cuda"}
+
+
+@pytest.mark.parametrize(
+    "step,mistake",
+    [
+        pytest.param(*pair, marks=pytest.mark.xfail(strict=True, reason=CHARGED_TWICE[pair[1].id]))
+        if pair[1].id in CHARGED_TWICE
+        else pair
+        for pair in all_mistakes()
+    ],
+    ids=lambda v: getattr(v, "id", v),
+)
+def test_one_mistake_is_one_misconception_in_the_class_report(graded_mistakes, step, mistake):
+    """One mistake counts once where the instructor learns what the class missed: the class
+    report built from its result names its diagnosis and nothing else (no symptom said in its
+    support, no other step's diagnosis)."""
+    from autograder.routes.report import data as report
+
+    _, _, result = graded_mistakes[(step, mistake.id)]
+    rows = report.misconceptions([{"id": "student", "result": result.to_json()}], {})
+    assert [(row["id"], row["steps"]) for row in rows] == [(mistake.diagnosis, [step])]
 
 
 def failing_checks(result, step):

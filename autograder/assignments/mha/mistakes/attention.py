@@ -23,22 +23,22 @@ MISTAKES = [
     Mistake("scale_by_num_heads", {"scale": "size_1"}),
     Mistake("scale_by_d_v", {"scale": "d_v"}),
     Mistake("scale_after_softmax", {"scale_place": "weights"}),
-    # Normalising over the queries cannot block keys, so the mask path breaks too. Each variant
-    # says which dim it normalises: the queries (dim -2), dim 1 (the heads of 4-D scores), or the
-    # dim that nn.Softmax() without dim picks (the heads of 4-D scores, the batch of 3-D ones).
+    # Each variant says which dim it normalises: the queries (dim -2), dim 1 (the heads of 4-D
+    # scores), or the dim that nn.Softmax() without dim picks (the heads of 4-D scores, the batch
+    # of 3-D ones). None of these costs the masking step: it is judged beside the reference's
+    # attention (one mistake, one charge).
     Mistake(
         "softmax_wrong_dim",
         {"softmax_dim": -2},
         {"softmax_dim": 1},
         {"softmax_dim": "implicit"},
-        also_breaks=("masking",),
         says=(None, "softmax_over_dim_1", "softmax_without_dim"),
     ),
-    Mistake("no_softmax", {"softmax": False}, also_breaks=("masking",)),
-    Mistake("k_not_transposed", {"k_transpose": None}, {"k_transpose": (1, 2)}, also_breaks=("masking",)),
+    Mistake("no_softmax", {"softmax": False}),
+    Mistake("k_not_transposed", {"k_transpose": None}, {"k_transpose": (1, 2)}),
     # k.view / k.reshape to (..., d_k, Lk): the shape of k^T with k's numbers in the wrong places
-    Mistake("k_viewed_not_transposed", {"k_transpose": "view"}, also_breaks=("masking",)),
-    Mistake("returns_swapped", {"returns": "weights_out"}, also_breaks=("masking",)),
-    Mistake("weights_before_softmax", {"weights_are_scores": True}, also_breaks=("masking",)),
+    Mistake("k_viewed_not_transposed", {"k_transpose": "view"}),
+    Mistake("returns_swapped", {"returns": "weights_out"}),
+    Mistake("weights_before_softmax", {"weights_are_scores": True}),
     Mistake("output_upcast", {"out_upcast": True}),
 ]
