@@ -173,7 +173,9 @@ HIDDEN_ONLY = {"id": "causal_ignores_device", "message": "? causal_mask ignores 
 PUBLIC = {"id": "no_scale", "message": "? you probably did not divide by sqrt(d_k)"}
 
 
-def step_with_hidden_failure(*diagnoses):
+def step_with_hidden_failure(*diagnoses, public=None):
+    """A step whose public and hidden checks fail; `diagnoses` of every check, `public` (default:
+    the same) those the public checks alone gave (runner.explain_public)."""
     return StepResult(
         id="masking",
         title="Masking",
@@ -184,6 +186,7 @@ def step_with_hidden_failure(*diagnoses):
             check("causal_mask_device", False, 0.0, 5.0, "device: expected meta, got cpu", visibility="hidden"),
         ],
         diagnoses=list(diagnoses),
+        public_diagnoses=list(diagnoses if public is None else public),
     )
 
 
@@ -196,10 +199,16 @@ def test_only_diagnoses_a_student_release_ships_are_public():
     assert PUBLIC["id"] in ids and HIDDEN_ONLY["id"] not in ids
     quoting_hidden = {"id": "no_known_mistake", "message": "? closest evidence: device: expected meta, got cpu"}
     quoting_public = {"id": "no_known_mistake", "message": "? closest evidence: values differ"}
-    step = step_with_hidden_failure(PUBLIC, HIDDEN_ONLY, quoting_hidden, quoting_public)
+    # what every check gave (the instructor's) and what the public checks alone gave: of those,
+    # the ones whose message a student release ships
+    step = step_with_hidden_failure(
+        PUBLIC, HIDDEN_ONLY, quoting_hidden, quoting_public, public=[PUBLIC, HIDDEN_ONLY, quoting_public]
+    )
     assert public_diagnoses(step, ids) == [PUBLIC, quoting_public]
     result = json.dumps(reporter_result(public_step(step, ids)))
     assert "sqrt(d_k)" in result and "device" not in result
+    # a result that does not tell them apart (an older JSON): none
+    assert public_diagnoses(dataclasses.replace(step, public_diagnoses=None), ids) == []
 
 
 def test_gradescope_shows_a_visible_test_the_public_diagnoses_only():
@@ -208,8 +217,8 @@ def test_gradescope_shows_a_visible_test_the_public_diagnoses_only():
 
     step = step_with_hidden_failure(PUBLIC, HIDDEN_ONLY)
     data = gradescope_results(GradeResult("MHA", "upload", [step]), 1.0)
-    visible, hidden = data["tests"]
-    assert visible["visibility"] == "visible" and hidden["visibility"] == "after_published"
+    visible, hidden, points = data["tests"]
+    assert visible["visibility"] == "visible" and hidden["visibility"] == points["visibility"] == "after_published"
     assert "sqrt(d_k)" in visible["output"] and "device" not in visible["output"]
     assert "ignores its device" in hidden["output"]  # shown once grades are published
 

@@ -269,11 +269,14 @@ def run_gradescope(tmp_path, files, upload=None):
 
 
 def assert_gradescope_shape(data):
-    assert set(data) >= {"execution_time", "output", "tests"}
+    assert set(data) >= {"output", "tests"}
+    assert "execution_time" not in data  # hidden checks ran: their code could draw the time out
     assert "score" not in data  # Gradescope adds up the tests, and shows no total before publication
     for test in data["tests"]:
-        assert set(test) >= {"name", "score", "max_score", "status", "output", "visibility"}
-        assert test["status"] in ("passed", "failed")
+        assert set(test) >= {"name", "score", "max_score", "output", "visibility"}
+        # a check's test says passed or failed; a step's points (hidden checks ran) and what the
+        # code printed afterwards have no status: Gradescope judges them by their score
+        assert test.get("status", "passed") in ("passed", "failed")
         assert test["visibility"] in ("visible", "after_published")
     data["score"] = sum(t["score"] for t in data["tests"])  # the total Gradescope computes
 
@@ -316,7 +319,7 @@ def test_gradescope_grades_a_mistake_lower_with_its_diagnosis(tmp_path):
     data = run_gradescope(tmp_path, files)
     assert_gradescope_shape(data)
     assert data["score"] == pytest.approx(85)
-    failing = [t for t in data["tests"] if t["status"] == "failed"]
+    failing = [t for t in data["tests"] if t.get("status") == "failed"]
     assert failing and all(t["name"].startswith("attention: ") for t in failing)
     assert any("sqrt(d_model)" in t["output"] for t in failing)
 

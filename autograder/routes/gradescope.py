@@ -17,11 +17,12 @@ from pathlib import Path
 from autograder import KIT
 from autograder.engine.mistakes.diagnosis import public_message_ids
 from autograder.engine.course.torch_pin import CPU_INDEX, GRADING_TORCH
-from autograder.routes.public_view import public_diagnoses
+from autograder.routes.public_view import public_step
 from autograder.engine.course import config as grading_config
 from autograder.engine.course.secret import FILE_NAME as SECRET_FILE, read_secret
 from autograder.engine.judge import feedback
 from autograder.engine.checks import messages
+from autograder.engine.judge import results
 from autograder.routes.classroom import whole_points
 
 
@@ -96,49 +97,75 @@ def _write_gradescope_zip(out, config):
 
 def gradescope_results(result, execution_time, hidden_visibility="after_published", public_ids=None):
     """Gradescope's results.json for a GradeResult: one test per check, and no top-level score
-    (the tests' scores add up to the result's; see the comment at the end). The first failing
-    visible test of a step carries the step's verdict (feedback.verdict, as the score table shows
-    it: the cause first) made of its public checks and of the diagnoses a student release could
-    give (public_view.public_diagnoses of `public_ids`, default: public_message_ids of every
-    assignment in grading.yml): the others tell what the hidden checks look for. The first
-    failing hidden check's test, shown at its visibility, carries the verdict of them all."""
+    (the tests' scores add up to the result's; see the comment at the end).
+
+    What students see before grades are published is made only of what a student may read
+    (public_view.public_step: the public checks, the diagnoses of the public checks alone whose
+    message a student release ships, `public_ids`, default: public_message_ids of every
+    assignment in grading.yml), and of nothing a hidden input reached. The first failing visible
+    test of a step carries the step's verdict (feedback.verdict, as the score table shows it: the
+    cause first); the first failing hidden check's test, shown at its visibility, carries the
+    verdict of them all.
+
+    Where hidden checks ran, no visible test carries points: a visible test's maximum would tell
+    what the hidden checks of its step weigh (the step's points are in the student's grading.yml,
+    a public check's weight in its release). Gradescope's own rule for hidden tests is that
+    students see no total while some are hidden; so each step's points go to one test of its own
+    at the hidden checks' visibility, and every check's test says passed or failed for 0 points.
+    Without hidden checks every test carries its own points."""
     import dataclasses
 
     if public_ids is None:
         public_ids = set().union(*(public_message_ids(config) for config in grading_config.load_all()))
-    tests = []
+    hidden_ran = any(check.visibility != "public" for step in result.steps for check in step.checks)
+    tests, points = [], []  # points: (test, its score, its max) where a test carries points
     for step in result.steps:
-        public = dataclasses.replace(
-            step,
-            checks=[check for check in step.checks if check.visibility == "public"],
-            diagnoses=public_diagnoses(step, public_ids),
-        )
+        shown = public_step(step, public_ids)
         verdicts = {
-            "public": "\n".join(feedback.lines(feedback.verdict(public))),
+            "public": "\n".join(
+                feedback.lines(
+                    feedback.verdict(
+                        dataclasses.replace(shown, checks=[c for c in shown.checks if c.visibility == "public"])
+                    )
+                )
+            ),
             "hidden": "\n".join(feedback.lines(feedback.verdict(step))),
         }
-        for check in step.checks:
-            if check.passed is None:
-                continue
+        counted = [check for check in step.checks if check.passed is not None]
+        for check in counted:
             output, audience = check.message, "public" if check.visibility == "public" else "hidden"
             if check.passed is False and verdicts[audience]:  # once per step and audience
                 output = (output + "\n\n" if output else "") + verdicts[audience]
                 verdicts[audience] = ""
-            tests.append(
-                {
-                    "name": f"{step.id}: {check.id}",
-                    "score": round(check.points, 4),
-                    "max_score": round(check.max_points, 4),
-                    "status": "passed" if check.passed else "failed",
-                    "output": output,
-                    "visibility": "visible" if check.visibility == "public" else hidden_visibility,
-                }
-            )
+            test = {
+                "name": f"{step.id}: {check.id}",
+                "score": 0,
+                "max_score": 0,
+                "status": "passed" if check.passed else "failed",
+                "output": output,
+                "visibility": "visible" if check.visibility == "public" else hidden_visibility,
+            }
+            tests.append(test)
+            if not hidden_ran:
+                points.append((test, check.points, check.max_points))
+        if hidden_ran and counted:
+            test = {
+                "name": messages.render("gradescope_step_points", step=step.id),
+                "score": 0,
+                "max_score": 0,
+                "output": messages.render(
+                    "gradescope_step_points_output",
+                    points=results.points(step.score),
+                    max_points=results.points(step.max_score),
+                ),
+                "visibility": hidden_visibility,
+            }
+            tests.append(test)
+            points.append((test, step.score, step.max_score))
     # Gradescope adds the tests' scores up: rounded one by one, 7 checks of 15/7 would make 14.9999;
     # each is rounded as its share of the exact total instead (largest remainder, units of 0.0001).
-    counted = [check for step in result.steps for check in step.checks if check.passed is not None]
-    for key, values in (("score", [c.points for c in counted]), ("max_score", [c.max_points for c in counted])):
-        for test, share in zip(tests, exact_shares(values)):
+    for index, key in ((1, "score"), (2, "max_score")):
+        for (test, *_), share in zip(points, exact_shares([entry[index] for entry in points])):
             test[key] = share
     for step in result.steps:  # not checked here, yet in the maximum (score.score_step): said, worth 0
         if step.status == "not_checked" and step.max_score:
@@ -152,26 +179,27 @@ def gradescope_results(result, execution_time, hidden_visibility="after_publishe
                     "visibility": "visible",
                 }
             )
-    # What the student's code printed while hidden checks ran can show their inputs: where hidden
-    # checks ran it is shown as the hidden checks are (a test of its own, at their visibility).
-    hidden_ran = any(check.visibility != "public" for step in result.steps for check in step.checks)
-    printed = f"\n\n{messages.render('your_output')}\n{result.output}" if result.output and not hidden_ran else ""
-    if result.output and hidden_ran:  # worth nothing: every test needs a score where the top level has none
+    # What the code printed once hidden inputs had reached it can show them: a test of its own
+    # at the hidden checks' visibility, worth nothing (every test needs a score where the top
+    # level has none). What it printed before is the student's to see at once.
+    if result.hidden_output:
         tests.append(
             {
-                "name": messages.render("your_output"),
+                "name": messages.render("your_output_hidden"),
                 "score": 0,
                 "max_score": 0,
-                "output": result.output,
+                "output": result.hidden_output,
                 "visibility": hidden_visibility,
             }
         )
+    printed = f"\n\n{messages.render('your_output')}\n{result.output}" if result.output else ""
     # No top-level "score": Gradescope then adds up the tests' scores, and while any test is not
     # yet visible (the hidden ones: after_published) it shows students no total ("If test cases
     # are hidden, students will not be able to see their total score", its results.json
     # specification); a top-level score would override that sum and be the total they see.
+    # No execution time where hidden checks ran: the hidden phase's code could draw it out.
     return {
-        "execution_time": round(execution_time, 2),
+        **({} if hidden_ran else {"execution_time": round(execution_time, 2)}),
         "output": gradescope_summary(result)
         + (f"\n{messages.render('graded_files', files=', '.join(result.graded_files))}" if result.graded_files else "")
         + printed,
@@ -197,15 +225,23 @@ def graded_files_data(result) -> dict:
 
 
 def gradescope_summary(result):
-    """The top-level text students see at once: the public checks' points only. The total with
-    the hidden checks would tell what they scored before grades are published (their tests are
-    `after_published`); Gradescope shows the score itself by its own visibility rules."""
+    """The top-level text students see at once. Without hidden checks: the points. With them:
+    how many public checks passed, never their points (their maxima would tell what the hidden
+    checks weigh), and how many hidden checks count too; Gradescope shows the score itself by
+    its own visibility rules."""
     public = [c for step in result.steps for c in step.checks if c.visibility == "public" and c.passed is not None]
     hidden = sum(1 for step in result.steps for c in step.checks if c.visibility != "public" and c.passed is not None)
-    text = (
-        f"{result.assignment}: public checks {sum(c.points for c in public):.2f} / "
-        f"{sum(c.max_points for c in public):.2f}"
+    if not hidden:
+        return messages.render(
+            "gradescope_public_points",
+            assignment=result.assignment,
+            points=results.points(sum(c.points for c in public)),
+            max_points=results.points(sum(c.max_points for c in public)),
+        )
+    return messages.render(
+        "gradescope_public_passed",
+        assignment=result.assignment,
+        passed=sum(1 for c in public if c.passed),
+        total=len(public),
+        hidden=hidden,
     )
-    if hidden:
-        text += f"\n{hidden} hidden checks count too; their results show once grades are published."
-    return text

@@ -1,6 +1,14 @@
-"""What a student may see of a result where hidden checks ran: the public checks, a one-line
-summary of the hidden ones, and only the diagnoses a student release could give. The notebook's
-check cell, the Classroom log and reporter, and Gradescope's results all show this view.
+"""What a student may see of a result where hidden checks ran: the one filter every route's
+student-facing output goes through where hidden checks run (the notebook's check cell graded for
+nbgrader, Gradescope's visible tests; Classroom and a student's own runs have public checks only).
+
+The engine keeps apart what a hidden input reached (runner.grade_package: the public phase makes
+everything a student reads before any hidden input reaches student code): the hidden checks'
+own results, the instructor's diagnoses of every check (StepResult.diagnoses), what the code
+printed in the hidden phase (GradeResult.hidden_output), the hidden seed and the run's duration.
+This view keeps the public checks, the hidden ones as their points only (the grade, where a
+route shows it), the diagnoses made from the public checks alone (StepResult.public_diagnoses)
+and what the code printed before the hidden phase; docs/threat-model.md, "Information flow".
 """
 
 import dataclasses
@@ -9,32 +17,60 @@ from autograder.engine.checks import messages
 from autograder.engine.judge import results
 
 
-def public_diagnoses(step, public_ids: set) -> list:
-    """The diagnoses of `step` that a student may read beside the hidden checks' results: those
-    whose message id a student release ships (`public_ids`: diagnosis.public_message_ids), and
-    none that quotes a failing hidden check's message (no_known_mistake's evidence can)."""
-    hidden = [c.message for c in step.checks if c.visibility != "public" and c.passed is False and c.message]
-    return [d for d in step.diagnoses if d["id"] in public_ids and not any(m in d["message"] for m in hidden)]
+def hidden_ran(step) -> bool:
+    """Whether some hidden check of `step` is in its result."""
+    return any(check.visibility != "public" for check in step.checks)
 
 
-def public_step(step, public_ids: set):
-    """`step` as the student may see it when hidden checks ran: its public diagnoses only (the
-    reporter already names hidden checks "hidden check N" and leaves out their messages)."""
-    return dataclasses.replace(step, diagnoses=public_diagnoses(step, public_ids))
+def public_diagnoses(step, public_ids: set = None) -> list:
+    """The diagnoses of `step` a student may read: where hidden checks ran, those made from its
+    public checks alone (none where the result does not tell them apart: an older JSON); of
+    those, with `public_ids` (diagnosis.public_message_ids), only the ones whose message a student
+    release ships (the others describe what the hidden checks look for)."""
+    found = (step.public_diagnoses or []) if hidden_ran(step) else step.diagnoses
+    return [d for d in found if public_ids is None or d["id"] in public_ids]
+
+
+def public_step(step, public_ids: set = None):
+    """`step` as a student may see it where hidden checks ran: its public checks, each hidden
+    check with its points only (no message: a route names it "hidden check N"), its public
+    diagnoses, and its status as its public checks alone give it (a step whose public checks
+    all meet a TODO is "not implemented", whatever its hidden checks met)."""
+    shown = public_diagnoses(step, public_ids)
+    checks = [
+        check if check.visibility == "public" else dataclasses.replace(check, message="", message_id=None, params=None)
+        for check in step.checks
+    ]
+    status = step.status
+    if hidden_ran(step) and status in ("graded", "not_implemented"):
+        public = [check for check in step.checks if check.visibility == "public" and check.passed is not None]
+        todo = public and all(check.message_id == "not_implemented" for check in public)
+        status = "not_implemented" if todo else "graded"
+    return dataclasses.replace(step, checks=checks, diagnoses=shown, public_diagnoses=list(shown), status=status)
+
+
+def public_result(result, public_ids: set = None):
+    """`result` with every step as public_step shows it, without the hidden seed, the hidden
+    phase's printing or the run's duration (which the hidden phase's code could draw out)."""
+    return dataclasses.replace(
+        result,
+        steps=[public_step(step, public_ids) for step in result.steps],
+        seed=None,
+        hidden_output="",
+        duration=None,
+    )
 
 
 def public_view(result, step_id, public_ids: set = None):
-    """(the result of step `step_id` without its hidden checks' lines, a one-line summary of them:
-    count and points). nbgrader's feedback shows the check cell's output: hidden checks' names
-    and messages would tell what they look at, and so would the diagnoses that only the hidden
-    checks can give: with `public_ids` (diagnosis.public_message_ids), only the diagnoses a
-    student release could give are kept (public_diagnoses)."""
-    step = result.step(step_id)
+    """(the result of step `step_id` as a student may see it, without its hidden checks' lines;
+    a one-line summary of those: count and points). nbgrader's feedback shows the check cell's
+    output, which the student reads: hidden checks' names and messages would
+    tell what they look at, and so would the diagnoses that only the hidden checks can give."""
+    view = public_result(result, public_ids)
+    step = view.step(step_id)
     hidden = [c for c in step.checks if c.visibility != "public" and c.passed is not None]
     shown = dataclasses.replace(step, checks=[c for c in step.checks if c.visibility == "public"])
-    if public_ids is not None:
-        shown.diagnoses = public_diagnoses(step, public_ids)
-    view = dataclasses.replace(result, steps=[shown])
+    view = dataclasses.replace(view, steps=[shown])
     if not hidden:
         return view, ""
     return view, messages.render(

@@ -42,6 +42,7 @@ import inspect
 import json
 import os
 import re
+import secrets
 import select
 import shutil
 import signal
@@ -697,7 +698,6 @@ class WorkerServer:
         server_end.close()
         self.lock = threading.Lock()
         self.workers = {}  # token -> ForkedWorker
-        self.counter = 0
         threading.Thread(target=self._read_replies, daemon=True).start()
 
     def _says_hello(self):
@@ -726,8 +726,11 @@ class WorkerServer:
         """A new worker holding `channel_fd` and `output_fd` (the caller keeps its own copies)."""
         self.wait_ready()
         with self.lock:
-            self.counter += 1
-            token = b"%d" % self.counter
+            # Random, not counted: the token names the worker's scratch, which its code can print,
+            # and a count would tell it how many workers (of other submissions too) came before.
+            token = b"%d" % secrets.randbelow(10**18)
+            while token in self.workers:
+                token = b"%d" % secrets.randbelow(10**18)
             worker = self.workers[token] = ForkedWorker(self, token)
         self.send(FORK + token, [channel_fd, output_fd])
         if not worker.started.wait(60) or worker.pid is None:

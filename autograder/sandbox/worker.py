@@ -294,10 +294,12 @@ class Worker:
             _release_gpu(self.gpu_device)
             self.gpu_device = None
 
-    def output(self):
+    def output(self, first: int = 0):
         """What the student's code printed (cut to SHOWN_OUTPUT characters), read from the
-        files the judge made: never from a path the worker could have made."""
-        data = b"".join(os.pread(fd, 4 * SHOWN_OUTPUT + 4, 0) for fd in self.outputs)
+        files the judge made: never from a path the worker could have made. `first`: from the
+        first-th worker of this submission on (len(self.outputs) before a launch: what the
+        workers launched since then printed)."""
+        data = b"".join(os.pread(fd, 4 * SHOWN_OUTPUT + 4, 0) for fd in self.outputs[first:])
         text = data.decode("utf-8", errors="replace")
         return text[:SHOWN_OUTPUT] + ("\n[... output cut ...]" if len(text) > SHOWN_OUTPUT else "")
 

@@ -51,6 +51,12 @@ class StepRun:
     """The Tasks to observe, in the order of the step's checks."""
     records: list = field(default_factory=list)
     """diagnosis.Record of each observed task: what the diagnosis and the examples read."""
+    public_diagnoses: list = field(default_factory=list)
+    """The diagnoses of the public records alone (runner.explain_public): what a student may read."""
+    example: object = None
+    """The smallest failing input of a public check (feedback.Example), or None."""
+    probed: dict = field(default_factory=dict)
+    """{probe check: its Observation}: each probe of the submission runs once per step."""
 
 
 def check_inputs(check, seed):

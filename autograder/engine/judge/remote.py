@@ -13,14 +13,14 @@ is killed and every check not yet observed fails, saying so.
 """
 
 import signal
-import time
 from pathlib import Path
 
 from autograder.engine.checks.check import Fail
-from autograder.engine.scan.source_reader import lookup_rule
-from autograder.engine.judge.observation import Facts, Hang, Observation, malformed, read_report
-from autograder.engine.scan.submission import submission_files
 from autograder.engine.checks.text import printable
+from autograder.engine.judge.budget import Budget
+from autograder.engine.judge.observation import Facts, Hang, Observation, malformed, read_report
+from autograder.engine.scan.source_reader import lookup_rule
+from autograder.engine.scan.submission import submission_files
 from autograder.sandbox import wire
 from autograder.sandbox.worker import GRACE, Worker, WorkerGone, encoded
 
@@ -67,8 +67,9 @@ class RemoteExecutor:
             setup={"assignment": assignment, "traps": [], "lookups": lookup_rule()},
             gpu=gpu,
         )
-        self.budget = budget
-        self.deadline = None if budget is None else time.monotonic() + budget
+        self.budget = budget if isinstance(budget, Budget) else Budget(budget)  # seconds, or one already begun
+        self.visible_output = None  # what the public phase printed, once hide() ended it
+        self.hidden_from = None  # the first worker of the hidden phase (Worker.outputs' index)
 
     def __enter__(self):
         self.worker.__enter__()
@@ -88,8 +89,27 @@ class RemoteExecutor:
         return "cuda" in self.worker.layers
 
     def output(self) -> str:
-        """What the student's code printed, cut, with its control characters escaped."""
+        """What the student's code printed before any hidden input reached it (all of it where
+        no hidden check ran), cut, with its control characters escaped."""
+        if self.visible_output is not None:
+            return self.visible_output
         return printable(self.worker.output())
+
+    def hidden_output(self) -> str:
+        """What the student's code printed once hidden inputs reached it (the hidden phase's
+        workers), cut and escaped: "" where no hidden check ran."""
+        if self.hidden_from is None:
+            return ""
+        return printable(self.worker.output(self.hidden_from))
+
+    def hide(self) -> None:
+        """End the public phase: what it printed is kept as it is now, and its worker is
+        stopped, so that the hidden checks run in a fresh worker (from the same files) that
+        knows nothing the public phase's code kept (module globals, caches) and whose doings
+        nothing visible is made from. The hangs found so far go with it as traps."""
+        self.visible_output = self.output()
+        self.worker.stop()
+        self.hidden_from = len(self.worker.outputs)
 
     def facts(self, check, timeout, forbidden) -> Facts:
         return Facts(self.package, self.files, check.step, timeout, tuple(forbidden), self.hangs)
@@ -135,7 +155,7 @@ class RemoteExecutor:
         unknown, or the budget is spent), or None."""
         check = task[0]
         if self._time_left() <= 0:
-            return Observation(error=budget_spent(self.budget))
+            return Observation(error=budget_spent(self.budget.seconds))
         hang = self.hung_steps.get(check.step)
         if hang is not None:
             return Observation(
@@ -148,7 +168,7 @@ class RemoteExecutor:
         return SUBMISSION_BYTES - self.worker.received
 
     def _time_left(self) -> float:
-        return float("inf") if self.deadline is None else self.deadline - time.monotonic()
+        return self.budget.left()
 
     def _note_hang(self, check, timeout, observation):
         """A time-out in the student's code: trapped in every later worker (its own alarm
@@ -176,7 +196,7 @@ class RemoteExecutor:
             message = self.worker.receive(min(timeout, max(left - GRACE, 0)), limit)
         except TimeoutError:
             if self._time_left() <= 0:
-                return Observation(error=budget_spent(self.budget))
+                return Observation(error=budget_spent(self.budget.seconds))
             return Observation(error=Fail("timeout", {"seconds": timeout, "where": f"step {check.step}"}), overran=True)
         except WorkerGone as gone:
             if gone.exitcode is not None and gone.exitcode < 0:

@@ -39,6 +39,10 @@ class StepResult:
     checks_run: int = None  # a partial step (pytest -k, -x, --lf): how many of its checks_total ran
     checks_total: int = None
     example: object = None  # feedback.Example: the smallest failing input of a public check, where found
+    # The diagnoses made from the public checks alone (runner.explain_public): what a student may
+    # read where hidden checks ran (routes/public_view.py). None: not known apart (a result read
+    # from an older JSON), and then a student reads none where hidden checks ran.
+    public_diagnoses: list = None
 
 
 @dataclass
@@ -47,7 +51,8 @@ class GradeResult:
     submission: str
     steps: list
     seed: int = None
-    output: str = ""  # what the student's code printed (cut), shown, never parsed
+    output: str = ""  # what the student's code printed before any hidden input reached it (cut), shown, never parsed
+    hidden_output: str = ""  # what it printed once hidden inputs had reached it: hidden, like their checks
     sandbox: list = field(default_factory=list)  # isolation layers that were in force
     duration: float = None  # seconds grade() took (the class report's runtime section)
     steps_total: int = None  # how many steps the assignment has, where some may not have run (pytest)
@@ -105,6 +110,7 @@ class GradeResult:
             "max_score": _round(self.max_score),
             "seed": self.seed,
             "output": self.output,
+            **({"hidden_output": self.hidden_output} if self.hidden_output else {}),
             "sandbox": list(self.sandbox),
             **({"duration_s": round(self.duration, 3)} if self.duration is not None else {}),
             **({"partial": True} if self.partial else {}),
@@ -130,6 +136,7 @@ class GradeResult:
                         for c in step.checks
                     ],
                     "diagnoses": list(step.diagnoses),
+                    **({"public_diagnoses": list(step.public_diagnoses)} if step.public_diagnoses is not None else {}),
                     **({"pictures": list(step.pictures)} if step.pictures else {}),
                     **({"example": step.example.to_json()} if step.example is not None else {}),
                     **(
@@ -234,6 +241,7 @@ def from_json(data: dict) -> GradeResult:
                 checks=checks,
                 status=s.get("status", "graded"),
                 diagnoses=s.get("diagnoses", []),
+                public_diagnoses=s.get("public_diagnoses"),
                 mode=f"mode_{s['mode']}" if s.get("mode") else None,
                 pictures=s.get("pictures", []),
                 checks_run=s.get("checks_run"),
@@ -246,6 +254,7 @@ def from_json(data: dict) -> GradeResult:
         steps=steps,
         seed=data.get("seed"),
         output=data.get("output", ""),
+        hidden_output=data.get("hidden_output", ""),
         sandbox=list(data.get("sandbox", [])),
         duration=data.get("duration_s"),
         package_root=data.get("package_root"),

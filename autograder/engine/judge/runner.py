@@ -43,6 +43,7 @@ from autograder.engine.judge.verdict import (
     not_checked,
 )
 from autograder.engine.mistakes import diagnosis
+from autograder.engine.judge.budget import Budget
 from autograder.engine.scan.forbidden import package_files
 from autograder.engine.scan.submission import Staging, StagingError, refused_files, staging, submission_files
 from autograder.harness.package import Package
@@ -127,17 +128,16 @@ def grade_package(submission, config, reference, seed, steps, isolate, memory_by
     if hidden and seed is None:
         seed = default_seed(config)
     package = config.package
+    budget = Budget(config.budget)
     if isolate:
         from autograder.engine.judge.remote import RemoteExecutor  # the sandbox: not in a student's own run
 
-        executor = RemoteExecutor(
-            submission, config.id, package, memory_bytes, config.budget, gpu=runs_real(config, steps)
-        )
+        executor = RemoteExecutor(submission, config.id, package, memory_bytes, budget, gpu=runs_real(config, steps))
     else:
         warm_up_grader([config])
         if hidden:
             warm_up_assignment(config)
-        executor = InProcess(submission, package, config.budget)
+        executor = InProcess(submission, package, budget)
     grading = Grading(config, Path(submission), package, hidden, seed, isolate, executor)
     if hidden:
         grading.reference, grading.reference_path = load_reference(reference, package), reference
@@ -150,9 +150,20 @@ def grade_package(submission, config, reference, seed, steps, isolate, memory_by
     modules = config.step_modules()
     with executor:
         runs = [plan_step(step, modules[step.id], grading) for step in config.steps if not steps or step.id in steps]
-        observe_and_judge(runs, grading)
-        results = [explain(run, score(run), grading, pictures) for run in runs]  # the worker is free for probes
-        output = executor.output()
+        # The information flow (docs/threat-model.md): everything a student may read is made in
+        # the public phase, before any hidden input reaches student code; what the hidden phase
+        # observes reaches only the hidden checks' own results and the instructor's diagnoses.
+        # Explaining spends none of the budget (budget.py): it never leaves a check less time.
+        observe_and_judge(runs, grading, hidden=False)
+        with executor.budget.paused():
+            for run in runs:
+                explain_public(run, grading)  # the worker is free for probes and the smallest example
+        if any(task.check.visibility != "public" for run in runs for task in run.tasks):
+            executor.hide()  # a fresh worker (in-process: the printing held back)
+            observe_and_judge(runs, grading, hidden=True)
+        with executor.budget.paused():
+            results = [explain(run, score(run), grading, pictures) for run in runs]
+        output, hidden_output = executor.output(), executor.hidden_output()
     for result in results:  # in the language grading speaks (--lang ko: the JSON's titles too)
         result.title = messages.title(f"step_title.{config.id}.{result.id}", result.title)
     return GradeResult(
@@ -161,16 +172,19 @@ def grade_package(submission, config, reference, seed, steps, isolate, memory_by
         steps=results,
         seed=seed,
         output=output,
+        hidden_output=hidden_output,
         sandbox=list(executor.layers),
     )
 
 
-def observe_and_judge(runs, grading) -> None:
-    """Observe every step's tasks in one stream and judge each observation as it arrives (the
-    worker goes on running while the judge reads), into each StepRun's outcomes and records."""
-    observations = grading.executor.observe([task for run in runs for task in run.tasks])
-    for run in runs:
-        for task in run.tasks:
+def observe_and_judge(runs, grading, hidden: bool) -> None:
+    """Observe every step's public tasks (`hidden`: its hidden ones) in one stream and judge each
+    observation as it arrives (the worker goes on running while the judge reads), into each
+    StepRun's outcomes and records."""
+    phase = [(run, [task for task in run.tasks if (task.check.visibility != "public") == hidden]) for run in runs]
+    observations = grading.executor.observe([task for _, tasks in phase for task in tasks])
+    for run, tasks in phase:
+        for task in tasks:
             check, inputs = task.check, task.inputs
             observation = next(observations)
             # also for an error: the diagnosis judges the known mistakes on this check
@@ -195,32 +209,50 @@ def score(run):
     return result
 
 
-def explain(run, result, grading, pictures=None):
-    """`result` with why the step lost points: the likely mistake (diagnosis), the pictures, and
-    the smallest failing input of a public check."""
-    lost = result.score < result.max_score and result.status != "not_checked"
-    if grading.package_error is None:
-        result.diagnoses = diagnose(run, grading)
-    if pictures is not None and lost:
-        result.pictures = pictures(run.step.id, run.records)
-    if grading.package_error is None and lost:
-        result.example = feedback.first_example(
-            run.records,
+def explain_public(run, grading):
+    """What a student may read of why the step lost points, made from its public checks alone, in
+    the public phase: the likely mistake (diagnosis of the public records, probes of public
+    inputs) and the smallest failing input of a public check (into run.public_diagnoses and
+    run.example)."""
+    if grading.package_error is not None:
+        return
+    records = [record for record in run.records if record.check.visibility == "public"]
+    run.public_diagnoses = diagnose(run, grading, records)
+    if any(record.fail is not None for record in records):
+        run.example = feedback.first_example(
+            records,
             lambda check, inputs, timeout=run.step.timeout: next(
                 grading.executor.observe([(check, inputs, timeout, ())])
             ),
             run.step.tolerance,
         )
+
+
+def explain(run, result, grading, pictures=None):
+    """`result` with why the step lost points: what explain_public made for students, the
+    instructor's diagnosis of every record (hidden ones included), and the pictures."""
+    lost = result.score < result.max_score and result.status != "not_checked"
+    if grading.package_error is None:
+        result.public_diagnoses = run.public_diagnoses
+        hidden_ran = any(record.check.visibility != "public" for record in run.records)
+        result.diagnoses = diagnose(run, grading, run.records) if hidden_ran else list(run.public_diagnoses)
+    if pictures is not None and lost:
+        result.pictures = pictures(run.step.id, run.records)
+    result.example = run.example
     return result
 
 
-def diagnose(run, grading):
-    """diagnosis.diagnose of the step's records; probes of the submission run on the executor."""
+def diagnose(run, grading, records):
+    """diagnosis.diagnose of `records`; probes of the submission run on the executor, each once
+    per step: a probe the public phase ran is not run again (its inputs are public; run in the
+    hidden phase, what it finds reaches only the instructor's diagnoses)."""
     step = run.step
 
     def probe(check, package, inputs, timeout=step.timeout):
-        if package is None:
-            return next(grading.executor.observe([(check, inputs, timeout, ())]))
-        return observe(check, package, inputs, timeout)
+        if package is not None:
+            return observe(check, package, inputs, timeout)
+        if check not in run.probed:
+            run.probed[check] = next(grading.executor.observe([(check, inputs, timeout, ())]))
+        return run.probed[check]
 
-    return diagnosis.diagnose(run.module, run.records, probe, None, step.tolerance, reference=grading.reference_path)
+    return diagnosis.diagnose(run.module, records, probe, None, step.tolerance, reference=grading.reference_path)

@@ -217,7 +217,8 @@ def lists(value, path=()):
 def shrink(inputs, run, fails, dims=None, max_runs=MAX_RUNS, seconds=None, observation=None):
     """A Shrunk: the smallest failing inputs found from `inputs` (module docstring), or None when
     `inputs` themselves do not fail (or cannot be run). `observation`: what `run(inputs)` gave
-    already, where the caller has it (saves running the largest input once more)."""
+    already, where the caller has it (saves running the largest input once more). `seconds`:
+    the guard (default SECONDS, read when the search starts)."""
     search = _Search(run, fails, max_runs, SECONDS if seconds is None else seconds)
     if not search.accepts(inputs, first=True, observation=observation):
         return None

@@ -237,7 +237,7 @@ def _grade_into(given, config, out, workers, reference, seed, force, isolate, me
             progress(name, None, f"{type(error).__name__}: {error}")
             return
         if omit:
-            result = dataclasses.replace(result, output="")
+            result = dataclasses.replace(result, output="", hidden_output="")
         # The code it was graded from first, then the result that names its digest (kept_code.py).
         code = {"code": kept_code.write(out, name, result.code)} if result.code is not None else {}
         result = dataclasses.replace(result, code=None, graded=stamp)
