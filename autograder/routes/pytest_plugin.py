@@ -34,6 +34,7 @@ from autograder.engine.judge.plan import (
     warm_up_grader,
 )
 from autograder.engine.judge.verdict import charged_forbidden, judge, not_checked
+from autograder.engine.scan.forbidden import SourceScan
 from autograder.engine.judge.score import score_step
 from autograder.harness import observe as harness
 from autograder.harness.package import Package
@@ -313,6 +314,7 @@ class StudentPlugin:
         self.records = {}  # check -> its Record (inputs, observation, verdict), for the diagnosis
         self.modes = {}  # (assignment, step) -> the device mode its checks ran in
         self.source_scans = {}  # (assignment, step) -> plan.forbidden_in_source's verdict
+        self.sources = {}  # assignment -> its package's forbidden.SourceScan
         self.packages = {}  # assignment -> the student's package
         self.hangs = Hangs()  # where code hung: the checks that reach it stop at once
         self.plots = None  # --plots DIR
@@ -340,7 +342,10 @@ class StudentPlugin:
         key = check.assignment, check.step
         if key not in self.source_scans:
             module = self.configs[check.assignment].step_modules()[check.step]
-            self.source_scans[key] = forbidden_in_source(module, step, self.package(check.assignment))
+            if check.assignment not in self.sources:
+                package = self.package(check.assignment)._directory
+                self.sources[check.assignment] = SourceScan(package)  # each file parsed once per run
+            self.source_scans[key] = forbidden_in_source(module, step, self.sources[check.assignment])
         return self.source_scans[key]
 
     def pytest_report_header(self, config):

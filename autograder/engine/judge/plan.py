@@ -12,7 +12,6 @@ import importlib
 import threading
 import zlib
 from dataclasses import dataclass, field
-from pathlib import Path
 from types import ModuleType
 from typing import NamedTuple
 
@@ -21,7 +20,7 @@ import torch
 from autograder.engine.checks import messages
 from autograder.engine.checks.check import Check, Fail
 from autograder.engine.course.secret import hidden_seed, read_secret
-from autograder.engine.scan.forbidden import package_files, reached_files, scan_source, scan_tampering
+from autograder.engine.scan.forbidden import OutOfTime
 
 
 class Task(NamedTuple):
@@ -117,33 +116,38 @@ class InputCache:
 cached_inputs = InputCache()
 
 
-def forbidden_in_source(module, step, student):
+def forbidden_in_source(module, step, scan):
     """The first tampering in the files the step's code runs (its FILES and every file of the
-    submission they import, subfolders included), as a Fail (or None). Forbidden calls are not
+    submission they import, subfolders included), as a Fail (or None), read from `scan` (the
+    submission's forbidden.SourceScan: each file parsed once for all its steps). Where the
+    submission's budget runs out while scanning, the Fail says so. Forbidden calls are not
     decided here but at run time (verdict.judge); source_evidence finds their lines."""
-    directory = getattr(student, "_directory", None)
-    if directory is None:
+    if scan is None:
         return None
-    files = package_files(directory)
-    for file in reached_files(files, [f"{Path(directory).name}/{name}" for name in module.FILES]):
-        tampering = scan_tampering(files[file])
-        if tampering:
-            what, line = tampering[0]
-            return Fail("tampering", {"what": what, "file": file, "line": line})
+    try:
+        for file in scan.reached(module.FILES):
+            tampering = scan.tampering(file)
+            if tampering:
+                what, line = tampering[0]
+                return Fail("tampering", {"what": what, "file": file, "line": line})
+    except OutOfTime:
+        return Fail("budget_spent", {"seconds": scan.budget.seconds})
     return None
 
 
-def source_evidence(module, step, student):
+def source_evidence(module, step, scan):
     """{forbidden dotted name: (file, line)}: where the files the step runs name each forbidden
-    call (the first place), to point the run-time report at a line."""
-    directory = getattr(student, "_directory", None)
-    if directory is None or not step.forbidden:
-        return {}
-    files = package_files(directory)
+    call (the first place), to point the run-time report at a line (what the budget left time
+    to read)."""
     evidence = {}
-    for file in reached_files(files, [f"{Path(directory).name}/{name}" for name in module.FILES]):
-        for call, line in scan_source(files[file], step.forbidden):
-            evidence.setdefault(call, (file, line))
+    if scan is None or not step.forbidden:
+        return evidence
+    try:
+        for file in scan.reached(module.FILES):
+            for call, line in scan.calls(file, step.forbidden):
+                evidence.setdefault(call, (file, line))
+    except OutOfTime:
+        pass
     return evidence
 
 
@@ -241,11 +245,11 @@ def plan_step(step, module, grading) -> StepRun:
     in_source = None
     if package_error is None:
         in_source = refused_step_file(module, grading.refused, grading.package) or forbidden_in_source(
-            module, step, grading.source
+            module, step, grading.scan
         )
     run = StepRun(step, module)
     if package_error is None and in_source is None:
-        run.evidence = source_evidence(module, step, grading.source)
+        run.evidence = source_evidence(module, step, grading.scan)
     for check in module.CHECKS:
         if not grading.hidden and check.visibility != "public":
             continue

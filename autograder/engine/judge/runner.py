@@ -44,9 +44,8 @@ from autograder.engine.judge.verdict import (
 )
 from autograder.engine.mistakes import diagnosis
 from autograder.engine.judge.budget import Budget
-from autograder.engine.scan.forbidden import package_files
+from autograder.engine.scan.forbidden import SourceScan, package_files
 from autograder.engine.scan.submission import Staging, StagingError, refused_files, staging, submission_files
-from autograder.harness.package import Package
 
 __all__ = ["grade"]
 
@@ -116,8 +115,8 @@ class Grading:
     """The directory holding the reference package (the diagnosis runs its probes there)."""
     package_error: Fail | None = None
     """Why no step can run at all (no package, one that does not import), or None."""
-    source: object = None
-    """The package unloaded (Package.unloaded): its files, for the source scan."""
+    scan: object = None
+    """The submission's files for the source scan (forbidden.SourceScan: each parsed once)."""
     refused: dict = field(default_factory=dict)
     """{file: (reason id, params)}: what staging refused."""
 
@@ -128,7 +127,7 @@ def grade_package(submission, config, reference, seed, steps, isolate, memory_by
     if hidden and seed is None:
         seed = default_seed(config)
     package = config.package
-    budget = Budget(config.budget)
+    budget = Budget(config.budget)  # from here: the judge's scan spends it too
     if isolate:
         from autograder.engine.judge.remote import RemoteExecutor  # the sandbox: not in a student's own run
 
@@ -145,7 +144,7 @@ def grade_package(submission, config, reference, seed, steps, isolate, memory_by
         grading.package_error = Fail("missing_package", {"package": package, "path": str(submission)})
     elif not isolate:
         grading.package_error = executor.error
-    grading.source = Package.unloaded(submission, package)
+    grading.scan = SourceScan(Path(submission) / package, budget)
     grading.refused = refused_files(submission, package)
     modules = config.step_modules()
     with executor:

@@ -9,7 +9,6 @@ allow-list), and follows the submission's imports (`reached_files`).
 """
 
 import ast
-import functools
 from pathlib import Path
 
 from autograder.engine.checks import messages
@@ -21,20 +20,19 @@ from autograder.harness.watch import short_name
 # ---------------------------------------------------------------------------- in the source
 
 
-@functools.lru_cache(maxsize=16)  # a submission's files: each entry holds a whole tree
-def nodes(source: str):
+def nodes(source: str, parsed=None):
     """The nodes of the graded code of `source` (None on a syntax error, or for a file too large
-    to be graded: source_policy refuses it unread), parsed and walked once per source. Graded
-    code is all of it but `if __name__ == "__main__":` blocks and test functions (`def test_*`,
-    at module level or in a `class Test*`), which the grader never runs: such a block counts as
-    graded where the file rebinds `__name__`, and such a function where the file names it
-    anywhere else (it could be called). Read-only to callers. (Forbidden-call evidence only:
-    what is tampering is source_policy's, which also reads the bodies of `class Test*`.)"""
+    to be graded: source_policy refuses it unread), walked once. `parsed`: source_reader.parse of
+    it, where the caller has it (SourceScan). Graded code is all of it but `if __name__ ==
+    "__main__":` blocks and test functions (`def test_*`, at module level or in a `class Test*`),
+    which the grader never runs: such a block counts as graded where the file rebinds `__name__`,
+    and such a function where the file names it anywhere else (it could be called). Read-only to
+    callers. (Forbidden-call evidence only: what is tampering is source_policy's, which also
+    reads the bodies of `class Test*`.)"""
     if len(source) > source_policy.MAX_SOURCE_CHARS:
         return None
-    try:
-        tree = ast.parse(source.encode("utf-8", "surrogatepass"))  # as an import reads it (a byte-order mark)
-    except (SyntaxError, ValueError, RecursionError, MemoryError):
+    tree = source_reader.parse(source) if parsed is None else parsed
+    if isinstance(tree, BaseException):
         return None
     every = tuple(ast.walk(tree))
     loads = {n.id for n in every if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Load)}
@@ -67,54 +65,6 @@ def _is_test_function(node, loads) -> bool:
     )
 
 
-def folded(node):
-    """The value of a string expression built from literals ('a' + 'b', f'{"a"}b', ''.join([...]),
-    'ba'[::-1], '%s' % 'a'), or None."""
-    if isinstance(node, ast.Constant):
-        return node.value if isinstance(node.value, str) else None
-    if isinstance(node, ast.BinOp):
-        left, right = folded(node.left), folded(node.right)
-        if isinstance(node.op, ast.Add) and left is not None and right is not None:
-            return left + right
-        if isinstance(node.op, ast.Mod) and left is not None:
-            values = node.right.elts if isinstance(node.right, ast.Tuple) else [node.right]
-            parts = [folded(v) for v in values]
-            if None not in parts:
-                try:
-                    return left % tuple(parts)
-                except (TypeError, ValueError):
-                    return None
-        return None
-    if isinstance(node, ast.JoinedStr):
-        parts = [folded(v.value if isinstance(v, ast.FormattedValue) else v) for v in node.values]
-        return None if None in parts else "".join(parts)
-    if (
-        isinstance(node, ast.Call)
-        and isinstance(node.func, ast.Attribute)
-        and node.func.attr == "join"
-        and len(node.args) == 1
-        and isinstance(node.args[0], (ast.List, ast.Tuple))
-    ):
-        glue = folded(node.func.value)
-        parts = [folded(v) for v in node.args[0].elts]
-        return None if glue is None or None in parts else glue.join(parts)
-    if isinstance(node, ast.Subscript) and isinstance(node.slice, ast.Slice):
-        text = folded(node.value)
-        bounds = [
-            b.value if isinstance(b, ast.Constant) else b for b in (node.slice.lower, node.slice.upper, node.slice.step)
-        ]
-        if text is not None and all(b is None or isinstance(b, int) for b in bounds):
-            return text[slice(*bounds)]
-    return None
-
-
-def _root(node):
-    """'torch' for torch.nn.functional.x: the name an attribute chain starts from."""
-    while isinstance(node, ast.Attribute):
-        node = node.value
-    return node.id if isinstance(node, ast.Name) else None
-
-
 def _torch_aliases(every_node):
     """Names bound to torch or to something imported from it."""
     aliases = set()
@@ -129,52 +79,74 @@ def _torch_aliases(every_node):
 _LOOKUPS = {"getattr", "hasattr", "setattr", "delattr", "__import__"}
 
 
-def scan_source(source: str, forbidden) -> list:
-    """[(forbidden dotted name, line)] where graded code names a forbidden call: through a torch
-    import (`F.scaled_dot_product_attention`, `from torch.nn.utils.rnn import pad_sequence`), or
-    as a string built from literals (getattr(F, 'scaled_dot_' + 'product_attention')). Evidence
-    for the run-time watch's report, which alone decides."""
-    names = {short_name(dotted): dotted for dotted in forbidden}
-    every_node = nodes(source)
-    if every_node is None or not names:
-        return []
-    torch_aliases, direct, hits = _torch_aliases(every_node), {}, []
-    for node in every_node:
+def named(graded) -> list:
+    """[(name, line)] of every name by which the graded nodes `graded` (nodes()) could call a
+    library function: an attribute of torch or of what is imported from it (through any alias),
+    what `from torch... import` brings and each use of it, and a string built from literals
+    (getattr(F, 'scaled_dot_' + 'product_attention'), f'{...}', ''.join, slices, '%s' %). One
+    pass, linear in the nodes: attribute roots and folded strings are computed bottom-up, once
+    (the strings as the source policy folds them, within its bounds)."""
+    torch_aliases, imported, found = _torch_aliases(graded), {}, []
+    for node in graded:
         if isinstance(node, ast.ImportFrom) and (node.module or "").split(".")[0] == "torch" and not node.level:
-            for alias in node.names:
-                if alias.name in names:  # `from torch... import pad_sequence [as ps]`
-                    direct[alias.asname or alias.name] = names[alias.name]
-                    hits.append((names[alias.name], node.lineno))
-    for node in every_node:
-        if isinstance(node, ast.Attribute) and node.attr in names and _root(node) in torch_aliases:
-            hits.append((names[node.attr], node.lineno))
-        elif isinstance(node, ast.Name) and node.id in direct and isinstance(node.ctx, ast.Load):
-            hits.append((direct[node.id], node.lineno))
+            for alias in node.names:  # `from torch... import pad_sequence [as ps]`
+                imported[alias.asname or alias.name] = alias.name
+                found.append((alias.name, node.lineno))
+    roots = {}  # id(Attribute) -> the name its chain starts from
+    for node in reversed(graded):  # breadth-first reversed: an attribute's value before it
+        if isinstance(node, ast.Attribute):
+            value = node.value
+            roots[id(node)] = value.id if isinstance(value, ast.Name) else roots.get(id(value))
+    folded = source_reader._folded_strings([n for n in graded if isinstance(n, _STRING_BUILDERS)])
+    for node in graded:
+        if isinstance(node, ast.Attribute) and roots.get(id(node)) in torch_aliases:
+            found.append((node.attr, node.lineno))
+        elif isinstance(node, ast.Name) and node.id in imported and isinstance(node.ctx, ast.Load):
+            found.append((imported[node.id], node.lineno))
         elif (
             isinstance(node, ast.Call)
             and isinstance(node.func, ast.Name)
             and node.func.id in _LOOKUPS
             and len(node.args) >= 2
-            and folded(node.args[1]) in names
+            and id(node.args[1]) in folded
         ):
-            hits.append((names[folded(node.args[1])], node.lineno))
-        elif isinstance(node, (ast.BinOp, ast.JoinedStr, ast.Call, ast.Subscript)) and folded(node) in names:
-            hits.append((names[folded(node)], node.lineno))
-    return sorted(set(hits), key=lambda hit: hit[1])
+            found.append((folded[id(node.args[1])], node.lineno))
+        elif isinstance(node, (ast.BinOp, ast.JoinedStr, ast.Call, ast.Subscript)) and id(node) in folded:
+            found.append((folded[id(node)], node.lineno))
+    return found
+
+
+_STRING_BUILDERS = (ast.Constant, ast.BinOp, ast.JoinedStr, ast.FormattedValue, ast.Call, ast.Subscript)
+
+
+def scan_source(source: str, forbidden, names_found=None) -> list:
+    """[(forbidden dotted name, line)] where graded code names a forbidden call: through a torch
+    import (`F.scaled_dot_product_attention`, `from torch.nn.utils.rnn import pad_sequence`), or
+    as a string built from literals (getattr(F, 'scaled_dot_' + 'product_attention')). Evidence
+    for the run-time watch's report, which alone decides. `names_found`: named(nodes(source)),
+    where the caller has it (SourceScan: once per file for every step's forbidden list)."""
+    wanted = {short_name(dotted): dotted for dotted in forbidden}
+    if not wanted:
+        return []
+    if names_found is None:
+        graded = nodes(source)
+        names_found = [] if graded is None else named(graded)
+    hits = {(wanted[name], line) for name, line in names_found if name in wanted}
+    return sorted(hits, key=lambda hit: hit[1])
 
 
 # ---------------------------------------------------------------------------- tampering
 
 
-def scan_tampering(source: str) -> list:
+def scan_tampering(source: str, parsed=None) -> list:
     """[(what, line)] for each construct of a graded file outside what an attention exercise
     needs (autograder/engine/scan/source_policy.py: an allow-list of modules, built-ins and
     attributes, read from every statement), by line; `what` says the construct and why it is
     refused, in the chosen language. Such code could reach into the grader or switch off its
-    watch; it scores zero in the steps that run it."""
+    watch; it scores zero in the steps that run it. `parsed`: source_reader.parse(source)."""
     return [
         (messages.render(found.message_id, code=found.code, name=found.name), found.line)
-        for found in source_reader.findings(source)
+        for found in source_reader.findings(source, parsed)
     ]
 
 
@@ -203,12 +175,13 @@ def _module_of(file: str) -> str:
     return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
 
 
-def imported_files(files: dict, file: str) -> set:
+def imported_files(files: dict, file: str, graded=None, by_module=None) -> set:
     """The files of `files` that `file` imports (relative, rooted at the package's name or a bare
-    sibling name), with the packages on the way."""
-    by_module = {_module_of(f): f for f in files}
+    sibling name), with the packages on the way. `graded`: nodes(files[file]) and `by_module`:
+    {module: file} of `files`, where the caller has them."""
+    by_module = {_module_of(f): f for f in files} if by_module is None else by_module
     top = file.split("/", 1)[0]  # the package's name
-    every_node = nodes(files[file]) or ()
+    every_node = (nodes(files[file]) if graded is None else graded) or ()
     here = _module_of(file).split(".")
     package = here if file.endswith("/__init__.py") else here[:-1]
     wanted = []
@@ -247,3 +220,79 @@ def reached_files(files: dict, start) -> list:
         seen.append(file)
         todo.extend(sorted(imported_files(files, file) - set(seen)))
     return seen
+
+
+# ---------------------------------------------------------------------------- one submission
+
+
+class OutOfTime(Exception):
+    """The submission's budget is spent: SourceScan parses no more of its files."""
+
+
+class SourceScan:
+    """One submission's package files, read once and each parsed once (files of the same text:
+    once for all), with what the plan stage asks of them (tampering, the files a step's code
+    reaches, where a forbidden call is named) kept for the whole submission: scanning costs one
+    pass over its bytes whatever its steps and however many files it has. The judge's own time is the submission's too: with `budget`
+    (judge/budget.py), no file is parsed once it is spent (OutOfTime is raised instead)."""
+
+    def __init__(self, directory, budget=None):
+        self.package = Path(directory).name
+        self.files = package_files(directory) if Path(directory).is_dir() else {}
+        self.budget = budget
+        self.parses = 0  # how many files were parsed (each once)
+        self._by_module = {_module_of(f): f for f in self.files}
+        self._parsed, self._graded, self._tampering, self._imports, self._calls = {}, {}, {}, {}, {}
+
+    def _tree(self, file):
+        source = self.files[file]  # what is read of a file depends on its text alone: kept by text
+        if source not in self._parsed:
+            if len(source) > source_policy.MAX_SOURCE_CHARS:
+                self._parsed[source] = None  # refused unread
+            else:
+                if self.budget is not None and self.budget.left() <= 0:
+                    raise OutOfTime(file)
+                self.parses += 1
+                self._parsed[source] = source_reader.parse(source)
+        return self._parsed[source]
+
+    def _nodes(self, file):
+        source = self.files[file]
+        if source not in self._graded:
+            tree = self._tree(file)
+            self._graded[source] = None if tree is None else nodes(source, tree)
+        return self._graded[source]
+
+    def tampering(self, file) -> list:
+        """scan_tampering of `file`."""
+        source = self.files[file]
+        if source not in self._tampering:
+            self._tampering[source] = scan_tampering(source, self._tree(file))
+        return self._tampering[source]
+
+    def imports(self, file) -> set:
+        """imported_files of `file`."""
+        if file not in self._imports:
+            self._imports[file] = imported_files(self.files, file, self._nodes(file), self._by_module)
+        return self._imports[file]
+
+    def reached(self, start) -> list:
+        """The files the step files `start` (names in the package) run, directly or through
+        imports, in a stable order (reached_files)."""
+        todo = [f"{self.package}/{name}" for name in start if f"{self.package}/{name}" in self.files]
+        seen = []
+        while todo:
+            file = todo.pop(0)
+            if file in seen:
+                continue
+            seen.append(file)
+            todo.extend(sorted(self.imports(file) - set(seen)))
+        return seen
+
+    def calls(self, file, forbidden) -> list:
+        """scan_source of `file` for the calls `forbidden` (what the file names: once per text)."""
+        source = self.files[file]
+        if source not in self._calls:
+            graded = self._nodes(file)
+            self._calls[source] = [] if graded is None else named(graded)
+        return scan_source(source, forbidden, self._calls[source])

@@ -888,23 +888,30 @@ def _declared_encoding(source: str):
     return None
 
 
-@functools.lru_cache(maxsize=32)  # a submission's files; the keys (sources) are bounded in size
-def findings(source: str) -> tuple:
+def parse(source: str):
+    """The AST of `source` parsed as an import reads it (as bytes: a UTF-8 byte-order mark, which
+    a str parse refuses and an import skips, must not leave the file unread), or the exception
+    that stopped it (SyntaxError, ValueError, RecursionError, MemoryError)."""
+    try:
+        return ast.parse(source.encode("utf-8", "surrogatepass"))
+    except (SyntaxError, ValueError, RecursionError, MemoryError) as error:
+        return error
+
+
+def findings(source: str, parsed=None) -> tuple:
     """The Findings of a graded file's source, by line (empty for a file Python cannot parse:
-    importing it fails with its own message). Parsed and read once per source."""
+    importing it fails with its own message). `parsed`: parse(source), where the caller has it
+    (forbidden.SourceScan parses each file of a submission once, for every rule that reads it)."""
     if len(source) > MAX_SOURCE_CHARS:
         return (Finding("policy.too_large", f"{MAX_SOURCE_CHARS >> 10} KiB", f"{len(source) >> 10} KiB", 1),)
     declared = _declared_encoding(source)
     if declared is not None:
         line, name, number = declared
         return (Finding("policy.encoding", line.strip()[:_CODE_CHARS], name[:_CODE_CHARS], number),)
-    try:
-        # As bytes, as an import reads the file: a UTF-8 byte-order mark (which a str parse
-        # refuses, and an import skips) must not leave the file unread.
-        tree = ast.parse(source.encode("utf-8", "surrogatepass"))
-    except (SyntaxError, ValueError):
+    tree = parse(source) if parsed is None else parsed
+    if isinstance(tree, (SyntaxError, ValueError)):
         return ()
-    except (RecursionError, MemoryError):
+    if isinstance(tree, BaseException):
         return (Finding("policy.unreadable", "", "", 1),)
     try:
         return tuple(_Reader(source, tree).read())
