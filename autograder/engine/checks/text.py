@@ -47,3 +47,52 @@ def printable_values(value, limit: int = 300, depth: int = 0):
     if type(value) in (list, tuple):
         return type(value)(printable_values(v, limit, depth + 1) for v in value)
     return value
+
+
+# ---------------------------------------------------------------------------- spreadsheet cells
+
+# What makes a spreadsheet read a cell as a formula (or start one): CSV injection.
+FORMULA_STARTS = ("=", "+", "-", "@", "\t", "\r", "\n", "\uff1d", "\uff0b", "\uff0d", "\uff20")
+QUOTE = "'"  # Excel's and LibreOffice's "this is text" mark
+
+
+def spreadsheet_cell(value):
+    """`value` as a CSV cell a spreadsheet shows as what it is: a number as it is, text that a
+    spreadsheet would read as a formula (it starts, or starts after spaces, with =, +, -, @, a
+    tab, a carriage return or a newline, or their full-width forms) with a quote before it. Text
+    that starts with a quote gets one more, so that spreadsheet_text reads back every value."""
+    if value is None or isinstance(value, (bool, int, float)):
+        return value
+    text = str(value)
+    if text[:1] == QUOTE or text[:1] in FORMULA_STARTS or text.lstrip(" ")[:1] in FORMULA_STARTS:
+        return QUOTE + text
+    return text
+
+
+def spreadsheet_text(cell: str) -> str:
+    """The text spreadsheet_cell wrote as `cell`."""
+    return cell[1:] if cell[:1] == QUOTE else cell
+
+
+def csv_table(rows) -> str:
+    """The text of a CSV file of `rows` (lists of cells), every cell through spreadsheet_cell:
+    the one place the kit writes CSV (tests/test_csv_cells.py holds every writer to it)."""
+    import csv  # late: not at the start of a notebook's check cell
+    import io
+
+    buffer = io.StringIO(newline="")
+    writer = csv.writer(buffer)
+    for row in rows:
+        writer.writerow([spreadsheet_cell(cell) for cell in row])
+    return buffer.getvalue()
+
+
+def csv_records(lines) -> list:
+    """The rows of a CSV file the kit wrote (csv_table), as dicts by the header's names, each
+    cell read back with spreadsheet_text. `lines`: an open file or a list of lines."""
+    import csv  # late: not at the start of a notebook's check cell
+
+    return [
+        {spreadsheet_text(key): spreadsheet_text(cell) if isinstance(cell, str) else cell for key, cell in row.items()}
+        for row in csv.DictReader(lines)
+    ]

@@ -1,7 +1,5 @@
 """Grading results and the three ways they are shown: a text table, JSON, and a CSV of a batch."""
 
-import csv
-import io
 import json
 import os
 import secrets
@@ -10,7 +8,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from autograder.engine.checks import messages
-from autograder.engine.checks.text import printable
+from autograder.engine.checks.text import csv_table, printable
 
 
 @dataclass
@@ -329,24 +327,23 @@ def csv_text(results, names, paths=None) -> str:
     could not be graded); and, where any submission is a repository made from a release, a
     `tampering` column: what changed among its kit files (kit_files.summary; empty: nothing).
     The total is the grade of record (GradeResult.total: the gradebook's, after the late penalty
-    and adjustments, shown in their columns; `notes` says why, from the JSON's)."""
+    and adjustments, shown in their columns; `notes` says why, from the JSON's). Every cell through
+    text.csv_table: none a spreadsheet reads as a formula."""
     graded = [result for result in results if result is not None]
     step_ids = [step.id for step in graded[0].steps] if graded else []
     kit = any(result.kit_files is not None for result in graded)
-    buffer = io.StringIO(newline="")
-    writer = csv.writer(buffer)
-    writer.writerow(
+    rows = [
         ["submission", *(["path"] if paths is not None else []), *step_ids]
         + ["late_penalty", "adjustment", "total", "max_score", "notes"]
         + (["tampering"] if kit else [])
-    )
+    ]
     for index, (name, result) in enumerate(zip(names, results)):
         # a path holds names a student chose: one printable line (a spreadsheet or a terminal acts on no control character)
         head = [name, printable(paths[index], one_line=True)] if paths is not None else [name]
         if result is None:
-            writer.writerow([*head, *([""] * (len(step_ids) + 5 + kit))])
+            rows.append([*head, *([""] * (len(step_ids) + 5 + kit))])
             continue
-        writer.writerow(
+        rows.append(
             [
                 *head,
                 *(_round(result.step(s).score) for s in step_ids),
@@ -358,7 +355,7 @@ def csv_text(results, names, paths=None) -> str:
             ]
             + ([printable(tampering_summary(result.kit_files), one_line=True)] if kit else [])
         )
-    return buffer.getvalue()
+    return csv_table(rows)
 
 
 def gradebook_notes(result) -> str:

@@ -14,7 +14,6 @@ a shard that stopped half-way, a shard whose directory was not given, a result d
 otherwise it names the shards and students to grade again, with the command for each.
 """
 
-import csv
 import dataclasses
 import datetime
 import hashlib
@@ -26,6 +25,7 @@ from pathlib import Path
 from autograder.engine.judge import kept_code
 from autograder.engine.judge.results import write_atomically
 from autograder.engine.judge.results import csv_text, load_result
+from autograder.engine.checks.text import csv_records
 
 MANIFEST = Path("batch") / "manifest.json"  # in a --out directory: a folder, so no id can clash with it
 LOCK = Path("batch") / "lock"
@@ -260,7 +260,7 @@ def _csv_rows(out: Path) -> dict:
     rows = {}
     if csv_path.exists():
         with open(csv_path, newline="", encoding="utf-8") as f:
-            for line, row in enumerate(csv.DictReader(f), start=2):
+            for line, row in enumerate(csv_records(f), start=2):
                 if not row.get("submission"):
                     raise ShardError(f"{csv_path}, line {line}: no submission id")
                 rows.setdefault(row["submission"], row)

@@ -19,6 +19,7 @@ import json
 import math
 from pathlib import Path
 
+from autograder.engine.checks.text import csv_records
 from autograder.engine.judge import kept_code
 from autograder.engine.scan.submission import read_regular
 
@@ -83,7 +84,8 @@ def _csv_rows(out: Path) -> dict:
     if data is None:
         return rows
     try:
-        for row in csv.DictReader(io.StringIO(data.decode("utf-8", errors="replace"), newline="")):
+        # The cells as written (text.spreadsheet_cell read back: a quoted "=id" is "=id" again).
+        for row in csv_records(io.StringIO(data.decode("utf-8", errors="replace"), newline="")):
             sid = row.get("submission")
             if isinstance(sid, str) and sid:
                 rows.setdefault(sid, row.get("path") or "")
