@@ -11,10 +11,11 @@ time it takes, per KiB of source, and how many files were parsed. Staging's limi
 source (submission.py), each file at most source_policy.MAX_SOURCE_CHARS (256 KiB), so the last
 row of a shape, 62 files of 256 KiB (with the reference, just under 16 MiB), is about the most
 a submission can make the judge read. Prints
-figures; asserts nothing.
+figures (peak RSS: this process's so far, the trees of a file are not kept); asserts nothing.
 """
 
 import argparse
+import resource
 import shutil
 import sys
 import tempfile
@@ -27,7 +28,7 @@ sys.path.insert(0, str(KIT))
 import torch  # noqa: E402,F401 - imported by the judge before any scan
 
 from autograder.engine.course import config as grading_config  # noqa: E402
-from autograder.engine.judge.plan import forbidden_in_source, source_evidence  # noqa: E402
+from autograder.engine.judge.plan import every_forbidden, forbidden_in_source, source_evidence  # noqa: E402
 from autograder.engine.scan import source_policy  # noqa: E402
 from autograder.engine.scan.forbidden import SourceScan  # noqa: E402
 
@@ -76,7 +77,7 @@ def scan_cpu(path, config):
     """(CPU seconds of the plan stage's scan over every step, files parsed)."""
     modules = config.step_modules()
     started = time.process_time()
-    scan = SourceScan(path / config.package)
+    scan = SourceScan(path / config.package, forbidden=every_forbidden(config))
     for step in config.steps:
         forbidden_in_source(modules[step.id], step, scan)
         source_evidence(modules[step.id], step, scan)
@@ -91,16 +92,19 @@ def main():
     args = parser.parse_args()
     config = grading_config.load(assignment="mha")
     print(f"budget per submission: {config.budget:g} s; staging's limit: 16 MiB of source\n")
-    print(f"{'shape':<10} {'files':>5} {'KiB each':>8} {'MiB':>6} {'parsed':>6} {'CPU s':>7} {'ms/KiB':>7}")
+    print(
+        f"{'shape':<10} {'files':>5} {'KiB each':>8} {'MiB':>6} {'parsed':>6} {'CPU s':>7} {'ms/KiB':>7} {'peak RSS':>8}"
+    )
     with tempfile.TemporaryDirectory() as tmp:
         for shape in args.shapes.split(","):
             for files in map(int, args.files.split(",")):
                 for size in map(int, args.sizes.split(",")):
                     path, nbytes = submission(Path(tmp), shape, files, size)
                     seconds, parsed = scan_cpu(path, config)
+                    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss >> 10  # MiB, so far
                     print(
                         f"{shape:<10} {files:>5} {size:>8} {nbytes / 2**20:>6.2f} {parsed:>6} {seconds:>7.2f} "
-                        f"{1000 * seconds / (nbytes / 1024):>7.3f}"
+                        f"{1000 * seconds / (nbytes / 1024):>7.3f} {peak:>6} MiB"
                     )
                     shutil.rmtree(path)
 

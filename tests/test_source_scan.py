@@ -13,7 +13,7 @@ import pytest
 from autograder.engine.course import config as grading_config
 from autograder.engine.judge import budget as budget_module
 from autograder.engine.judge.budget import Budget
-from autograder.engine.judge.plan import forbidden_in_source, source_evidence
+from autograder.engine.judge.plan import every_forbidden, forbidden_in_source, source_evidence
 from autograder.engine.judge.runner import grade
 from autograder.engine.scan import source_reader
 from autograder.engine.scan.forbidden import SourceScan
@@ -75,7 +75,7 @@ def test_a_submissions_scan_parses_as_many_files_as_it_has_not_files_times_steps
     config = quick_config()
     path = with_dead_code(tmp_path, 24)
     modules = config.step_modules()
-    scan = SourceScan(path / "mha")
+    scan = SourceScan(path / "mha", forbidden=every_forbidden(config))
     for step in config.steps:
         assert forbidden_in_source(modules[step.id], step, scan) is None
         source_evidence(modules[step.id], step, scan)
@@ -107,7 +107,7 @@ def test_the_scan_stops_once_the_submissions_budget_is_spent(tmp_path, monkeypat
     monkeypatch.setattr(source_reader, "parse", slow_parse)
     config = quick_config()
     path = with_dead_code(tmp_path, 20)
-    scan = SourceScan(path / "mha", Budget(5))
+    scan = SourceScan(path / "mha", Budget(5), every_forbidden(config))
     step = config.step("padding")
     fail = forbidden_in_source(config.step_modules()["padding"], step, scan)
     assert fail is not None and fail.message_id == "budget_spent" and fail.params["seconds"] == 5

@@ -29,6 +29,7 @@ from autograder.engine.judge.plan import (
     check_inputs,
     check_seed,
     device_mode,
+    every_forbidden,
     forbidden_in_source,
     mode_note,
     warm_up_grader,
@@ -344,7 +345,8 @@ class StudentPlugin:
             module = self.configs[check.assignment].step_modules()[check.step]
             if check.assignment not in self.sources:
                 package = self.package(check.assignment)._directory
-                self.sources[check.assignment] = SourceScan(package)  # each file parsed once per run
+                forbidden = every_forbidden(self.configs[check.assignment])
+                self.sources[check.assignment] = SourceScan(package, forbidden=forbidden)  # each file parsed once
             self.source_scans[key] = forbidden_in_source(module, step, self.sources[check.assignment])
         return self.source_scans[key]
 

@@ -116,6 +116,11 @@ class InputCache:
 cached_inputs = InputCache()
 
 
+def every_forbidden(config) -> set:
+    """The forbidden dotted names of every step of `config` (what a SourceScan is made for)."""
+    return {name for step in config.steps for name in step.forbidden}
+
+
 def forbidden_in_source(module, step, scan):
     """The first tampering in the files the step's code runs (its FILES and every file of the
     submission they import, subfolders included), as a Fail (or None), read from `scan` (the

@@ -27,6 +27,7 @@ from autograder.engine.judge.in_process import InProcess, observe
 from autograder.engine.judge.plan import (
     check_seed,
     default_seed,
+    every_forbidden,
     mode_note,
     plan_step,
     runs_real,
@@ -144,7 +145,7 @@ def grade_package(submission, config, reference, seed, steps, isolate, memory_by
         grading.package_error = Fail("missing_package", {"package": package, "path": str(submission)})
     elif not isolate:
         grading.package_error = executor.error
-    grading.scan = SourceScan(Path(submission) / package, budget)
+    grading.scan = SourceScan(Path(submission) / package, budget, every_forbidden(config))
     grading.refused = refused_files(submission, package)
     modules = config.step_modules()
     with executor:

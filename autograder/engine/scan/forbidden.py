@@ -175,31 +175,41 @@ def _module_of(file: str) -> str:
     return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
 
 
-def imported_files(files: dict, file: str, graded=None, by_module=None) -> set:
+def import_statements(graded) -> list:
+    """[(level, [module parts], [imported names])] of the graded nodes' imports (`import a.b`:
+    (0, ["a", "b"], []))."""
+    found = []
+    for node in graded or ():
+        if isinstance(node, ast.Import):
+            found += [(0, alias.name.split("."), []) for alias in node.names]
+        elif isinstance(node, ast.ImportFrom):
+            module = (node.module or "").split(".") if node.module else []
+            found.append((node.level, module, [alias.name for alias in node.names]))
+    return found
+
+
+def imported_files(files: dict, file: str, statements=None, by_module=None) -> set:
     """The files of `files` that `file` imports (relative, rooted at the package's name or a bare
-    sibling name), with the packages on the way. `graded`: nodes(files[file]) and `by_module`:
-    {module: file} of `files`, where the caller has them."""
+    sibling name), with the packages on the way. `statements`: import_statements of the file's
+    graded nodes and `by_module`: {module: file} of `files`, where the caller has them."""
     by_module = {_module_of(f): f for f in files} if by_module is None else by_module
     top = file.split("/", 1)[0]  # the package's name
-    every_node = (nodes(files[file]) if graded is None else graded) or ()
+    statements = import_statements(nodes(files[file])) if statements is None else statements
     here = _module_of(file).split(".")
     package = here if file.endswith("/__init__.py") else here[:-1]
     wanted = []
-    for node in every_node:
-        if isinstance(node, ast.Import):
-            for alias in node.names:
-                parts = alias.name.split(".")
-                wanted.append(parts[1:] if parts[0] == top else parts)
-        elif isinstance(node, ast.ImportFrom):
-            module = (node.module or "").split(".") if node.module else []
-            if node.level:
-                base = package[: len(package) - (node.level - 1)] if node.level - 1 <= len(package) else []
-            elif module and module[0] == top:
-                base, module = [], module[1:]
-            else:
-                base = []
-            wanted.append(base + module)
-            wanted.extend(base + module + [a.name] for a in node.names)
+    for level, module, names in statements:
+        if not level and not names:  # import a.b
+            wanted.append(module[1:] if module[0] == top else module)
+            continue
+        if level:
+            base = package[: len(package) - (level - 1)] if level - 1 <= len(package) else []
+        elif module and module[0] == top:
+            base, module = [], module[1:]
+        else:
+            base = []
+        wanted.append(base + module)
+        wanted.extend(base + module + [name] for name in names)
     found = set()
     for parts in wanted:
         for cut in range(1, len(parts) + 1):  # a module and the packages on its way
@@ -233,47 +243,47 @@ class SourceScan:
     """One submission's package files, read once and each parsed once (files of the same text:
     once for all), with what the plan stage asks of them (tampering, the files a step's code
     reaches, where a forbidden call is named) kept for the whole submission: scanning costs one
-    pass over its bytes whatever its steps and however many files it has. The judge's own time is the submission's too: with `budget`
-    (judge/budget.py), no file is parsed once it is spent (OutOfTime is raised instead)."""
+    pass over its bytes whatever its steps and however many files it has. Of a file, only what
+    is asked of it is kept, never its tree (400 bytes per source byte: 16 MiB of source would
+    hold gigabytes). The judge's own time is the submission's too: with `budget`
+    (judge/budget.py), no file is parsed once it is spent (OutOfTime is raised instead).
+    `forbidden`: every forbidden dotted name a step may ask about (the names a file calls by are
+    kept for those only)."""
 
-    def __init__(self, directory, budget=None):
+    def __init__(self, directory, budget=None, forbidden=()):
         self.package = Path(directory).name
         self.files = package_files(directory) if Path(directory).is_dir() else {}
         self.budget = budget
-        self.parses = 0  # how many files were parsed (each once)
+        self.forbidden = {short_name(dotted) for dotted in forbidden}
+        self.parses = 0  # how many texts were parsed (each once)
         self._by_module = {_module_of(f): f for f in self.files}
-        self._parsed, self._graded, self._tampering, self._imports, self._calls = {}, {}, {}, {}, {}
+        self._read = {}  # text -> (tampering, import statements, [(forbidden short name, line)])
+        self._imports = {}  # file -> the files it imports
 
-    def _tree(self, file):
-        source = self.files[file]  # what is read of a file depends on its text alone: kept by text
-        if source not in self._parsed:
+    def _of(self, file):
+        """What is kept of `file`'s text, read (and parsed) the first time it is asked for."""
+        source = self.files[file]
+        if source not in self._read:
             if len(source) > source_policy.MAX_SOURCE_CHARS:
-                self._parsed[source] = None  # refused unread
+                tree = None  # refused unread (source_reader says so)
             else:
                 if self.budget is not None and self.budget.left() <= 0:
                     raise OutOfTime(file)
                 self.parses += 1
-                self._parsed[source] = source_reader.parse(source)
-        return self._parsed[source]
-
-    def _nodes(self, file):
-        source = self.files[file]
-        if source not in self._graded:
-            tree = self._tree(file)
-            self._graded[source] = None if tree is None else nodes(source, tree)
-        return self._graded[source]
+                tree = source_reader.parse(source)
+            graded = None if tree is None else nodes(source, tree)
+            names = [(name, line) for name, line in named(graded or ()) if name in self.forbidden]
+            self._read[source] = (scan_tampering(source, tree), import_statements(graded), names)
+        return self._read[source]
 
     def tampering(self, file) -> list:
         """scan_tampering of `file`."""
-        source = self.files[file]
-        if source not in self._tampering:
-            self._tampering[source] = scan_tampering(source, self._tree(file))
-        return self._tampering[source]
+        return self._of(file)[0]
 
     def imports(self, file) -> set:
         """imported_files of `file`."""
         if file not in self._imports:
-            self._imports[file] = imported_files(self.files, file, self._nodes(file), self._by_module)
+            self._imports[file] = imported_files(self.files, file, self._of(file)[1], self._by_module)
         return self._imports[file]
 
     def reached(self, start) -> list:
@@ -290,9 +300,8 @@ class SourceScan:
         return seen
 
     def calls(self, file, forbidden) -> list:
-        """scan_source of `file` for the calls `forbidden` (what the file names: once per text)."""
-        source = self.files[file]
-        if source not in self._calls:
-            graded = self._nodes(file)
-            self._calls[source] = [] if graded is None else named(graded)
-        return scan_source(source, forbidden, self._calls[source])
+        """scan_source of `file` for the calls `forbidden` (of those the scan was made for)."""
+        unknown = {short_name(dotted) for dotted in forbidden} - self.forbidden
+        if unknown:
+            raise ValueError(f"a SourceScan made for {sorted(self.forbidden)} asked about {sorted(unknown)}")
+        return scan_source(self.files[file], forbidden, self._of(file)[2])
