@@ -10,6 +10,7 @@ import functools
 from pathlib import Path
 
 from autograder.engine.checks import messages
+from autograder.engine.judge.results import picture_name
 
 
 def pictures_for(directory):
@@ -35,7 +36,7 @@ def save_pictures(directory: Path, step_id: str, records) -> list:
         if picture is None:
             continue
         directory.mkdir(parents=True, exist_ok=True)
-        path = directory / f"{step_id}-{record.check.id}.png"
+        path = directory / picture_name(step_id, record.check.id)
         try:
             draw(picture, path)
         except ImportError:  # no matplotlib here (pip install matplotlib): grading goes on without pictures

@@ -12,6 +12,7 @@ and what the code printed before the hidden phase; docs/threat-model.md, "Inform
 """
 
 import dataclasses
+from pathlib import Path
 
 from autograder.engine.checks import messages
 from autograder.engine.judge import results
@@ -34,19 +35,25 @@ def public_diagnoses(step, public_ids: set = None) -> list:
 def public_step(step, public_ids: set = None):
     """`step` as a student may see it where hidden checks ran: its public checks, each hidden
     check with its points only (no message: a route names it "hidden check N"), its public
-    diagnoses, and its status as its public checks alone give it (a step whose public checks
-    all meet a TODO is "not implemented", whatever its hidden checks met)."""
+    diagnoses, the pictures of its public checks (a hidden check's would draw its inputs), and
+    its status as its public checks alone give it (a step whose public checks all meet a TODO
+    is "not implemented", whatever its hidden checks met)."""
     shown = public_diagnoses(step, public_ids)
     checks = [
         check if check.visibility == "public" else dataclasses.replace(check, message="", message_id=None, params=None)
         for check in step.checks
     ]
-    status = step.status
+    status, pictures = step.status, list(step.pictures)
+    if hidden_ran(step):  # a hidden check's picture shows its inputs: the public checks' only
+        shown_names = {results.picture_name(step.id, check.id) for check in step.checks if check.visibility == "public"}
+        pictures = [path for path in pictures if Path(path).name in shown_names]
     if hidden_ran(step) and status in ("graded", "not_implemented"):
         public = [check for check in step.checks if check.visibility == "public" and check.passed is not None]
         todo = public and all(check.message_id == "not_implemented" for check in public)
         status = "not_implemented" if todo else "graded"
-    return dataclasses.replace(step, checks=checks, diagnoses=shown, public_diagnoses=list(shown), status=status)
+    return dataclasses.replace(
+        step, checks=checks, diagnoses=shown, public_diagnoses=list(shown), status=status, pictures=pictures
+    )
 
 
 def public_result(result, public_ids: set = None):

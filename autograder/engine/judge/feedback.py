@@ -420,13 +420,20 @@ def smallest_example(check, inputs, fail, run, tol, observation=None, **limits):
     return Example(
         check=check.id,
         inputs={name: value for name, value in shrunk.inputs.items() if name != "mode"},
-        got=got,
+        got=snapshot(got),
         expected=expected,
         message=messages.render(found.message_id, **found.params),
         raised=raised,
         size_before=shrunk.size_before,
         size_after=shrunk.size_after,
     )
+
+
+def snapshot(values: dict) -> dict:
+    """`values` with each tensor copied: what the student's code gave, as it was when judged. In
+    the grader's own process the code may still hold the tensors it returned, and write over
+    them once hidden inputs reach it (runner.grade_package: the example is shown after that)."""
+    return {key: value.detach().clone() if isinstance(value, torch.Tensor) else value for key, value in values.items()}
 
 
 def kind_of(fail):

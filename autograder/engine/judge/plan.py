@@ -54,6 +54,8 @@ class StepRun:
     """The diagnoses of the public records alone (runner.explain_public): what a student may read."""
     example: object = None
     """The smallest failing input of a public check (feedback.Example), or None."""
+    pictures: list = field(default_factory=list)
+    """The pictures of its failing public checks, drawn in the public phase (runner.explain_public)."""
     probed: dict = field(default_factory=dict)
     """{probe check: its Observation}: each probe of the submission runs once per step."""
 

@@ -43,6 +43,11 @@ class StepResult:
     public_diagnoses: list = None
 
 
+def picture_name(step_id: str, check_id: str) -> str:
+    """The file name of a failing check's picture (routes/plots.py draws it; StepResult.pictures)."""
+    return f"{step_id}-{check_id}.png"
+
+
 @dataclass
 class GradeResult:
     assignment: str

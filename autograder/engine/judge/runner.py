@@ -157,7 +157,7 @@ def grade_package(submission, config, reference, seed, steps, isolate, memory_by
         observe_and_judge(runs, grading, hidden=False)
         with executor.budget.paused():
             for run in runs:
-                explain_public(run, grading)  # the worker is free for probes and the smallest example
+                explain_public(run, grading, pictures)  # the worker is free for probes and the smallest example
         if any(task.check.visibility != "public" for run in runs for task in run.tasks):
             executor.hide()  # a fresh worker (in-process: the printing held back)
             observe_and_judge(runs, grading, hidden=True)
@@ -209,14 +209,18 @@ def score(run):
     return result
 
 
-def explain_public(run, grading):
+def explain_public(run, grading, pictures=None):
     """What a student may read of why the step lost points, made from its public checks alone, in
     the public phase: the likely mistake (diagnosis of the public records, probes of public
-    inputs) and the smallest failing input of a public check (into run.public_diagnoses and
-    run.example)."""
+    inputs), the smallest failing input of a public check and the pictures of the failing ones
+    (into run.public_diagnoses, run.example and run.pictures). Made before any hidden input
+    reaches the code: in the grader's own process the code may still hold what it returned, and
+    write over it later."""
+    records = [record for record in run.records if record.check.visibility == "public"]
+    if pictures is not None and any(record.fail is not None for record in records):
+        run.pictures = pictures(run.step.id, records)
     if grading.package_error is not None:
         return
-    records = [record for record in run.records if record.check.visibility == "public"]
     run.public_diagnoses = diagnose(run, grading, records)
     if any(record.fail is not None for record in records):
         run.example = feedback.first_example(
@@ -230,14 +234,18 @@ def explain_public(run, grading):
 
 def explain(run, result, grading, pictures=None):
     """`result` with why the step lost points: what explain_public made for students, the
-    instructor's diagnosis of every record (hidden ones included), and the pictures."""
+    instructor's diagnosis of every record (hidden ones included), and the pictures (the hidden
+    checks' after the public ones')."""
     lost = result.score < result.max_score and result.status != "not_checked"
     if grading.package_error is None:
         result.public_diagnoses = run.public_diagnoses
         hidden_ran = any(record.check.visibility != "public" for record in run.records)
         result.diagnoses = diagnose(run, grading, run.records) if hidden_ran else list(run.public_diagnoses)
-    if pictures is not None and lost:
-        result.pictures = pictures(run.step.id, run.records)
+    hidden = [record for record in run.records if record.check.visibility != "public"]
+    if pictures is not None and lost and any(record.fail is not None for record in hidden):
+        result.pictures = run.pictures + pictures(run.step.id, hidden)
+    else:
+        result.pictures = list(run.pictures)
     result.example = run.example
     return result
 
