@@ -99,7 +99,8 @@ def main():
     from planted import PLANTED
 
     from autograder.engine.judge import kept_code
-    from autograder.engine.judge.results import load_result, write_csv
+    from autograder.engine.judge.grades_csv import write_csv
+    from autograder.engine.judge.results import load_result
     from autograder.engine.scan.submission import submission_files
 
     rng = random.Random(16)

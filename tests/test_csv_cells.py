@@ -20,7 +20,8 @@ from autograder.engine.checks.text import (
     spreadsheet_cell,
     spreadsheet_text,
 )
-from autograder.engine.judge.results import CheckResult, GradeResult, StepResult, csv_text
+from autograder.engine.judge.grades_csv import csv_text
+from autograder.engine.judge.results import CheckResult, GradeResult, StepResult
 from conftest import KIT
 
 # What a hostile value starts with: each formula start, after spaces or not, a quote, or nothing.
@@ -71,7 +72,16 @@ def test_no_cell_of_grades_csv_is_a_formula_and_every_value_reads_back(names, pa
             assert not formula(cell) or number(cell), (cell, row)
     records = csv_records(io.StringIO(text))
     columns = step_ids if any(result is not None for result in results) else []
-    assert list(records[0]) == ["submission", "path", *columns, "total", "max_score"]
+    assert list(records[0]) == [
+        "submission",
+        "path",
+        *columns,
+        "late_penalty",
+        "adjustment",
+        "total",
+        "max_score",
+        "notes",
+    ]
     assert [record["submission"] for record in records] == names
     assert [record["path"] for record in records] == [printable(p, one_line=True) for p in paths[: len(names)]]
 
@@ -117,7 +127,8 @@ def test_every_csv_the_kit_writes_goes_through_the_one_that_neutralises():
 def test_a_hostile_id_survives_a_merge_and_the_report(tmp_path):
     """The kit reads its own CSV back (merging shards, the class report): an id that starts
     like a formula (batch ids keep a leading '-') is the same id after the round trip."""
-    from autograder.engine.judge.results import write_csv, write_json
+    from autograder.engine.judge.grades_csv import write_csv
+    from autograder.engine.judge.results import write_json
     from autograder.engine.operations.shard import _csv_rows
     from autograder.routes.report.reading import load_out_dirs
 

@@ -15,7 +15,8 @@ from pathlib import Path
 
 import pytest
 
-from autograder.engine.judge.results import csv_text, from_json, tampering_summary
+from autograder.engine.judge.grades_csv import csv_text, tampering_summary
+from autograder.engine.judge.results import from_json
 from autograder.engine.operations import kit_files
 from autograder.routes.release import release
 from conftest import SOLUTIONS

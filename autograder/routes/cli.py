@@ -35,6 +35,7 @@ from pathlib import Path
 from autograder import KIT
 from autograder.engine.checks import messages
 from autograder.engine.judge import results
+from autograder.engine.judge.grades_csv import tampering_summary
 
 PLOTS_DEFAULT = Path("plots")  # --plots without DIR (a batch: OUT/pictures/)
 PRIVATE_GONE = (
@@ -612,8 +613,8 @@ def run_grade(args):
 
             result.kit_files = kit_files(paths[0], config.package)
         print(("\n" if number else "") + results.table(result))
-        if results.tampering_summary(result.kit_files):
-            print(f"\ntampering: {results.tampering_summary(result.kit_files)} (kit files against the release)")
+        if tampering_summary(result.kit_files):
+            print(f"\ntampering: {tampering_summary(result.kit_files)} (kit files against the release)")
         if result.output:
             print("\n" + messages.render("printed_output") + "\n" + result.output)
         if args.json:

@@ -36,7 +36,8 @@ from pathlib import Path
 
 from autograder import KIT, __version__
 from autograder.engine.course import late_policy
-from autograder.engine.judge.results import GradeResult, csv_text, load_result, write_atomically
+from autograder.engine.judge.grades_csv import csv_text
+from autograder.engine.judge.results import GradeResult, load_result, write_atomically
 from autograder.engine.operations.commits import head_commit
 
 ADJUSTMENTS = "adjustments.csv"

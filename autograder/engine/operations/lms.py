@@ -30,7 +30,8 @@ import shutil
 import tempfile
 from pathlib import Path
 
-from autograder.engine.judge.results import gradebook_notes, write_atomically
+from autograder.engine.judge.grades_csv import gradebook_notes
+from autograder.engine.judge.results import write_atomically
 from autograder.engine.scan import archive
 
 CANVAS_NAME = re.compile(r"^(?P<name>[^_/\\]*?)(?P<late>_late)?_(?P<user>\d+)_(?P<attachment>\d+)_(?P<file>.+)$", re.I)

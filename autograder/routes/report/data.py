@@ -16,7 +16,8 @@ import statistics
 from collections import Counter
 from pathlib import Path
 
-from autograder.engine.judge.results import from_json, gradebook_notes, tampering_summary
+from autograder.engine.judge.grades_csv import gradebook_notes, tampering_summary
+from autograder.engine.judge.results import from_json
 
 
 # Check outcomes that mean the worker ran out of time, or the interpreter died (runner.py).
