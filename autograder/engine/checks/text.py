@@ -54,16 +54,21 @@ def printable_values(value, limit: int = 300, depth: int = 0):
 # What makes a spreadsheet read a cell as a formula (or start one): CSV injection.
 FORMULA_STARTS = ("=", "+", "-", "@", "\t", "\r", "\n", "\uff1d", "\uff0b", "\uff0d", "\uff20")
 QUOTE = "'"  # Excel's and LibreOffice's "this is text" mark
+# A number written as text ("-5", "75.00", "+1e3"): a spreadsheet reads it as that number, nothing else.
+PLAIN_NUMBER = re.compile(r"[+-]?(?:[0-9]+\.?[0-9]*|\.[0-9]+)(?:[eE][+-]?[0-9]+)?")
 
 
 def spreadsheet_cell(value):
     """`value` as a CSV cell a spreadsheet shows as what it is: a number as it is, text that a
     spreadsheet would read as a formula (it starts, or starts after spaces, with =, +, -, @, a
-    tab, a carriage return or a newline, or their full-width forms) with a quote before it. Text
-    that starts with a quote gets one more, so that spreadsheet_text reads back every value."""
+    tab, a carriage return or a newline, or their full-width forms) with a quote before it, unless
+    it is a plain number ("-5", "75.00"). Text that starts with a quote gets one more, so that
+    spreadsheet_text reads back every value."""
     if value is None or isinstance(value, (bool, int, float)):
         return value
     text = str(value)
+    if PLAIN_NUMBER.fullmatch(text):
+        return text
     if text[:1] == QUOTE or text[:1] in FORMULA_STARTS or text.lstrip(" ")[:1] in FORMULA_STARTS:
         return QUOTE + text
     return text
@@ -74,14 +79,14 @@ def spreadsheet_text(cell: str) -> str:
     return cell[1:] if cell[:1] == QUOTE else cell
 
 
-def csv_table(rows) -> str:
+def csv_table(rows, line_end: str = "\r\n") -> str:
     """The text of a CSV file of `rows` (lists of cells), every cell through spreadsheet_cell:
     the one place the kit writes CSV (tests/test_csv_cells.py holds every writer to it)."""
     import csv  # late: not at the start of a notebook's check cell
     import io
 
     buffer = io.StringIO(newline="")
-    writer = csv.writer(buffer)
+    writer = csv.writer(buffer, lineterminator=line_end)
     for row in rows:
         writer.writerow([spreadsheet_cell(cell) for cell in row])
     return buffer.getvalue()
@@ -92,7 +97,13 @@ def csv_records(lines) -> list:
     cell read back with spreadsheet_text. `lines`: an open file or a list of lines."""
     import csv  # late: not at the start of a notebook's check cell
 
-    return [
-        {spreadsheet_text(key): spreadsheet_text(cell) if isinstance(cell, str) else cell for key, cell in row.items()}
-        for row in csv.DictReader(lines)
-    ]
+    return [spreadsheet_record(row) for row in csv.DictReader(lines)]
+
+
+def spreadsheet_record(row: dict) -> dict:
+    """A row of csv.DictReader over a CSV the kit wrote: each key and cell as it was given to
+    csv_table (spreadsheet_text)."""
+    return {
+        spreadsheet_text(k) if isinstance(k, str) else k: spreadsheet_text(v) if isinstance(v, str) else v
+        for k, v in row.items()
+    }

@@ -35,6 +35,7 @@ import secrets
 from pathlib import Path
 
 from autograder import KIT, __version__
+from autograder.engine.checks.text import csv_records, csv_table, spreadsheet_record
 from autograder.engine.course import late_policy
 from autograder.engine.judge.grades_csv import csv_text
 from autograder.engine.judge.results import GradeResult, load_result, write_atomically
@@ -186,6 +187,7 @@ def read_adjustments(out: Path) -> list:
     found = []
     for row in reader:
         line = reader.line_num
+        row = spreadsheet_record(row)  # adjustments.csv or lms.csv, as the kit wrote it
         name = (row.get("submission") or "").strip()
         if not name and not any((value or "").strip() for value in row.values() if isinstance(value, str)):
             continue  # a blank line
@@ -208,13 +210,9 @@ def add_adjustment(out: Path, adjustment: Adjustment) -> None:
     old = path.read_text(encoding="utf-8-sig") if path.is_file() else ""
     if old and not old.endswith("\n"):
         old += "\n"
-    buffer = io.StringIO(newline="")
-    writer = csv.writer(buffer, lineterminator="\n")
-    if not old.strip():
-        writer.writerow(ADJUSTMENT_COLUMNS)
-    point_text = f"{adjustment.points:g}"
-    writer.writerow([adjustment.submission, adjustment.step or "", point_text, adjustment.comment])
-    write_atomically(path, old + buffer.getvalue())
+    rows = [] if old.strip() else [ADJUSTMENT_COLUMNS]
+    rows.append([adjustment.submission, adjustment.step or "", f"{adjustment.points:g}", adjustment.comment])
+    write_atomically(path, old + csv_table(rows, line_end="\n"))
 
 
 def settle(result: GradeResult, name: str, adjustments: list, policy, submitted: dict = None) -> GradeResult:
@@ -335,7 +333,7 @@ def _csv_paths(out: Path) -> dict:
     if not path.is_file():
         return {}
     try:
-        rows = csv.DictReader(io.StringIO(path.read_text(encoding="utf-8")))
+        rows = csv_records(io.StringIO(path.read_text(encoding="utf-8")))
         return {row["submission"]: row.get("path") or "" for row in rows if row.get("submission")}
     except (OSError, UnicodeDecodeError, csv.Error, KeyError):
         return {}
@@ -355,6 +353,7 @@ def read_times(path: Path, sources=None) -> dict:
         raise GradebookError(f"{path}, line 1: the header needs the columns submission,submitted_at")
     found = {}
     for row in reader:
+        row = spreadsheet_record(row)  # adjustments.csv or lms.csv, as the kit wrote it
         name, when = (row.get("submission") or "").strip(), (row.get("submitted_at") or "").strip()
         if not name:
             continue

@@ -30,6 +30,7 @@ import shutil
 import tempfile
 from pathlib import Path
 
+from autograder.engine.checks.text import csv_table
 from autograder.engine.judge.grades_csv import gradebook_notes
 from autograder.engine.judge.results import write_atomically
 from autograder.engine.scan import archive
@@ -269,15 +270,11 @@ def _write(out: Path, entries) -> list:
             shutil.copyfile(source, destination, follow_symlinks=False)
             names.append(str(destination.relative_to(target)))
         entry.files = names
-    buffer = io.StringIO(newline="")
-    writer = csv.writer(buffer, lineterminator="\n")
-    writer.writerow(["submission", "submitted_at", "lms", "lms_id", "name", "lms_late", "files"])
+    rows = [["submission", "submitted_at", "lms", "lms_id", "name", "lms_late", "files"]]
     for entry in entries:
         late = "" if entry.late is None else str(entry.late).lower()
-        writer.writerow(
-            [entry.id, entry.submitted_at, entry.lms, entry.lms_id, entry.name, late, " ".join(entry.files)]
-        )
-    write_atomically(out / LMS_CSV, buffer.getvalue())
+        rows.append([entry.id, entry.submitted_at, entry.lms, entry.lms_id, entry.name, late, " ".join(entry.files)])
+    write_atomically(out / LMS_CSV, csv_table(rows, line_end="\n"))
     return entries
 
 
@@ -291,30 +288,24 @@ def canvas_csv(results: dict, roster: list, column: str, max_score: float = None
     assignment's column (`column`: as Canvas names it, "Title (assignment id)", to update that
     assignment) holding each student's grade of record. `results`: {id: GradeResult or None};
     a roster student without a result gets an empty cell (Canvas leaves it as it is)."""
-    buffer = io.StringIO(newline="")
-    writer = csv.writer(buffer)
-    writer.writerow(["Student", "ID", "SIS User ID", "SIS Login ID", "Section", column])
+    rows = [["Student", "ID", "SIS User ID", "SIS Login ID", "Section", column]]
     if max_score is not None:
-        writer.writerow(["Points Possible", "", "", "", "", f"{max_score:g}"])
+        rows.append(["Points Possible", "", "", "", "", f"{max_score:g}"])
     for student in roster:
         result = result_of(results, student)
         cell = "" if result is None else f"{result.grade:.2f}"
-        writer.writerow([student.name, student.canvas_id, student.sis_id, student.login, student.section, cell])
-    return buffer.getvalue()
+        rows.append([student.name, student.canvas_id, student.sis_id, student.login, student.section, cell])
+    return csv_table(rows)
 
 
 def moodle_csv(results: dict, roster: list, max_score: float) -> str:
     """Moodle's grading worksheet (Assignment > Upload grading worksheet): Identifier
     ("Participant N"), Full name, Email address, Grade, Maximum Grade, Feedback comments (the
     gradebook's notes: late policy and adjustments)."""
-    buffer = io.StringIO(newline="")
-    writer = csv.writer(buffer)
-    writer.writerow(["Identifier", "Full name", "Email address", "Grade", "Maximum Grade", "Feedback comments"])
+    rows = [["Identifier", "Full name", "Email address", "Grade", "Maximum Grade", "Feedback comments"]]
     for student in roster:
         result = result_of(results, student)
         grade = "" if result is None else f"{result.grade:.2f}"
         notes = "" if result is None else gradebook_notes(result)
-        writer.writerow(
-            [f"Participant {student.moodle_id}", student.name, student.email, grade, f"{max_score:.2f}", notes]
-        )
-    return buffer.getvalue()
+        rows.append([f"Participant {student.moodle_id}", student.name, student.email, grade, f"{max_score:.2f}", notes])
+    return csv_table(rows)
