@@ -63,12 +63,13 @@ def instructor_output(result) -> str:
 
 
 def notebook_cell(step_id, path, seed) -> str:
-    """What nbgrader's check cell prints for `step_id` (graded in the kernel, hidden checks too)."""
+    """What nbgrader's check cell prints for `step_id` (graded in the kernel: public checks only, the
+    hidden ones are the sandboxed judge's)."""
     from autograder.routes.nbgrader_cell import check_step
 
     printed = io.StringIO()
     with contextlib.redirect_stdout(printed):
-        points = check_step(step_id, hidden=True, directory=path, seed=seed)
+        points = check_step(step_id, directory=path, seed=seed)
     # the folder of its pictures is a new temporary one each time
     return re.sub(r"mha-lab-pictures-\w+", "PICTURES", f"{printed.getvalue()}\n{points}")
 
