@@ -21,6 +21,7 @@ escaped, and the notebook's widget state goes.
 import html
 import json
 import os
+import re
 import shutil
 import signal
 import sys
@@ -160,15 +161,42 @@ class InertOutputs(NbGraderPreprocessor):
 
 
 def inert(output):
-    """An output with its plain text and raster images only (a sentence in place of the rest)."""
+    """An output with its plain text and raster images only (a sentence in place of the rest). An
+    image is kept only as strict base64, with no metadata but a whole-number width and height:
+    nbconvert's templates write those attributes unquoted, so any other text there (or in the
+    image's data) would become markup in the grader's browser."""
     data = output.get("data")
     if data is None:
         return output
-    dropped = sorted(kind for kind in data if kind not in KEPT_DATA)
-    output["data"] = {kind: value for kind, value in data.items() if kind in KEPT_DATA}
-    if "text/plain" not in output["data"]:
-        output["data"]["text/plain"] = f"[{', '.join(dropped) or 'an empty output'}: not shown]"
+    metadata = output.get("metadata") or {}
+    kept, sizes = {}, {}
+    for kind in KEPT_DATA:
+        value = data.get(kind)
+        if kind == "text/plain" and value is not None:
+            kept[kind] = value
+        elif value is not None and _strict_base64(value):
+            kept[kind] = "".join(value) if isinstance(value, list) else value
+            size = {k: v for k, v in (metadata.get(kind) or {}).items() if k in SIZES and _whole(v)}
+            if size:
+                sizes[kind] = size
+    dropped = sorted(kind for kind in data if kind not in kept)
+    if "text/plain" not in kept:
+        kept["text/plain"] = f"[{', '.join(dropped) or 'an empty output'}: not shown]"
+    output["data"], output["metadata"] = kept, sizes
     return output
+
+
+SIZES = ("width", "height")
+BASE64 = re.compile(r"[A-Za-z0-9+/\n]*={0,2}\n?")
+
+
+def _strict_base64(value) -> bool:
+    text = "".join(value) if isinstance(value, list) else value
+    return isinstance(text, str) and BASE64.fullmatch(text) is not None
+
+
+def _whole(value) -> bool:
+    return type(value) is int and 0 < value < 100_000
 
 
 def released_sources(config, assignment: str, notebook: str) -> set:
