@@ -60,7 +60,6 @@ ERRORS = (
     "embedding_not_found",
     "worker_crashed",
     "worker_exited",
-    "failed_on_both_devices",
     "not_implemented",
 )
 FORMS = ("not_tensor", "wrong_type", "wrong_length", "shape", "dtype", "device", "no_raise", "wrong_exception")

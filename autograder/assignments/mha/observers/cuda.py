@@ -192,12 +192,6 @@ def _same_failure(cpu_error, device_error, mha):
     return type(cpu_error) is type(device_error) and place is not None and where(cpu_error, mha) == place
 
 
-def _described_error(error) -> str:
-    """'<type>: <the first line of its message>', at most 200 characters."""
-    text = str(error).strip()
-    return f"{type(error).__name__}: {text.splitlines()[0] if text else ''}"[:200]
-
-
 def _described(name, value, cpu_value, place):
     if not isinstance(value, torch.Tensor) or not isinstance(cpu_value, torch.Tensor):
         return {"device": None, "type": type(value).__name__, "cpu_type": type(cpu_value).__name__}
@@ -214,8 +208,7 @@ def on_device(mha, mode, scenario, seed=0, **inputs):
     """The scenario on the CPU and on the graded device, with copies of the same module:
     {"mode", "outputs": {name: {"device", "shape", "cpu_shape", "cpu_values", "device_values"} (or
     {"device": None, "type", "cpu_type"} for a result that is not a tensor)}}, or instead of
-    outputs "failed_on_both" (both runs raised the same exception at the same place: what it
-    was, with "where"),
+    outputs "same_failure" (both runs raised the same exception at the same place),
     "failed_on_cpu_only" (the CPU run raised, the device run did not) or
     "stopped_at_data_dependent_op" (fake tensors without values met .item() and the like).
     A device mismatch is a ContractError that says where."""
@@ -244,15 +237,11 @@ def on_device(mha, mode, scenario, seed=0, **inputs):
                 detail=str(error).splitlines()[0][:160],
             ) from None
         if cpu_error is not None and _same_failure(cpu_error, error, mha):
-            return {
-                "mode": mode,
-                "failed_on_both": _described_error(error),
-                "where": where_text(error, mha),
-                "outputs": {},
-            }
+            return {"mode": mode, "same_failure": type(error).__name__, "outputs": {}}
         raise error
     if cpu_error is not None:
-        return {"mode": mode, "failed_on_cpu_only": _described_error(cpu_error), "outputs": {}}
+        text = f"{type(cpu_error).__name__}: {str(cpu_error).strip().splitlines()[0] if str(cpu_error).strip() else ''}"
+        return {"mode": mode, "failed_on_cpu_only": text[:200], "outputs": {}}
     outputs = {name: _described(name, value, cpu.get(name), place) for name, value in seen.items()}
     return {"mode": mode, "outputs": outputs}
 
