@@ -42,13 +42,13 @@ import os
 import sys
 import threading
 import types
-from contextlib import ExitStack, contextmanager
+from contextlib import ExitStack, contextmanager, nullcontext as _nothing
 from dataclasses import dataclass, field
 from typing import Callable
 
 import torch
 
-from autograder.harness import answers, watch
+from autograder.harness import answers, phases, watch
 from autograder.harness.contract import ContractError
 from autograder.harness.observe import trapped, where_text
 from autograder.harness.write_out import (
@@ -233,6 +233,7 @@ def _calls(entry):
     return entry.calls() if entry.calls is not None else []
 
 
+@phases.worker_phase("earlier-step probes")
 def wrong_functions(package, table) -> dict:
     """{entry: Found} of the entries whose function differs from the written-out one on the
     probe (or raises there, or makes a forbidden call there: kept in Found.forbidden, out of the
@@ -363,7 +364,7 @@ def with_earlier_steps(package, table, run):
         return got
     values, written_out_forbidden = None, []
     if not local:
-        with watch.apart(keep=True) as seen:
+        with watch.apart(keep=True) as seen, phases.worker_phase("written-out runs"):
             try:
                 with written_out(package, table, wrong):
                     values = run()
@@ -393,8 +394,3 @@ def with_earlier_steps(package, table, run):
         }
     got[WRITTEN_OUT] = report
     return got
-
-
-@contextmanager
-def _nothing():
-    yield

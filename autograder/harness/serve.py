@@ -16,13 +16,14 @@ import gc
 import importlib
 import pkgutil
 import sys
+import time
 from pathlib import Path
 
 import torch
 
 torch.set_num_threads(1)  # before any parallel op: forked children of a multi-threaded parent can hang
 
-from autograder.harness import answers, earlier, fake_cuda  # noqa: E402
+from autograder.harness import answers, earlier, fake_cuda, phases  # noqa: E402
 from autograder.harness.observe import observe, trap  # noqa: E402
 from autograder.harness.lookups import LookupRule  # noqa: E402
 from autograder.harness.package import Package  # noqa: E402
@@ -98,11 +99,16 @@ def forget_grader() -> None:
 
 
 def serve(conn, scratch, setup) -> None:
-    """In a confined worker: load the package from scratch and answer the judge's tasks."""
+    """In a confined worker: load the package from scratch and answer the judge's tasks. Where
+    the setup asks ("phases"), each answer says what CPU the worker spent since the last one, by
+    phase (harness/phases.py); the first, what its fork, confinement and loading took."""
     receive, send, loads, dumps = conn.recv_bytes, conn.send_bytes, wire.loads, wire.dumps
     run, set_trap, table, flush = observe, trap, dict(_TABLE), (sys.stdout.flush, sys.stderr.flush)
+    clock, taken, cpu_key, timed = time.process_time, phases.take_worker_cpu, phases.WORKER_KEY, setup.get("phases")
+    booted = clock()  # a fork's CPU clock starts at 0: writing the files, confining itself
     rule = LookupRule.from_data(setup["lookups"]) if setup.get("lookups") else None
     student = Package.load(scratch, setup["package"], rule=rule)
+    spent = {"fork and confinement": booted, "loading the package": clock() - booted}
     pending = [tuple(t) for t in setup.get("traps", ())]  # functions that hung in an earlier worker
     forget_grader()
 
@@ -116,10 +122,14 @@ def serve(conn, scratch, setup) -> None:
 
     while True:
         try:
-            tasks = loads(receive())
+            data = receive()
         except EOFError:
             return
+        start = clock()
+        tasks = loads(data)
+        spent["wire"] = spent.get("wire", 0.0) + clock() - start
         for task in tasks:
+            start = clock()
             observer = table.get((setup["assignment"], task["observer"]))
             if observer is None:
                 report = {"kind": "unknown_observer", "forbidden": []}
@@ -137,4 +147,13 @@ def serve(conn, scratch, setup) -> None:
                     set_trap(student, report["where"][0], report["where"][2])
             for flush_one in flush:
                 flush_one()
-            send(dumps(report))
+            if timed:
+                inner = taken()
+                spent["observing"] = clock() - start - sum(inner.values())
+                report[cpu_key] = {**spent, **inner}
+                start = clock()
+                data = dumps(report)
+                spent = {"wire": clock() - start}  # sent with the next answer
+            else:
+                data = dumps(report)
+            send(data)

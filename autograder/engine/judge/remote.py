@@ -21,6 +21,7 @@ from autograder.engine.judge.budget import Budget
 from autograder.engine.judge.observation import Facts, Hang, Observation, malformed, read_report
 from autograder.engine.scan.source_reader import lookup_rule
 from autograder.engine.scan.submission import submission_files
+from autograder.harness import phases
 from autograder.sandbox import wire
 from autograder.sandbox.worker import GRACE, Worker, WorkerGone, encoded
 
@@ -64,7 +65,12 @@ class RemoteExecutor:
             package,
             PRELOAD,
             memory_bytes,
-            setup={"assignment": assignment, "traps": [], "lookups": lookup_rule()},
+            setup={
+                "assignment": assignment,
+                "traps": [],
+                "lookups": lookup_rule(),
+                **({"phases": True} if phases.wanted() else {}),  # its CPU with each answer (phases.py)
+            },
             gpu=gpu,
         )
         self.budget = budget if isinstance(budget, Budget) else Budget(budget)  # seconds, or one already begun
@@ -123,8 +129,8 @@ class RemoteExecutor:
             rest = range(done, len(tasks))
             sent = [i for i in rest if self._unsent(tasks[i]) is None]
             if sent and self._time_left() > 0:
-                self.worker.send(
-                    wire.dumps(
+                with phases.phase("wire"):
+                    message = wire.dumps(
                         [
                             {
                                 "observer": observer_id(c),
@@ -136,7 +142,7 @@ class RemoteExecutor:
                             for c, i, t, f in (tasks[j] for j in sent)
                         ]
                     )
-                )
+                self.worker.send(message)
             for index in rest:
                 check, inputs, timeout, forbidden = tasks[index]
                 done += 1
@@ -144,7 +150,8 @@ class RemoteExecutor:
                 if skipped is not None:
                     yield skipped
                     continue
-                observation = self._receive(check, inputs, timeout, forbidden)
+                with phases.phase("wire"):  # waiting costs no CPU: what this books is reading
+                    observation = self._receive(check, inputs, timeout, forbidden)
                 self._note_hang(check, timeout, observation)
                 yield observation
                 if not self.worker.alive:  # it died or was killed: a fresh one for the rest
@@ -212,4 +219,7 @@ class RemoteExecutor:
             )
         except wire.WireError as error:
             return Observation(error=malformed(check.step, str(error)))
+        record = phases.current()
+        if record is not None and isinstance(message, dict):
+            record.add_workers(message.pop(phases.WORKER_KEY, None))
         return read_report(message, facts)

@@ -47,6 +47,7 @@ from autograder.engine.mistakes import diagnosis
 from autograder.engine.judge.budget import Budget
 from autograder.engine.scan.forbidden import SourceScan, package_files
 from autograder.engine.scan.submission import Staging, StagingError, refused_files, staging, submission_files
+from autograder.harness import phases
 
 __all__ = ["grade"]
 
@@ -73,12 +74,17 @@ def grade(
     the package (kept_code.keep: for the class report, which never reads the submission again).
     Never raises for student faults."""
     started = time.monotonic()
+    phases.begin()  # CPU per phase, where a benchmark asks for it (harness/phases.py)
     try:
         with staging(submission, config.package) as staged_files:
             package_files(Path(staged_files.root) / config.package)  # within staging's limits, or StagingError
-            result = grade_package(staged_files.root, config, reference, seed, steps, isolate, memory_bytes, pictures)
+            with phases.phase("other"):
+                result = grade_package(
+                    staged_files.root, config, reference, seed, steps, isolate, memory_bytes, pictures
+                )
             if keep_code:
-                result.code = kept_code.keep(submission_files(staged_files.root, config.package))
+                with phases.phase("scoring and results"):
+                    result.code = kept_code.keep(submission_files(staged_files.root, config.package))
     except StagingError as error:  # this submission alone: every step says why, the batch goes on
         result = refused(config, Fail(error.message_id, error.params), steps, seed)
         staged_files = Staging(Path(submission))
@@ -89,6 +95,7 @@ def grade(
     result.package_root = None if staged_files.package_root is None else printable(staged_files.package_root)
     result.graded_files = [printable(name) for name in staged_files.graded_files]
     result.duration = time.monotonic() - started
+    phases.end()
     return result
 
 
@@ -132,7 +139,10 @@ def grade_package(submission, config, reference, seed, steps, isolate, memory_by
     if isolate:
         from autograder.engine.judge.remote import RemoteExecutor  # the sandbox: not in a student's own run
 
-        executor = RemoteExecutor(submission, config.id, package, memory_bytes, budget, gpu=runs_real(config, steps))
+        with phases.phase("fork and confinement"):
+            executor = RemoteExecutor(
+                submission, config.id, package, memory_bytes, budget, gpu=runs_real(config, steps)
+            )
     else:
         warm_up_grader([config])
         if hidden:
@@ -145,23 +155,30 @@ def grade_package(submission, config, reference, seed, steps, isolate, memory_by
         grading.package_error = Fail("missing_package", {"package": package, "path": str(submission)})
     elif not isolate:
         grading.package_error = executor.error
-    grading.scan = SourceScan(Path(submission) / package, budget, every_forbidden(config))
-    grading.refused = refused_files(submission, package)
+    with phases.phase("scan"):
+        grading.scan = SourceScan(Path(submission) / package, budget, every_forbidden(config))
+        grading.refused = refused_files(submission, package)
     modules = config.step_modules()
     with executor:
-        runs = [plan_step(step, modules[step.id], grading) for step in config.steps if not steps or step.id in steps]
+        with phases.phase("planning"):
+            runs = [
+                plan_step(step, modules[step.id], grading) for step in config.steps if not steps or step.id in steps
+            ]
         # The information flow (docs/threat-model.md): everything a student may read is made in
         # the public phase, before any hidden input reaches student code; what the hidden phase
         # observes reaches only the hidden checks' own results and the instructor's diagnoses.
         # Explaining spends none of the budget (budget.py): it never leaves a check less time.
-        observe_and_judge(runs, grading, hidden=False)
+        with phases.phase("judging"):
+            observe_and_judge(runs, grading, hidden=False)
         with executor.budget.paused():
             for run in runs:
                 explain_public(run, grading, pictures)  # the worker is free for probes and the smallest example
         if any(task.check.visibility != "public" for run in runs for task in run.tasks):
-            executor.hide()  # a fresh worker (in-process: the printing held back)
-            observe_and_judge(runs, grading, hidden=True)
-        with executor.budget.paused():
+            with phases.phase("fork and confinement"):
+                executor.hide()  # a fresh worker (in-process: the printing held back)
+            with phases.phase("judging"):
+                observe_and_judge(runs, grading, hidden=True)
+        with executor.budget.paused(), phases.phase("scoring and results"):
             results = [explain(run, score(run), grading, pictures) for run in runs]
         output, hidden_output = executor.output(), executor.hidden_output()
     for result in results:  # in the language grading speaks (--lang ko: the JSON's titles too)
@@ -186,7 +203,8 @@ def observe_and_judge(runs, grading, hidden: bool) -> None:
     for run, tasks in phase:
         for task in tasks:
             check, inputs = task.check, task.inputs
-            observation = next(observations)
+            with phases.phase("observing hidden" if hidden else "observing public", asks=True):
+                observation = next(observations)  # the rest of the loop: judging
             # also for an error: the diagnosis judges the known mistakes on this check
             expected = (
                 None
@@ -218,18 +236,20 @@ def explain_public(run, grading, pictures=None):
     write over it later."""
     records = [record for record in run.records if record.check.visibility == "public"]
     if pictures is not None and any(record.fail is not None for record in records):
-        run.pictures = pictures(run.step.id, records)
+        with phases.phase("pictures"):
+            run.pictures = pictures(run.step.id, records)
     if grading.package_error is not None:
         return
     run.public_diagnoses = diagnose(run, grading, records)
     if any(record.fail is not None for record in records):
-        run.example = feedback.first_example(
-            records,
-            lambda check, inputs, timeout=run.step.timeout: next(
-                grading.executor.observe([(check, inputs, timeout, ())])
-            ),
-            run.step.tolerance,
-        )
+        with phases.phase("examples", asks=True):
+            run.example = feedback.first_example(
+                records,
+                lambda check, inputs, timeout=run.step.timeout: next(
+                    grading.executor.observe([(check, inputs, timeout, ())])
+                ),
+                run.step.tolerance,
+            )
 
 
 def explain(run, result, grading, pictures=None):
@@ -243,7 +263,8 @@ def explain(run, result, grading, pictures=None):
         result.diagnoses = diagnose(run, grading, run.records) if hidden_ran else list(run.public_diagnoses)
     hidden = [record for record in run.records if record.check.visibility != "public"]
     if pictures is not None and lost and any(record.fail is not None for record in hidden):
-        result.pictures = run.pictures + pictures(run.step.id, hidden)
+        with phases.phase("pictures"):
+            result.pictures = run.pictures + pictures(run.step.id, hidden)
     else:
         result.pictures = list(run.pictures)
     result.example = run.example
@@ -263,4 +284,5 @@ def diagnose(run, grading, records):
             run.probed[check] = next(grading.executor.observe([(check, inputs, timeout, ())]))
         return run.probed[check]
 
-    return diagnosis.diagnose(run.module, records, probe, None, step.tolerance, reference=grading.reference_path)
+    with phases.phase("diagnosis", asks=True):
+        return diagnosis.diagnose(run.module, records, probe, None, step.tolerance, reference=grading.reference_path)

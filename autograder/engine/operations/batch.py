@@ -29,6 +29,7 @@ from autograder.engine.operations import gradebook, kit_files
 from autograder.engine.operations.folder_lock import BatchBusy, hold  # noqa: F401 - BatchBusy: callers found it here
 from autograder.engine.operations.shard import LOCK, Manifest, ShardError, in_shard, now, read_manifest, write_manifest
 from autograder.engine.judge.remote import PRELOAD
+from autograder.harness import phases
 from autograder.sandbox.fork_server import WorkerServer
 from autograder.sandbox.confine import SECCOMP, landlock_abi
 
@@ -238,11 +239,12 @@ def _grade_into(given, config, out, workers, reference, seed, force, isolate, me
             return
         if omit:
             result = dataclasses.replace(result, output="", hidden_output="")
-        # The code it was graded from first, then the result that names its digest (kept_code.py).
-        code = {"code": kept_code.write(out, name, result.code)} if result.code is not None else {}
-        result = dataclasses.replace(result, code=None, graded=stamp)
-        gradebook.keep_replaced(out, name)  # a re-grade: the JSON it replaces stays in out/history/
-        results_io.write_json(result, out / f"{name}.json", extra=code)
+        with phases.separately("writing results"):
+            # The code it was graded from first, then the result that names its digest (kept_code.py).
+            code = {"code": kept_code.write(out, name, result.code)} if result.code is not None else {}
+            result = dataclasses.replace(result, code=None, graded=stamp)
+            gradebook.keep_replaced(out, name)  # a re-grade: the JSON it replaces stays in out/history/
+            results_io.write_json(result, out / f"{name}.json", extra=code)
         done[name] = fresh[name] = result
         warn_once(result)
         progress(name, result)

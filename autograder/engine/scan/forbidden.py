@@ -14,6 +14,7 @@ from pathlib import Path
 from autograder.engine.checks import messages
 from autograder.engine.scan import source_policy, source_reader
 from autograder.engine.scan.submission import refusal, walk_files  # what staging refuses is not parsed
+from autograder.harness import phases
 from autograder.harness.watch import short_name
 
 
@@ -264,17 +265,22 @@ class SourceScan:
         """What is kept of `file`'s text, read (and parsed) the first time it is asked for."""
         source = self.files[file]
         if source not in self._read:
-            if len(source) > source_policy.MAX_SOURCE_CHARS:
-                tree = None  # refused unread (source_reader says so)
-            else:
-                if self.budget is not None and self.budget.left() <= 0:
-                    raise OutOfTime(file)
-                self.parses += 1
-                tree = source_reader.parse(source)
-            graded = None if tree is None else nodes(source, tree)
-            names = [(name, line) for name, line in named(graded or ()) if name in self.forbidden]
-            self._read[source] = (scan_tampering(source, tree), import_statements(graded), names)
+            with phases.phase("scan"):  # asked for by the plan stage: booked to the scan (harness/phases.py)
+                self._read[source] = self._scanned(file, source)
         return self._read[source]
+
+    def _scanned(self, file, source):
+        """(tampering, import statements, [(forbidden short name, line)]) of one text."""
+        if len(source) > source_policy.MAX_SOURCE_CHARS:
+            tree = None  # refused unread (source_reader says so)
+        else:
+            if self.budget is not None and self.budget.left() <= 0:
+                raise OutOfTime(file)
+            self.parses += 1
+            tree = source_reader.parse(source)
+        graded = None if tree is None else nodes(source, tree)
+        names = [(name, line) for name, line in named(graded or ()) if name in self.forbidden]
+        return scan_tampering(source, tree), import_statements(graded), names
 
     def tampering(self, file) -> list:
         """scan_tampering of `file`."""
