@@ -46,19 +46,20 @@ from contextlib import ExitStack, contextmanager, nullcontext as _nothing
 from dataclasses import dataclass, field
 from typing import Callable
 
-import torch
 
 from autograder.harness import answers, phases, watch
 from autograder.harness.contract import ContractError
-from autograder.harness.observe import trapped, where_text
+from autograder.harness.observe import TRAPS, trapped, where_text
 from autograder.harness.write_out import (
     Adapted,
     Mapping,
     Tracer,
+    close,
     code_of,
     functions_with,
     holders,
     places,
+    plain,
     pointed,
     positional,
     profiled,
@@ -69,9 +70,6 @@ from autograder.harness.write_out import (
 
 WRITTEN_OUT = "with_earlier_steps_written_out"  # the report, beside the module's own observations
 OWN_RAISED = "with_earlier_steps_own_raised"  # the module's own run raised: its report instead of values
-# How close the student's function must be to the written-out one on the probe for no second run:
-# far tighter than any check's tolerance, so that the judge sees every function it deems wrong.
-CLOSE = {"rtol": 1e-9, "atol": 1e-12}
 ASSIGNMENTS = __name__.rsplit(".", 2)[0] + ".assignments"  # autograder.assignments
 SERVER = __name__.rsplit(".", 2)[0] + ".sandbox.fork_server"  # never imported here (a release has none)
 
@@ -157,30 +155,6 @@ def expected_results(table: Table, entry: Earlier):
     return _expected[key]
 
 
-# ---------------------------------------------------------------------------- comparing results
-
-
-def plain(result):
-    """A result as tensors (detached) or a list of them, or None for anything else."""
-    if isinstance(result, torch.Tensor):
-        return result.detach()
-    if isinstance(result, (tuple, list)) and 0 < len(result) <= 4 and all(isinstance(r, torch.Tensor) for r in result):
-        return [r.detach() for r in result]
-    return None
-
-
-def close(theirs, mine) -> bool:
-    if isinstance(mine, (list, tuple)):
-        return isinstance(theirs, (list, tuple)) and len(theirs) == len(mine) and all(map(close, theirs, mine))
-    if not isinstance(theirs, torch.Tensor) or not isinstance(mine, torch.Tensor):
-        return False
-    if theirs.shape != mine.shape or theirs.dtype != mine.dtype:
-        return False
-    if not mine.is_floating_point():
-        return torch.equal(theirs, mine)
-    return bool(torch.allclose(theirs, mine, equal_nan=True, **CLOSE))
-
-
 # ---------------------------------------------------------------------------- the probe, traced
 
 
@@ -233,12 +207,19 @@ def _calls(entry):
     return entry.calls() if entry.calls is not None else []
 
 
+_probed = {}  # (entry, id(function), TRAPS) -> (function, Found or None): of one package at a time
+
+
 @phases.worker_phase("earlier-step probes")
 def wrong_functions(package, table) -> dict:
     """{entry: Found} of the entries whose function differs from the written-out one on the
     probe (or raises there, or makes a forbidden call there: kept in Found.forbidden, out of the
     watch's record, since the probe is the grader's run, not the module's). Files that cannot
-    be loaded are left out: their own step says so."""
+    be loaded are left out: their own step says so. Each function is probed once per package
+    (every run of its module asks; the probe's inputs are fixed), again once a trap was set."""
+    if _probed.get("package", (None,))[0] is not package:
+        _probed.clear()
+        _probed["package"] = (package,)
     wrong = {}
     for entry in table:
         try:
@@ -248,16 +229,26 @@ def wrong_functions(package, table) -> dict:
         theirs = getattr(module, entry.name, None)
         if not callable(theirs):
             continue
-        mine = expected_results(table, entry)
-        with watch.apart() as seen:
-            found = probe(theirs, entry, package, traced=False)  # the common case, a right function: quick
-        forbidden = sorted(seen)
-        if mine is None or found.results is None or forbidden or not all(map(close, found.results, mine)):
-            with watch.apart():  # once more, traced: what computes it (its verdict stays the first run's)
-                results, found = found.results, probe(theirs, entry, package)
-            found.results, found.forbidden = results, forbidden
-            wrong[entry] = found
+        key = (entry, id(theirs), TRAPS[0])
+        if key not in _probed or _probed[key][0] is not theirs:
+            _probed[key] = theirs, wrong_function(theirs, entry, package, table)
+        if _probed[key][1] is not None:
+            wrong[entry] = _probed[key][1]
     return wrong
+
+
+def wrong_function(theirs, entry, package, table):
+    """The Found of `theirs` where it is wrong on the entry's probe, else None."""
+    mine = expected_results(table, entry)
+    with watch.apart() as seen:
+        found = probe(theirs, entry, package, traced=False)  # the common case, a right function: quick
+    forbidden = sorted(seen)
+    if mine is None or found.results is None or forbidden or not all(map(close, found.results, mine)):
+        with watch.apart():  # once more, traced: what computes it (its verdict stays the first run's)
+            results, found = found.results, probe(theirs, entry, package)
+        found.results, found.forbidden = results, forbidden
+        return found
+    return None
 
 
 # ---------------------------------------------------------------------------- writing out

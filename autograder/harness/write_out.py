@@ -309,3 +309,31 @@ def pointed(modules, value, replacement):
     finally:
         for module, name in reversed(changed):
             setattr(module, name, value)
+
+
+# ---------------------------------------------------------------------------- comparing results
+
+# How close the student's function must be to the written-out one on the probe for no second run:
+# far tighter than any check's tolerance, so that the judge sees every function it deems wrong.
+CLOSE = {"rtol": 1e-9, "atol": 1e-12}
+
+
+def plain(result):
+    """A result as tensors (detached) or a list of them, or None for anything else."""
+    if isinstance(result, torch.Tensor):
+        return result.detach()
+    if isinstance(result, (tuple, list)) and 0 < len(result) <= 4 and all(isinstance(r, torch.Tensor) for r in result):
+        return [r.detach() for r in result]
+    return None
+
+
+def close(theirs, mine) -> bool:
+    if isinstance(mine, (list, tuple)):
+        return isinstance(theirs, (list, tuple)) and len(theirs) == len(mine) and all(map(close, theirs, mine))
+    if not isinstance(theirs, torch.Tensor) or not isinstance(mine, torch.Tensor):
+        return False
+    if theirs.shape != mine.shape or theirs.dtype != mine.dtype:
+        return False
+    if not mine.is_floating_point():
+        return torch.equal(theirs, mine)
+    return bool(torch.allclose(theirs, mine, equal_nan=True, **CLOSE))

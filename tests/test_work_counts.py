@@ -1,0 +1,68 @@
+"""What grading does once that it once did again and again, counted (never timed): the speed
+work of issue 34 (benchmarks/phases.py shows what each saves). Each count fails on the code
+before the change."""
+
+import shutil
+
+import pytest
+import torch
+
+from autograder.assignments.mha.observers.multi_head_attention import EARLIER
+from autograder.harness import earlier
+from autograder.harness.earlier import WRITTEN_OUT, with_earlier_steps
+from autograder.harness.observe import trap
+from autograder.harness.package import Package
+from conftest import SOLUTIONS
+from planted import planted_of
+
+
+def package_of(tmp_path, name, mistake=None):
+    root = tmp_path / name
+    shutil.copytree(SOLUTIONS / "mha", root / name)
+    if mistake is not None:
+        target = root / name / mistake.file
+        target.write_text(mistake.apply(target.read_text()))
+    return Package.load(root, name)
+
+
+@pytest.fixture
+def probes(monkeypatch):
+    """[function name] of every probe of an earlier function, traced or not."""
+    seen = []
+    real = earlier.probe
+    monkeypatch.setattr(
+        earlier, "probe", lambda function, entry, *a, **k: seen.append(entry.name) or real(function, entry, *a, **k)
+    )
+    return seen
+
+
+def test_each_earlier_function_is_probed_once_per_package_whatever_the_runs(tmp_path, probes):
+    """The integration step's module runs in ten checks or so, and each run asked every earlier
+    function its probe again (the probe's inputs are fixed): now once per package."""
+    package = package_of(tmp_path, "probed_once")
+    for _ in range(3):
+        assert with_earlier_steps(package, EARLIER, lambda: {"x": 1}) == {"x": 1}
+    assert sorted(probes) == sorted(entry.name for entry in EARLIER)
+
+
+def test_a_wrong_function_is_found_once_and_written_out_in_every_run(tmp_path, probes):
+    mistake = next(m for m in planted_of("attention") if not m.needs_check)
+    package = package_of(tmp_path, "probed_wrong", mistake)
+    reports = [with_earlier_steps(package, EARLIER, lambda: {"x": 1})[WRITTEN_OUT] for _ in range(3)]
+    assert reports[0]["functions"] == ["scaled_dot_product_attention"]
+    for report in reports[1:]:  # the same report, probed or remembered
+        assert {k: v for k, v in report.items() if k != "probes"} == {
+            k: v for k, v in reports[0].items() if k != "probes"
+        }
+        torch.testing.assert_close(report["probes"], reports[0]["probes"], rtol=0, atol=0)
+    # each right function once, the wrong one twice (quick, then traced): on the first run only
+    assert len(probes) == len(EARLIER.entries) + 1
+
+
+def test_a_trap_or_another_package_probes_again(tmp_path, probes):
+    package = package_of(tmp_path, "probed_trap")
+    with_earlier_steps(package, EARLIER, lambda: {"x": 1})
+    trap(package, "heads.py", "no_such_function")  # any trap: what a probe found may have changed
+    with_earlier_steps(package, EARLIER, lambda: {"x": 1})
+    with_earlier_steps(package_of(tmp_path, "probed_other"), EARLIER, lambda: {"x": 1})
+    assert len(probes) == 3 * len(EARLIER.entries)
