@@ -15,6 +15,8 @@ from autograder.harness.package import Package
 from conftest import SOLUTIONS
 from planted import planted_of
 
+from autograder.engine.judge.runner import grade
+
 
 def package_of(tmp_path, name, mistake=None):
     root = tmp_path / name
@@ -66,3 +68,16 @@ def test_a_trap_or_another_package_probes_again(tmp_path, probes):
     with_earlier_steps(package, EARLIER, lambda: {"x": 1})
     with_earlier_steps(package_of(tmp_path, "probed_other"), EARLIER, lambda: {"x": 1})
     assert len(probes) == 3 * len(EARLIER.entries)
+
+
+def test_the_smallest_example_search_seeds_no_device_library(monkeypatch, config, submission):
+    """torch.manual_seed queues a seed for every device library (CUDA, XPU, MTIA), each with the
+    text of the caller's stack: milliseconds per candidate of the search. The search shrinks CPU
+    checks only: it seeds the CPU generator alone."""
+    seeds = []
+    real = torch.manual_seed
+    monkeypatch.setattr(torch, "manual_seed", lambda seed: seeds.append(seed) or real(seed))
+    mistake = next(m for m in planted_of("attention") if not m.needs_check)
+    result = grade(submission(mistake), config, steps=["attention"])
+    assert result.step("attention").example is not None  # the search ran
+    assert seeds == []
