@@ -81,3 +81,28 @@ def test_the_smallest_example_search_seeds_no_device_library(monkeypatch, config
     result = grade(submission(mistake), config, steps=["attention"])
     assert result.step("attention").example is not None  # the search ran
     assert seeds == []
+
+
+def test_a_batch_parses_each_distinct_text_once(tmp_path, monkeypatch, config):
+    """Three submissions, two files changed in one: each distinct text is parsed once for the
+    whole batch (a class shares most of the skeleton's text), and each grade is the grade of
+    the submission alone."""
+    import io
+    from collections import Counter
+
+    from autograder.engine.operations.batch import grade_batch
+    from autograder.engine.scan import source_reader
+
+    parsed = Counter()
+    real = source_reader.parse
+    monkeypatch.setattr(source_reader, "parse", lambda source: parsed.update([source]) or real(source))
+    paths = []
+    for name in ("first", "second", "third"):
+        root = tmp_path / name
+        shutil.copytree(SOLUTIONS / "mha", root / "mha")
+        paths.append(root)
+    (paths[2] / "mha" / "heads.py").write_text((paths[2] / "mha" / "heads.py").read_text() + "\n# mine\n")
+    results = grade_batch(paths, config, tmp_path / "out", workers=1, isolate=False, log=io.StringIO())
+    assert parsed and max(parsed.values()) == 1, parsed.most_common(2)
+    alone = grade(paths[2], config)
+    assert [s.score for s in results["third"].steps] == [s.score for s in alone.steps]

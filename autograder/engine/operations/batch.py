@@ -29,6 +29,7 @@ from autograder.engine.operations import gradebook, kit_files
 from autograder.engine.operations.folder_lock import BatchBusy, hold  # noqa: F401 - BatchBusy: callers found it here
 from autograder.engine.operations.shard import LOCK, Manifest, ShardError, in_shard, now, read_manifest, write_manifest
 from autograder.engine.judge.remote import PRELOAD
+from autograder.engine.scan.forbidden import across_batch
 from autograder.harness import phases
 from autograder.sandbox.fork_server import WorkerServer
 from autograder.sandbox.confine import SECCOMP, landlock_abi
@@ -270,7 +271,7 @@ def _grade_into(given, config, out, workers, reference, seed, force, isolate, me
             raise
         return alone, lost
 
-    with ThreadPoolExecutor(max_workers=workers) as pool:
+    with ThreadPoolExecutor(max_workers=workers) as pool, across_batch():  # each text scanned once
         again, lost = first_pass(pool, todo)
         if lost:  # on a new server (WorkerServer.shared starts one); a second loss is a failure
             print(
@@ -283,7 +284,7 @@ def _grade_into(given, config, out, workers, reference, seed, force, isolate, me
             again += more
             for name in lost:
                 progress(name, None, "ServerLost: the worker server stopped twice while it was graded")
-    with ThreadPoolExecutor(max_workers=1) as pool:
+    with ThreadPoolExecutor(max_workers=1) as pool, across_batch():
         for name in again:
             record(name, pool.submit(run, name, given[name]))
     return {name: done.get(name) for name in given}, fresh

@@ -9,6 +9,8 @@ allow-list), and follows the submission's imports (`reached_files`).
 """
 
 import ast
+import hashlib
+from contextlib import contextmanager
 from pathlib import Path
 
 from autograder.engine.checks import messages
@@ -240,6 +242,22 @@ class OutOfTime(Exception):
     """The submission's budget is spent: SourceScan parses no more of its files."""
 
 
+_batch = []  # while a batch runs (across_batch): {(digest of a text, forbidden names): what is kept of it}
+BATCH_TEXTS = 50_000  # texts a batch keeps (a few hundred bytes each): past that, it starts again
+
+
+@contextmanager
+def across_batch():
+    """Within the block (a batch's grading, operations/batch.py), what is kept of a text is
+    shared by every SourceScan: the files a class did not change from the skeleton, or copied
+    from each other, are parsed once for the whole batch."""
+    _batch.append({})
+    try:
+        yield
+    finally:
+        _batch.pop()
+
+
 class SourceScan:
     """One submission's package files, read once and each parsed once (files of the same text:
     once for all), with what the plan stage asks of them (tampering, the files a step's code
@@ -259,6 +277,8 @@ class SourceScan:
         self.parses = 0  # how many texts were parsed (each once)
         self._by_module = {_module_of(f): f for f in self.files}
         self._read = {}  # text -> (tampering, import statements, [(forbidden short name, line)])
+        self._shared = _batch[-1] if _batch else None  # the batch's, by digest (across_batch)
+        self._forbidden_key = frozenset(self.forbidden)
         self._imports = {}  # file -> the files it imports
 
     def _of(self, file):
@@ -266,8 +286,23 @@ class SourceScan:
         source = self.files[file]
         if source not in self._read:
             with phases.phase("scan"):  # asked for by the plan stage: booked to the scan (harness/phases.py)
-                self._read[source] = self._scanned(file, source)
+                self._read[source] = self._kept(file, source)
         return self._read[source]
+
+    def _kept(self, file, source):
+        """_scanned of a text, or what the batch kept of the same text (across_batch)."""
+        if self._shared is None:
+            return self._scanned(file, source)
+        if len(source) <= source_policy.MAX_SOURCE_CHARS and self.budget is not None and self.budget.left() <= 0:
+            raise OutOfTime(file)  # as a parse would: the grade never depends on what else the batch held
+        key = hashlib.sha256(source.encode("utf-8", "surrogatepass")).digest(), self._forbidden_key
+        kept = self._shared.get(key)
+        if kept is None:
+            kept = self._scanned(file, source)
+            if len(self._shared) > BATCH_TEXTS:
+                self._shared.clear()
+            self._shared[key] = kept
+        return kept
 
     def _scanned(self, file, source):
         """(tampering, import statements, [(forbidden short name, line)]) of one text."""
