@@ -4,6 +4,7 @@ own cells (slow: CI runs it)."""
 
 import json
 import os
+import socket
 import subprocess
 import sys
 import tempfile
@@ -77,6 +78,66 @@ def test_the_plan_fails_on_a_planted_rule(tmp_path, monkeypatch):
     assert any(beneath(str(KIT), rule.path) for rule in rules)
 
 
+GUARDED = r"""
+import ctypes, os, resource, socket, sys
+sys.path.insert(0, sys.argv[1])
+from autograder.sandbox.confine import seccomp_filter
+from autograder.sandbox.kernel import guards
+port, abstract, abi, guarded = int(sys.argv[2]), "\0" + sys.argv[3], int(sys.argv[4]), sys.argv[5] == "1"
+ctypes.CDLL(None).prctl(38, 1, 0, 0, 0)  # PR_SET_NO_NEW_PRIVS, as Landlock leaves it
+rules = guards(abi, False, os.getpid()) if guarded else []
+print("loaded", seccomp_filter(rules, default="allow"))
+attacks = {
+    "connect": lambda: socket.create_connection(("127.0.0.1", port), timeout=3),
+    "udp": lambda: socket.socket(socket.AF_INET, socket.SOCK_DGRAM).sendto(b"x", ("127.0.0.1", port)),
+    "local": lambda: socket.socket(socket.AF_UNIX).connect(abstract),
+    "signal": lambda: os.kill(os.getppid(), 0),
+    "limit": lambda: resource.prlimit(os.getppid(), resource.RLIMIT_NOFILE),
+    "own signal": lambda: os.kill(os.getpid(), 0),
+    "own limit": lambda: resource.setrlimit(resource.RLIMIT_CORE, (0, 0)),
+    "server": lambda: socket.create_server(("127.0.0.1", 0)).close(),
+    "pair": lambda: socket.socketpair(),
+}
+for name, attack in attacks.items():
+    try:
+        attack()
+        print(f"{name}: done")
+    except OSError as error:
+        print(f"{name}: refused {type(error).__name__}")
+"""
+
+
+@pytest.mark.skipif(confine.SECCOMP is None and not os.environ.get("MHA_LAB_CI"), reason="pip install pyseccomp")
+@pytest.mark.parametrize("abi", [1, 4])
+def test_the_guards_close_what_an_old_landlock_leaves_open(abi):
+    """Where Landlock is older than ABI 6 (ABI 4: TCP, ABI 6: signals and abstract sockets) and the
+    kernel has no pid namespace (no user namespaces, as on Ubuntu 24.04), the kernel's seccomp
+    guards alone refuse a connection, UDP, an abstract local socket, a signal or a limit set on
+    another process; the kernel still serves (a TCP server, a socket pair) and acts on itself.
+    Without the guards the same probe does all of it (the probe is live)."""
+    listener = socket.create_server(("127.0.0.1", 0))
+    abstract = f"mha-lab-guard-{os.getpid()}-{abi}"  # an abstract name: no file, no Landlock path rule
+    local = socket.socket(socket.AF_UNIX)
+    local.bind("\0" + abstract)
+    local.listen()
+    try:
+        outcomes = {}
+        for guarded in (True, False):
+            args = [str(KIT), str(listener.getsockname()[1]), abstract, str(abi), "1" if guarded else "0"]
+            run = subprocess.run([sys.executable, "-I", "-c", GUARDED, *args], capture_output=True, text=True)
+            assert run.returncode == 0 and "loaded True" in run.stdout, run.stdout + run.stderr
+            outcomes[guarded] = dict(line.split(": ", 1) for line in run.stdout.splitlines()[1:])
+    finally:
+        listener.close()
+        local.close()
+    refused = {"connect", "udp", "local", "signal", "limit"}
+    done = {
+        guarded: {name for name, outcome in found.items() if outcome == "done"} for guarded, found in outcomes.items()
+    }
+    assert done[True] == {"own signal", "own limit", "server", "pair"}, outcomes[True]
+    assert refused <= done[False], outcomes[False]
+
+
 ATTACK = r"""
 import importlib.util, os, socket, subprocess, sys
 print("kit importable:", importlib.util.find_spec("autograder") is not None)
@@ -103,6 +164,21 @@ try:
 except OSError as error:
     print("refused", type(error).__name__)
 try:
+    socket.socket(socket.AF_INET, socket.SOCK_DGRAM).sendto(b"x", ("127.0.0.1", {port}))
+    print("SENT")
+except OSError as error:
+    print("refused", type(error).__name__)
+try:
+    socket.socket(socket.AF_UNIX).connect({abstract!r})
+    print("REACHED")
+except OSError as error:
+    print("refused", type(error).__name__)
+try:
+    os.kill({outsider}, 0)
+    print("SIGNALLED")
+except OSError as error:  # PermissionError, or ProcessLookupError where the kernel has a pid namespace
+    print("refused", type(error).__name__)
+try:
     bytearray(32 << 30)
     print("ALLOCATED")
 except MemoryError:
@@ -127,7 +203,7 @@ def test_a_confined_kernel_refuses_what_a_student_cell_tries(tmp_path, monkeypat
     """A notebook's cell, in the confined kernel: the kit is not importable, its files, the
     gradebook and the environment of other processes are unreadable, nothing outside the kernel's
     scratch is written (the notebook's own folder in the course included), no link, no TCP
-    connection (where the kernel's Landlock handles TCP, ABI 4+), no huge allocation, files stop at
+    connection, no UDP or local socket, no signal to another process, no huge allocation, files stop at
     the size limit, and a process left running in a session of its own ends with the kernel (where
     the kernel gets a pid namespace)."""
     from nbclient import NotebookClient
@@ -138,8 +214,12 @@ def test_a_confined_kernel_refuses_what_a_student_cell_tries(tmp_path, monkeypat
     folder = course / "autograded" / "eve" / "mha"
     folder.mkdir(parents=True)
     (course / "gradebook.db").write_text("the gradebook")
-    listener = __import__("socket").create_server(("127.0.0.1", 0))
+    listener = socket.create_server(("127.0.0.1", 0))
     port = listener.getsockname()[1]
+    abstract = f"\0mha-lab-test-{os.getpid()}"
+    local = socket.socket(socket.AF_UNIX)
+    local.bind(abstract)
+    local.listen()
     sleeper = str(600 + os.getpid() % 100)
     source = ATTACK.format(
         secrets=[
@@ -150,6 +230,8 @@ def test_a_confined_kernel_refuses_what_a_student_cell_tries(tmp_path, monkeypat
         ],
         outside=[str(folder / "mine.txt"), str(course / "gradebook.db"), str(tmp_path / "elsewhere.txt")],
         port=port,
+        abstract=abstract,
+        outsider=os.getpid(),
         sleeper=sleeper,
     )
     notebook = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell(source)])
@@ -164,12 +246,14 @@ def test_a_confined_kernel_refuses_what_a_student_cell_tries(tmp_path, monkeypat
         ).execute()
     finally:
         listener.close()
+        local.close()
     text = "".join(o.get("text", "") for o in notebook.cells[0].outputs)
     assert "kit importable: False" in text, text
-    tcp = LANDLOCK >= 4  # Landlock handles TCP from ABI 4 (Linux 6.7)
-    assert text.count("refused PermissionError") == 8 + tcp, text  # 4 reads, 3 writes, the link, the connection
-    assert "LINKED" not in text and "ALLOCATED" not in text, text
-    assert ("CONNECTED" in text) != tcp, text
+    # 4 reads, 3 writes, the link, the TCP connection, the UDP socket, the local one (Landlock, and the
+    # kernel's seccomp guards on any Landlock ABI)
+    assert text.count("refused PermissionError") >= 11, text
+    for done in ("LINKED", "ALLOCATED", "CONNECTED", "SENT", "REACHED", "SIGNALLED"):
+        assert done not in text, text
     assert "flood stopped at 256 MiB" in text, text
     assert (course / "gradebook.db").read_text() == "the gradebook"
     assert os.listdir(folder) == [] and not (tmp_path / "elsewhere.txt").exists()

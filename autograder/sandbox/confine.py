@@ -179,7 +179,8 @@ class SyscallRule:
     action: str
     """'allow', or the errno it fails with ('EPERM', 'ENOSYS', ...)."""
     masked: tuple = ()
-    """((argument index, mask, value), ...): the rule holds only where argument & mask == value."""
+    """((argument index, mask, value), ...): the rule holds only where argument & mask == value;
+    a mask of 'ne' or 'gt' compares the whole argument instead (!= or > value, unsigned)."""
     why: str = ""
     """Why the rule is there (a GPU allowance's reason)."""
 
@@ -702,20 +703,26 @@ def _seccomp_library():
 SECCOMP = _seccomp_library()
 
 
-def seccomp_filter(rules) -> bool:
-    """Install `rules` (SyscallRules) over a default of EPERM; False if libseccomp is missing."""
+def seccomp_filter(rules, default: str = "EPERM") -> bool:
+    """Install `rules` (SyscallRules) over a `default` action ('allow' or an errno: EPERM, the
+    workers' allow-list); False if libseccomp is missing or refuses a rule."""
     seccomp = SECCOMP
     if seccomp is None:
         return False
     try:
-        flt = seccomp.SyscallFilter(seccomp.ERRNO(errno.EPERM))
+        flt = seccomp.SyscallFilter(seccomp.ALLOW if default == "allow" else seccomp.ERRNO(getattr(errno, default)))
         flt.set_attr(seccomp.Attr.ACT_BADARCH, seccomp.KILL_PROCESS)  # i386 and x32 calls
         # Every thread, those CUDA's driver started before the confinement included (else a
         # filter holds only the calling thread and those it starts later).
         flt.set_attr(seccomp.Attr.CTL_TSYNC, 1)
         for rule in rules:
             action = seccomp.ALLOW if rule.action == "allow" else seccomp.ERRNO(getattr(errno, rule.action))
-            conditions = [seccomp.Arg(index, seccomp.MASKED_EQ, mask, value) for index, mask, value in rule.masked]
+            conditions = [
+                seccomp.Arg(index, getattr(seccomp, mask.upper()), value)
+                if isinstance(mask, str)
+                else seccomp.Arg(index, seccomp.MASKED_EQ, mask, value)
+                for index, mask, value in rule.masked
+            ]
             try:
                 flt.add_rule(action, rule.name, *conditions)
             except (RuntimeError, ValueError, OSError):  # not a system call on this architecture

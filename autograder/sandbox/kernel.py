@@ -25,6 +25,11 @@ folder, where a student's files could shadow a module). Before ipykernel starts,
 * runs the kernel as the first process of a pid namespace of its own (where the machine allows
   it), and waits for it: when the kernel ends, every process the student's code started ends
   with it, even one that left the kernel's process group;
+* adds a seccomp filter (`guards`) for what Landlock leaves open: no socket but a TCP one and
+  netlink's routes, which ZeroMQ reads (no UDP, raw or local socket, abstract ones included), no connect() at all, no io_uring (which
+  would connect past seccomp); and where it has no pid namespace, no signal, priority, limit or
+  affinity set on another process (Landlock scopes signals only from ABI 6, and the others not
+  at all): it refuses to start if the filter does not load;
 * forgets the kit: its import paths and an editable install's finders go, its loaded modules
   too, so that `import autograder` finds nothing and the notebook's setup cell unpacks the grader
   it carries (public checks only).
@@ -39,7 +44,17 @@ import sys
 from pathlib import Path
 
 from autograder import KIT
-from autograder.sandbox.confine import PathRule, landlock, libc, mapped_bytes, private_scratch, python_paths
+from autograder.sandbox.confine import (
+    PathRule,
+    SyscallRule,
+    landlock,
+    landlock_abi,
+    libc,
+    mapped_bytes,
+    private_scratch,
+    python_paths,
+    seccomp_filter,
+)
 
 UNCONFINED = "MHA_LAB_UNCONFINED_KERNEL"  # the instructor's knowing opt-out
 REFUSED = 3  # the exit code of a kernel that could not be confined
@@ -131,6 +146,57 @@ def confine(scratch: str, connection_file: str, course: str | None) -> list:
     return [path for path in secrets if readable(path)]
 
 
+INT = 0xFFFFFFFF  # an int argument's bits (the register's upper half is not the kernel's)
+AF_INET, AF_INET6, AF_NETLINK, SOCK_STREAM = 2, 10, 16, 1  # ZeroMQ lists interfaces over NETLINK_ROUTE
+# Calls that act on another process named by its pid (argument 0 unless said): harmless in a pid
+# namespace of the kernel's own, where no other process has a pid; without one, only pid 0 (the
+# caller) may be named. ptrace-like calls are Landlock's (scoped to the kernel's domain since ABI 1).
+OTHER_PROCESS = (
+    ("prlimit64", 0),
+    ("sched_setaffinity", 0),
+    ("sched_setparam", 0),
+    ("sched_setscheduler", 0),
+    ("sched_setattr", 0),
+    ("migrate_pages", 0),
+    ("move_pages", 0),
+    ("setpriority", 1),
+    ("ioprio_set", 1),
+)
+SELF_SIGNALS = ("kill", "tgkill", "rt_sigqueueinfo", "rt_tgsigqueueinfo")  # argument 0: the process
+
+
+def guards(abi: int, pid_namespace: bool, pid: int) -> list:
+    """The seccomp rules (over a default of allow) that close what Landlock leaves open for a
+    kernel whose Landlock ABI is `abi` and whose own pid is `pid`. libseccomp takes one condition
+    per argument in a rule, so "anything but" is written as the parts of what is refused."""
+    tcp_only = "sockets: TCP only (Landlock decides the ports); no local, UDP or raw socket"
+    others = (0, 1, *range(3, AF_INET6), *range(AF_INET6 + 1, AF_NETLINK))
+    rules = [
+        *(SyscallRule("socket", "EPERM", ((0, INT, family),), tcp_only) for family in others),
+        SyscallRule("socket", "EPERM", ((0, "gt", AF_NETLINK),), tcp_only),
+        SyscallRule("socket", "EPERM", ((0, INT, AF_NETLINK), (2, "ne", 0)), "netlink: reading routes only"),
+        *(
+            SyscallRule("socket", "EPERM", ((0, INT, family), (1, 0xF, kind)), tcp_only)
+            for family in (AF_INET, AF_INET6)
+            for kind in range(16)
+            if kind != SOCK_STREAM
+        ),
+        SyscallRule("connect", "EPERM", (), "a kernel serves on its ports and connects nowhere (any Landlock ABI)"),
+        SyscallRule("io_uring_setup", "EPERM", (), "io_uring connects and opens past seccomp"),
+    ]
+    if pid_namespace:
+        return rules
+    if abi < 6:  # Landlock scopes signals from ABI 6
+        itself = "signals to itself only (no pid namespace, no Landlock signal scope)"
+        rules += [SyscallRule(call, "EPERM", ((0, "ne", pid),), itself) for call in SELF_SIGNALS]
+        rules += [SyscallRule(call, "EPERM", (), itself) for call in ("tkill", "pidfd_send_signal")]
+    rules += [
+        SyscallRule(call, "EPERM", ((index, "ne", 0),), "no other process's limits or scheduling")
+        for call, index in OTHER_PROCESS
+    ]
+    return rules
+
+
 CLONE_NEWPID = 0x20000000
 
 
@@ -175,11 +241,19 @@ def main(argv=None):
             f"Set {UNCONFINED}=1 for nbgrader autograde to run it anyway, knowingly.\n"
         )
         sys.exit(REFUSED)
-    if own_pid_namespace():
+    pid_namespace = own_pid_namespace()
+    if pid_namespace:
         child = os.fork()
         if child:  # the kernel's parent: it waits, and its end (or a SIGKILL) ends them all
             signal.signal(signal.SIGINT, signal.SIG_IGN)  # an interrupt is the kernel's (its process group's)
             os._exit(os.waitstatus_to_exitcode(os.waitpid(child, 0)[1]) & 0xFF)
+    if not seccomp_filter(guards(landlock_abi(), pid_namespace, os.getpid()), default="allow") and not unconfined:
+        sys.stderr.write(
+            "MHA Lab: this kernel's seccomp filter did not load (libseccomp: pip install pyseccomp), so the "
+            "student's code could connect to the instructor's services or signal their processes: it does not "
+            f"start. Set {UNCONFINED}=1 for nbgrader autograde to run it anyway, knowingly.\n"
+        )
+        sys.exit(REFUSED)
     forget_the_kit()
     # IPython leaves the notebook's folder off sys.path under -I; put it back where a kernel has
     # it (before site-packages), so that `import <package>` finds the files the cells wrote.
