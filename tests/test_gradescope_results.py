@@ -1,4 +1,9 @@
-"""Gradescope's results.json shows students nothing of the hidden checks before publication."""
+"""Gradescope's results.json shows students nothing of the hidden checks before publication, and
+once published only each step's points."""
+
+import json
+
+import pytest
 
 from autograder.routes.gradescope import gradescope_results
 from autograder.engine.judge.results import CheckResult, GradeResult, StepResult
@@ -17,7 +22,8 @@ def test_the_top_level_output_leaves_the_hidden_checks_out():
     for number in ("4.00", "6.00", "7.00", "/ 10"):  # the public points would tell the hidden weight
         assert number not in data["output"]
     assert data["stdout_visibility"] == "hidden"  # the log prints the whole table
-    assert [t["visibility"] for t in data["tests"]] == ["visible", "visible", *["after_published"] * 3]
+    # the public checks' tests, then the step's points: no test of a hidden check of its own
+    assert [t["visibility"] for t in data["tests"]] == ["visible", "visible", "after_published"]
     # no top-level score: Gradescope adds up the tests' (7.0) and shows no total while the hidden
     # ones wait for publication; a top-level score would be a total students see at once
     assert "score" not in data
@@ -70,8 +76,8 @@ def test_what_students_see_before_publication_tells_nothing_of_the_hidden_checks
 
 def test_what_the_code_printed_before_the_hidden_checks_is_shown_at_once():
     """Student code can print the inputs it is given, the hidden checks' too: what it printed
-    once hidden inputs had reached it (the hidden phase's worker) waits for their visibility; what
-    it printed before is the student's to see at once."""
+    once hidden inputs had reached it (the hidden phase's worker) is never in results.json (the
+    log, which students never see, has it); what it printed before is the student's at once."""
     public = [CheckResult("a", True, 4.0, 4.0, "public")]
     hidden = public + [CheckResult("c", True, 3.0, 3.0, "hidden")]
     printed, secret = "public input: tensor([1., 2.])", "hidden input: tensor([0.1234, 0.5678])"
@@ -81,11 +87,8 @@ def test_what_the_code_printed_before_the_hidden_checks_is_shown_at_once():
         ),
         1.0,
     )
-    assert printed in with_hidden["output"] and secret not in with_hidden["output"]
-    held = [test for test in with_hidden["tests"] if secret in test.get("output", "")]
-    assert [test["visibility"] for test in held] == ["after_published"]
-    assert [(test["score"], test["max_score"]) for test in held] == [(0, 0)]  # every test has a score
-    assert not any(secret in test["output"] for test in with_hidden["tests"] if test["visibility"] == "visible")
+    assert printed in with_hidden["output"]
+    assert secret not in json.dumps(with_hidden)  # not even once published: the log has it
     public_only = gradescope_results(
         GradeResult("MHA", "upload", [StepResult("attention", "A", 4.0, 4.0, public)], output=printed), 1.0
     )
@@ -117,3 +120,57 @@ def test_the_tests_add_up_to_the_total_exactly():
     assert round(sum(test["score"] for test in data["tests"]), 6) == 15.0
     assert round(sum(test["max_score"] for test in data["tests"]), 6) == 15.0
     assert all(abs(test["score"] - 15 / 7) < 2e-4 for test in data["tests"])
+
+
+def hidden_outcome_variants():
+    """One step graded several ways with the same points: the same public checks and outcomes,
+    hidden checks that pass and fail other ways (which one, how many, their messages, what the
+    code printed) for the same step score: what the code can choose from a hidden input."""
+    public = [CheckResult("a", True, 2.0, 2.0, "public"), CheckResult("b", False, 0.0, 2.0, "public", "wrong")]
+    for hidden, printed in (
+        ([CheckResult("h0", True, 3.0, 3.0, "hidden"), CheckResult("h1", False, 0.0, 3.0, "hidden", "off at 0")], ""),
+        ([CheckResult("h0", False, 0.0, 3.0, "hidden", "off at 7"), CheckResult("h1", True, 3.0, 3.0, "hidden")], ""),
+        ([CheckResult("h0", False, 0.0, 3.0, "hidden", "NaN"), CheckResult("h1", True, 3.0, 3.0, "hidden")], "0.1234"),
+    ):
+        checks = public + hidden
+        score = sum(check.points for check in checks)
+        step = StepResult("attention", "A", score, 10.0, checks)
+        yield GradeResult("MHA", "upload", [step], hidden_output=printed)
+
+
+def test_once_published_the_hidden_checks_tell_only_the_steps_points():
+    """The principle behind what Gradescope shows after publication: results.json as a whole
+    (every test at every visibility, the top-level output) depends on the hidden checks only
+    through each step's points. Which hidden check failed, its message, and what the code printed
+    while they ran would each let the code tell a hidden input, a bit per check per run."""
+    shown = {json.dumps(gradescope_results(result, 1.0), sort_keys=True) for result in hidden_outcome_variants()}
+    assert len(shown) == 1, shown
+
+
+def test_a_run_with_hidden_checks_ends_on_a_whole_quantum():
+    """When Gradescope's results arrive is seen by the student: pad_run waits so that a run's
+    length tells only its number of quanta. Counted with a clock of our own, never timed."""
+    from autograder.routes.gradescope import pad_run
+
+    waited = []
+    for elapsed in (0.4, 3.7, 9.99, 10.0, 12.5):
+        pad_run(100.0, 10.0, clock=lambda: 100.0 + elapsed, sleep=waited.append)
+        assert elapsed + (waited.pop() if waited else 0.0) == pytest.approx(10.0 * -(-elapsed // 10.0))
+
+
+def test_the_gradescope_route_pads_only_when_hidden_checks_ran(monkeypatch, tmp_path):
+    """run_gradescope pads a run with hidden checks (a reference), never a public-only one, and
+    puts what the code printed in the hidden phase in the log only."""
+    from autograder.engine.judge import runner
+    from autograder.routes import cli, gradescope
+
+    result = next(hidden_outcome_variants())
+    result.hidden_output = "printed in the hidden phase"
+    monkeypatch.setattr(runner, "grade", lambda *args, **kwargs: result)
+    padded = []
+    monkeypatch.setattr(gradescope, "pad_run", lambda started: padded.append(started))
+    for reference, pads in ((tmp_path, 1), (None, 0)):
+        padded.clear()
+        assert cli.run_gradescope(tmp_path, None, reference, 1, False, tmp_path / "results.json") == 0
+        assert len(padded) == pads
+        assert "printed in the hidden phase" not in (tmp_path / "results.json").read_text()

@@ -688,13 +688,20 @@ def run_gradescope(upload, config, reference, seed, isolate, results_path):
     import json
     import time
 
-    from autograder.routes.gradescope import gradescope_results  # late: not at the start of `python -m autograder`
+    from autograder.routes.gradescope import (
+        gradescope_results,
+        pad_run,
+    )  # late: not at the start of `python -m autograder`
     from autograder.engine.judge.runner import grade  # late: not at the start of `python -m autograder`
 
     started = time.monotonic()
     result = grade(upload, config, reference=reference, seed=seed, isolate=isolate)
     print(results.table(result))
+    if result.hidden_output:  # the log only (stdout_visibility: hidden): it may show hidden inputs
+        print(f"\n{messages.render('your_output_hidden')}\n{result.hidden_output}")
     data = gradescope_results(result, time.monotonic() - started)
+    if reference is not None:  # hidden checks ran: their duration is not the student's to measure
+        pad_run(started)
     try:
         results.write_atomically(results_path, json.dumps(data, indent=2) + "\n")
     except results.WriteError as error:

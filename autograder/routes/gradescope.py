@@ -96,22 +96,26 @@ def _write_gradescope_zip(out, config):
 
 
 def gradescope_results(result, execution_time, hidden_visibility="after_published", public_ids=None):
-    """Gradescope's results.json for a GradeResult: one test per check, and no top-level score
-    (the tests' scores add up to the result's; see the comment at the end).
+    """Gradescope's results.json for a GradeResult: one test per public check, and no top-level
+    score (the tests' scores add up to the result's; see the comment at the end).
 
     What students see before grades are published is made only of what a student may read
     (public_view.public_step: the public checks, the diagnoses of the public checks alone whose
     message a student release ships, `public_ids`, default: public_message_ids of every
     assignment in grading.yml), and of nothing a hidden input reached. The first failing visible
     test of a step carries the step's verdict (feedback.verdict, as the score table shows it: the
-    cause first); the first failing hidden check's test, shown at its visibility, carries the
-    verdict of them all.
+    cause first).
 
     Where hidden checks ran, no visible test carries points: a visible test's maximum would tell
     what the hidden checks of its step weigh (the step's points are in the student's grading.yml,
     a public check's weight in its release). Gradescope's own rule for hidden tests is that
     students see no total while some are hidden; so each step's points go to one test of its own
-    at the hidden checks' visibility, and every check's test says passed or failed for 0 points.
+    at the hidden checks' visibility, and every public check's test says passed or failed for 0
+    points. Once published, that test is all a student learns of the hidden checks: the step's
+    points, not which hidden check failed nor why, nor what the code printed once hidden inputs
+    reached it (the log has that, never shown to students). One check's pass or fail, chosen by
+    the code from a hidden input, would be one bit of it per check (the hidden inputs repeat
+    between runs of a course); the step's points are the grade and cannot be left out.
     Without hidden checks every test carries its own points."""
     import dataclasses
 
@@ -121,29 +125,28 @@ def gradescope_results(result, execution_time, hidden_visibility="after_publishe
     tests, points = [], []  # points: (test, its score, its max) where a test carries points
     for step in result.steps:
         shown = public_step(step, public_ids)
-        verdicts = {
-            "public": "\n".join(
-                feedback.lines(
-                    feedback.verdict(
-                        dataclasses.replace(shown, checks=[c for c in shown.checks if c.visibility == "public"])
-                    )
+        verdict = "\n".join(
+            feedback.lines(
+                feedback.verdict(
+                    dataclasses.replace(shown, checks=[c for c in shown.checks if c.visibility == "public"])
                 )
-            ),
-            "hidden": "\n".join(feedback.lines(feedback.verdict(step))),
-        }
+            )
+        )
         counted = [check for check in step.checks if check.passed is not None]
         for check in counted:
-            output, audience = check.message, "public" if check.visibility == "public" else "hidden"
-            if check.passed is False and verdicts[audience]:  # once per step and audience
-                output = (output + "\n\n" if output else "") + verdicts[audience]
-                verdicts[audience] = ""
+            if check.visibility != "public":
+                continue  # its points are in the step's test; its result and message are the instructor's
+            output = check.message
+            if check.passed is False and verdict:  # once per step
+                output = (output + "\n\n" if output else "") + verdict
+                verdict = ""
             test = {
                 "name": f"{step.id}: {check.id}",
                 "score": 0,
                 "max_score": 0,
                 "status": "passed" if check.passed else "failed",
                 "output": output,
-                "visibility": "visible" if check.visibility == "public" else hidden_visibility,
+                "visibility": "visible",
             }
             tests.append(test)
             if not hidden_ran:
@@ -175,23 +178,10 @@ def gradescope_results(result, execution_time, hidden_visibility="after_publishe
                     "score": 0,
                     "max_score": round(step.max_score, 4),
                     "status": "failed",
-                    "output": next((c.message for c in step.checks if c.message), ""),
+                    "output": next((c.message for c in step.checks if c.message and c.visibility == "public"), ""),
                     "visibility": "visible",
                 }
             )
-    # What the code printed once hidden inputs had reached it can show them: a test of its own
-    # at the hidden checks' visibility, worth nothing (every test needs a score where the top
-    # level has none). What it printed before is the student's to see at once.
-    if result.hidden_output:
-        tests.append(
-            {
-                "name": messages.render("your_output_hidden"),
-                "score": 0,
-                "max_score": 0,
-                "output": result.hidden_output,
-                "visibility": hidden_visibility,
-            }
-        )
     printed = f"\n\n{messages.render('your_output')}\n{result.output}" if result.output else ""
     # No top-level "score": Gradescope then adds up the tests' scores, and while any test is not
     # yet visible (the hidden ones: after_published) it shows students no total ("If test cases
@@ -207,6 +197,25 @@ def gradescope_results(result, execution_time, hidden_visibility="after_publishe
         "tests": tests,
         **graded_files_data(result),
     }
+
+
+HIDDEN_QUANTUM = 10.0  # seconds: a run with hidden checks ends on a multiple of it (pad_run)
+
+
+def pad_run(started: float, quantum: float = HIDDEN_QUANTUM, clock=None, sleep=None) -> float:
+    """Wait until the run that began at `started` (time.monotonic) has lasted a whole number of
+    `quantum`s; returns the seconds waited. A student sees when Gradescope's results arrive: the
+    hidden phase's code could otherwise tell a hidden input by how long it takes. Padded, a run
+    tells only how many quanta it took (a few values over the budget), not the time within."""
+    import math
+    import time
+
+    clock, sleep = clock or time.monotonic, sleep or time.sleep
+    elapsed = clock() - started
+    wait = math.ceil(elapsed / quantum) * quantum - elapsed if elapsed > 0 else quantum
+    if wait > 0:
+        sleep(wait)
+    return wait
 
 
 def exact_shares(values: list) -> list:
