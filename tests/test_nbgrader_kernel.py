@@ -79,7 +79,7 @@ def test_the_plan_fails_on_a_planted_rule(tmp_path, monkeypatch):
 
 
 GUARDED = r"""
-import ctypes, os, resource, socket, sys
+import ctypes, fcntl, os, resource, socket, sys
 sys.path.insert(0, sys.argv[1])
 from autograder.sandbox.confine import seccomp_filter
 from autograder.sandbox.kernel import guards
@@ -87,12 +87,16 @@ port, abstract, abi, guarded = int(sys.argv[2]), "\0" + sys.argv[3], int(sys.arg
 ctypes.CDLL(None).prctl(38, 1, 0, 0, 0)  # PR_SET_NO_NEW_PRIVS, as Landlock leaves it
 rules = guards(abi, False, os.getpid()) if guarded else []
 print("loaded", seccomp_filter(rules, default="allow"))
+kept = socket.socket()  # a file of its own, to give an owner
 attacks = {
     "connect": lambda: socket.create_connection(("127.0.0.1", port), timeout=3),
     "udp": lambda: socket.socket(socket.AF_INET, socket.SOCK_DGRAM).sendto(b"x", ("127.0.0.1", port)),
     "local": lambda: socket.socket(socket.AF_UNIX).connect(abstract),
     "signal": lambda: os.kill(os.getppid(), 0),
     "limit": lambda: resource.prlimit(os.getppid(), resource.RLIMIT_NOFILE),
+    "fast open": lambda: socket.socket().sendto(b"x", socket.MSG_FASTOPEN, ("127.0.0.1", port)),
+    "owner": lambda: fcntl.fcntl(kept.fileno(), fcntl.F_SETOWN, os.getppid()),
+    "user's priority": lambda: os.setpriority(os.PRIO_USER, 0, os.getpriority(os.PRIO_PROCESS, 0)),
     "own signal": lambda: os.kill(os.getpid(), 0),
     "own limit": lambda: resource.setrlimit(resource.RLIMIT_CORE, (0, 0)),
     "server": lambda: socket.create_server(("127.0.0.1", 0)).close(),
@@ -130,7 +134,7 @@ def test_the_guards_close_what_an_old_landlock_leaves_open(abi):
     finally:
         listener.close()
         local.close()
-    refused = {"connect", "udp", "local", "signal", "limit"}
+    refused = {"connect", "udp", "local", "signal", "limit", "fast open", "owner", "user's priority"}
     done = {
         guarded: {name for name, outcome in found.items() if outcome == "done"} for guarded, found in outcomes.items()
     }

@@ -27,8 +27,8 @@ folder, where a student's files could shadow a module). Before ipykernel starts,
   with it, even one that left the kernel's process group;
 * adds a seccomp filter (`guards`) for what Landlock leaves open: no socket but a TCP one and
   netlink's routes, which ZeroMQ reads (no UDP, raw or local socket, abstract ones included), no connect() at all, no io_uring (which
-  would connect past seccomp); and where it has no pid namespace, no signal, priority, limit or
-  affinity set on another process (Landlock scopes signals only from ABI 6, and the others not
+  would connect past seccomp), no TCP Fast Open; and where it has no pid namespace, no signal
+  (nor a file owner, which gets SIGIO), priority, limit or affinity set on another process (Landlock scopes signals only from ABI 6, and the others not
   at all): it refuses to start if the filter does not load;
 * forgets the kit: its import paths and an editable install's finders go, its loaded modules
   too, so that `import autograder` finds nothing and the notebook's setup cell unpacks the grader
@@ -148,21 +148,31 @@ def confine(scratch: str, connection_file: str, course: str | None) -> list:
 
 INT = 0xFFFFFFFF  # an int argument's bits (the register's upper half is not the kernel's)
 AF_INET, AF_INET6, AF_NETLINK, SOCK_STREAM = 2, 10, 16, 1  # ZeroMQ lists interfaces over NETLINK_ROUTE
-# Calls that act on another process named by its pid (argument 0 unless said): harmless in a pid
-# namespace of the kernel's own, where no other process has a pid; without one, only pid 0 (the
-# caller) may be named. ptrace-like calls are Landlock's (scoped to the kernel's domain since ABI 1).
+# Calls that act on another process named by its pid: harmless in a pid namespace of the kernel's
+# own, where no other process has a pid; without one, only the caller may be named (argument,
+# the one value allowed). ptrace-like calls are Landlock's (scoped to its domain since ABI 1).
 OTHER_PROCESS = (
-    ("prlimit64", 0),
-    ("sched_setaffinity", 0),
-    ("sched_setparam", 0),
-    ("sched_setscheduler", 0),
-    ("sched_setattr", 0),
-    ("migrate_pages", 0),
-    ("move_pages", 0),
-    ("setpriority", 1),
-    ("ioprio_set", 1),
+    ("prlimit64", 0, 0),
+    ("sched_setaffinity", 0, 0),
+    ("sched_setparam", 0, 0),
+    ("sched_setscheduler", 0, 0),
+    ("sched_setattr", 0, 0),
+    ("migrate_pages", 0, 0),
+    ("move_pages", 0, 0),
+    ("setpriority", 0, 0),  # PRIO_PROCESS: not a process group's, nor every process of the user
+    ("setpriority", 1, 0),
+    ("ioprio_set", 0, 1),  # IOPRIO_WHO_PROCESS
+    ("ioprio_set", 1, 0),
 )
 SELF_SIGNALS = ("kill", "tgkill", "rt_sigqueueinfo", "rt_tgsigqueueinfo")  # argument 0: the process
+# A file's owner gets SIGIO/SIGURG from the kernel: setting it to another process signals that one.
+SET_OWNER = (
+    ("fcntl", 1, 8),
+    ("fcntl", 1, 15),
+    ("ioctl", 1, 0x8901),
+    ("ioctl", 1, 0x8902),
+)  # F_SETOWN(_EX), FIOSETOWN, SIOCSPGRP
+MSG_FASTOPEN = 0x20000000  # sendto/sendmsg with it connects a TCP socket without connect()
 
 
 def guards(abi: int, pid_namespace: bool, pid: int) -> list:
@@ -182,6 +192,10 @@ def guards(abi: int, pid_namespace: bool, pid: int) -> list:
             if kind != SOCK_STREAM
         ),
         SyscallRule("connect", "EPERM", (), "a kernel serves on its ports and connects nowhere (any Landlock ABI)"),
+        *(
+            SyscallRule(call, "EPERM", ((index, MSG_FASTOPEN, MSG_FASTOPEN),), "TCP Fast Open connects too")
+            for call, index in (("sendto", 3), ("sendmsg", 2), ("sendmmsg", 3))
+        ),
         SyscallRule("io_uring_setup", "EPERM", (), "io_uring connects and opens past seccomp"),
     ]
     if pid_namespace:
@@ -190,9 +204,10 @@ def guards(abi: int, pid_namespace: bool, pid: int) -> list:
         itself = "signals to itself only (no pid namespace, no Landlock signal scope)"
         rules += [SyscallRule(call, "EPERM", ((0, "ne", pid),), itself) for call in SELF_SIGNALS]
         rules += [SyscallRule(call, "EPERM", (), itself) for call in ("tkill", "pidfd_send_signal")]
+        rules += [SyscallRule(call, "EPERM", ((index, INT, value),), itself) for call, index, value in SET_OWNER]
     rules += [
-        SyscallRule(call, "EPERM", ((index, "ne", 0),), "no other process's limits or scheduling")
-        for call, index in OTHER_PROCESS
+        SyscallRule(call, "EPERM", ((index, "ne", allowed),), "no other process's limits or scheduling")
+        for call, index, allowed in OTHER_PROCESS
     ]
     return rules
 
