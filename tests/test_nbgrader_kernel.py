@@ -2,6 +2,7 @@
 autograder/routes/nbgrader_kernel.py): its plan as data, then a real kernel under attack from its
 own cells (slow: CI runs it)."""
 
+import ctypes
 import json
 import os
 import socket
@@ -85,9 +86,18 @@ from autograder.sandbox.confine import seccomp_filter
 from autograder.sandbox.kernel import guards
 port, abstract, abi, guarded = int(sys.argv[2]), "\0" + sys.argv[3], int(sys.argv[4]), sys.argv[5] == "1"
 ctypes.CDLL(None).prctl(38, 1, 0, 0, 0)  # PR_SET_NO_NEW_PRIVS, as Landlock leaves it
+ctypes.CDLL(None).shmat.restype = ctypes.c_void_p
 rules = guards(abi, False, os.getpid()) if guarded else []
 print("loaded", seccomp_filter(rules, default="allow"))
 kept = socket.socket()  # a file of its own, to give an owner
+libc = ctypes.CDLL(None, use_errno=True)
+
+
+def attached(ident):
+    if ident < 0 or libc.shmat(ident, None, 0) in (None, ctypes.c_void_p(-1).value):
+        raise OSError(ctypes.get_errno(), "shm")
+
+
 attacks = {
     "connect": lambda: socket.create_connection(("127.0.0.1", port), timeout=3),
     "udp": lambda: socket.socket(socket.AF_INET, socket.SOCK_DGRAM).sendto(b"x", ("127.0.0.1", port)),
@@ -97,6 +107,11 @@ attacks = {
     "fast open": lambda: socket.socket().sendto(b"x", socket.MSG_FASTOPEN, ("127.0.0.1", port)),
     "owner": lambda: fcntl.fcntl(kept.fileno(), fcntl.F_SETOWN, os.getppid()),
     "user's priority": lambda: os.setpriority(os.PRIO_USER, 0, os.getpriority(os.PRIO_PROCESS, 0)),
+    "datagram pair": lambda: socket.socketpair(socket.AF_UNIX, socket.SOCK_DGRAM)[0].sendto(b"x", abstract + "-datagrams"),
+    "mptcp": lambda: socket.socket(socket.AF_INET, socket.SOCK_STREAM, 262).close(),
+    "user's shared memory": lambda: attached(libc.shmget(int(sys.argv[6]), 4096, 0)),
+    "signal on I/O": lambda: fcntl.fcntl(kept.fileno(), fcntl.F_SETFL, os.O_ASYNC),
+    "new session": lambda: os.setsid(),
     "own signal": lambda: os.kill(os.getpid(), 0),
     "own limit": lambda: resource.setrlimit(resource.RLIMIT_CORE, (0, 0)),
     "server": lambda: socket.create_server(("127.0.0.1", 0)).close(),
@@ -116,30 +131,73 @@ for name, attack in attacks.items():
 def test_the_guards_close_what_an_old_landlock_leaves_open(abi):
     """Where Landlock is older than ABI 6 (ABI 4: TCP, ABI 6: signals and abstract sockets) and the
     kernel has no pid namespace (no user namespaces, as on Ubuntu 24.04), the kernel's seccomp
-    guards alone refuse a connection, UDP, an abstract local socket, a signal or a limit set on
-    another process; the kernel still serves (a TCP server, a socket pair) and acts on itself.
+    guards alone refuse a connection (TCP, Fast Open, MPTCP), UDP, an abstract local socket (a
+    datagram pair sends to any), the user's System V memory, a signal, a file owner, a limit or a
+    priority set on another process, signals on I/O and a session of its own (which would outlive
+    the kernel); the kernel still serves (a TCP server, a socket pair) and acts on itself.
     Without the guards the same probe does all of it (the probe is live)."""
     listener = socket.create_server(("127.0.0.1", 0))
+    libc = ctypes.CDLL(None, use_errno=True)
+    key = 0x4D480000 + os.getpid() % 0xFFFF  # the instructor's segment (System V: by key)
+    segment = libc.shmget(key, 4096, 0o1000 | 0o600)  # IPC_CREAT
+    assert segment >= 0, ctypes.get_errno()
     abstract = f"mha-lab-guard-{os.getpid()}-{abi}"  # an abstract name: no file, no Landlock path rule
     local = socket.socket(socket.AF_UNIX)
     local.bind("\0" + abstract)
     local.listen()
+    datagrams = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
+    datagrams.bind("\0" + abstract + "-datagrams")
     try:
         outcomes = {}
         for guarded in (True, False):
-            args = [str(KIT), str(listener.getsockname()[1]), abstract, str(abi), "1" if guarded else "0"]
+            args = [str(KIT), str(listener.getsockname()[1]), abstract, str(abi), "1" if guarded else "0", str(key)]
             run = subprocess.run([sys.executable, "-I", "-c", GUARDED, *args], capture_output=True, text=True)
             assert run.returncode == 0 and "loaded True" in run.stdout, run.stdout + run.stderr
             outcomes[guarded] = dict(line.split(": ", 1) for line in run.stdout.splitlines()[1:])
     finally:
         listener.close()
         local.close()
+        datagrams.close()
+        libc.shmctl(segment, 0, None)  # IPC_RMID
     refused = {"connect", "udp", "local", "signal", "limit", "fast open", "owner", "user's priority"}
+    refused |= {"datagram pair", "mptcp", "user's shared memory", "signal on I/O", "new session"}
     done = {
         guarded: {name for name, outcome in found.items() if outcome == "done"} for guarded, found in outcomes.items()
     }
     assert done[True] == {"own signal", "own limit", "server", "pair"}, outcomes[True]
     assert refused <= done[False], outcomes[False]
+
+
+def test_the_kernel_holds_no_terminal(tmp_path):
+    """nbgrader run from a shell hands the kernel its terminal (stdout, stderr): a window size set
+    on it, or input with O_ASYNC, signals the terminal's foreground job (the instructor's).
+    leave_terminals puts /dev/null in their place; a descriptor of anything else stays."""
+    import pty
+
+    leader, follower = pty.openpty()
+    probe = (
+        f"import os, sys; sys.path.insert(0, {str(KIT)!r}); from autograder.sandbox.kernel import leave_terminals; "
+        "ttys = lambda: [int(fd) for fd in os.listdir('/proc/self/fd') if os.isatty(int(fd))]; "
+        "before = ttys(); leave_terminals(); after = ttys(); "
+        "open(sys.argv[1], 'w').write(repr((before, after)))"
+    )
+    report = tmp_path / "report"
+    try:
+        subprocess.run(
+            [sys.executable, "-I", "-c", probe, str(report)],
+            stdin=subprocess.DEVNULL,
+            stdout=follower,
+            stderr=follower,
+            pass_fds=(follower,),
+            timeout=120,
+            check=True,
+        )
+    finally:
+        os.close(leader)
+        os.close(follower)
+    before, after = eval(report.read_text())  # noqa: S307 - our own probe's repr
+    assert {1, 2, follower} <= set(before), before  # the probe is live: it held the terminal
+    assert after == [], after
 
 
 ATTACK = r"""

@@ -25,11 +25,13 @@ folder, where a student's files could shadow a module). Before ipykernel starts,
 * runs the kernel as the first process of a pid namespace of its own (where the machine allows
   it), and waits for it: when the kernel ends, every process the student's code started ends
   with it, even one that left the kernel's process group;
-* adds a seccomp filter (`guards`) for what Landlock leaves open: no socket but a TCP one and
-  netlink's routes, which ZeroMQ reads (no UDP, raw or local socket, abstract ones included), no connect() at all, no io_uring (which
-  would connect past seccomp), no TCP Fast Open; and where it has no pid namespace, no signal
-  (nor a file owner, which gets SIGIO), priority, limit or affinity set on another process (Landlock scopes signals only from ABI 6, and the others not
-  at all): it refuses to start if the filter does not load;
+* holds no terminal (nbgrader run from a shell hands it one: a terminal signals its foreground
+  job), and adds a seccomp filter (`guards`) for what Landlock leaves open: sockets are TCP
+  (and netlink's routes, which ZeroMQ reads), local socket pairs streams only, no connect() at
+  all (nor TCP Fast Open, SCTP, io_uring), no System V IPC, no signal on I/O; and where it has
+  no pid namespace, no signal, priority, limit or affinity set on another process, and no new
+  session or process group (Landlock scopes signals only from ABI 6, the rest not at all): it
+  refuses to start if the filter does not load;
 * forgets the kit: its import paths and an editable install's finders go, its loaded modules
   too, so that `import autograder` finds nothing and the notebook's setup cell unpacks the grader
   it carries (public checks only).
@@ -117,6 +119,22 @@ def readable(path: str) -> bool:
         return False
 
 
+def leave_terminals() -> list:
+    """Put /dev/null in place of every descriptor of a terminal this process inherited (nbgrader
+    run from a shell gives the kernel its stdout and stderr): a terminal signals its foreground
+    group (the instructor's shell job) on a window size set or on input with O_ASYNC. Returns
+    the descriptors replaced."""
+    replaced = []
+    null = os.open(os.devnull, os.O_RDWR)
+    for name in os.listdir("/proc/self/fd"):
+        fd = int(name)
+        if fd != null and os.isatty(fd):
+            os.dup2(null, fd)
+            replaced.append(fd)
+    os.close(null)
+    return replaced
+
+
 def work_in_scratch(notebook_dir: str, scratch: str) -> bool:
     """SCRATCH as a private tmpfs where the machine allows it (True), then SCRATCH/work, a copy of
     the notebook's folder, as the current folder, and SCRATCH/home, SCRATCH/tmp."""
@@ -165,8 +183,23 @@ OTHER_PROCESS = (
     ("ioprio_set", 1, 0),
 )
 SELF_SIGNALS = ("kill", "tgkill", "rt_sigqueueinfo", "rt_tgsigqueueinfo")  # argument 0: the process
+SYSV_IPC = (
+    "shmget",
+    "shmat",
+    "shmctl",
+    "msgget",
+    "msgsnd",
+    "msgrcv",
+    "msgctl",
+    "semget",
+    "semop",
+    "semtimedop",
+    "semctl",
+)
+IPPROTO_TCP, F_SETFL, O_ASYNC = 6, 4, 0o20000
 # A file's owner gets SIGIO/SIGURG from the kernel: setting it to another process signals that one.
 SET_OWNER = (
+    ("fcntl", 1, 10),  # F_SETSIG: which signal the owner gets
     ("fcntl", 1, 8),
     ("fcntl", 1, 15),
     ("ioctl", 1, 0x8901),
@@ -191,12 +224,27 @@ def guards(abi: int, pid_namespace: bool, pid: int) -> list:
             for kind in range(16)
             if kind != SOCK_STREAM
         ),
+        *(  # a stream socket's protocol: 0 or TCP, not SCTP or MPTCP (they connect past connect())
+            SyscallRule("socket", "EPERM", ((0, INT, family), (2, *protocol)), tcp_only)
+            for family in (AF_INET, AF_INET6)
+            for protocol in ((INT, 1), (INT, 2), (INT, 3), (INT, 4), (INT, 5), ("gt", IPPROTO_TCP))
+        ),
+        *(  # a local datagram pair sends to any address (path or abstract): stream pairs only
+            SyscallRule("socketpair", "EPERM", ((1, 0xF, kind),), "local socket pairs: streams only")
+            for kind in range(16)
+            if kind != SOCK_STREAM
+        ),
         SyscallRule("connect", "EPERM", (), "a kernel serves on its ports and connects nowhere (any Landlock ABI)"),
         *(
             SyscallRule(call, "EPERM", ((index, MSG_FASTOPEN, MSG_FASTOPEN),), "TCP Fast Open connects too")
             for call, index in (("sendto", 3), ("sendmsg", 2), ("sendmmsg", 3))
         ),
         SyscallRule("io_uring_setup", "EPERM", (), "io_uring connects and opens past seccomp"),
+        *(SyscallRule(call, "EPERM", (), "System V IPC: the user's segments and queues") for call in SYSV_IPC),
+        *(  # a file's owner (a terminal's: its foreground group) gets SIGIO, or the signal F_SETSIG names
+            SyscallRule(call, "EPERM", ((index, INT, value),), "no signal on I/O") for call, index, value in SET_OWNER
+        ),
+        SyscallRule("fcntl", "EPERM", ((1, INT, F_SETFL), (2, O_ASYNC, O_ASYNC)), "no signal on I/O"),
     ]
     if pid_namespace:
         return rules
@@ -204,7 +252,10 @@ def guards(abi: int, pid_namespace: bool, pid: int) -> list:
         itself = "signals to itself only (no pid namespace, no Landlock signal scope)"
         rules += [SyscallRule(call, "EPERM", ((0, "ne", pid),), itself) for call in SELF_SIGNALS]
         rules += [SyscallRule(call, "EPERM", (), itself) for call in ("tkill", "pidfd_send_signal")]
-        rules += [SyscallRule(call, "EPERM", ((index, INT, value),), itself) for call, index, value in SET_OWNER]
+        # A process of the kernel's that left its process group would outlive the kernel (its
+        # manager ends the group) and keep the filter, allowing signals to the kernel's pid: a
+        # number the next process may get. So no new session or group.
+        rules += [SyscallRule(call, "EPERM", (), itself) for call in ("setsid", "setpgid")]
     rules += [
         SyscallRule(call, "EPERM", ((index, "ne", allowed),), "no other process's limits or scheduling")
         for call, index, allowed in OTHER_PROCESS
@@ -247,6 +298,7 @@ def main(argv=None):
     notebook_dir, scratch, course, *kernel_args = argv
     connection_file = os.path.abspath(kernel_args[kernel_args.index("-f") + 1])
     unconfined = os.environ.pop(UNCONFINED, "") == "1"
+    leave_terminals()
     work_in_scratch(notebook_dir, scratch)
     left = confine(scratch, connection_file, course or None)
     if left and not unconfined:
