@@ -70,6 +70,35 @@ def grade(tree: Path, folder: Path, out: Path, workers: int, in_process: bool) -
     return run(tree, command, tree)
 
 
+def two_sets(folder: Path, count: int) -> tuple:
+    """(folder/n: `count` submissions, folder/2n: the same and a copy of each under another name)."""
+    from batch_grading import make_submissions
+
+    single, double = folder / "n", folder / "2n"
+    single.mkdir()
+    for path in make_submissions(single, count):
+        shutil.copytree(path, double / path.name)
+        shutil.copytree(path, double / f"{path.name}-again")
+    return single, double
+
+
+def interleaved(trees: dict, pairs: int):
+    """(pair, tree name): baseline, this, this, baseline, then the other way round, so that a
+    noisy machine slows both alike."""
+    for pair in range(pairs):
+        order = list(trees) if pair % 2 == 0 else list(trees)[::-1]
+        for name in order + order[::-1]:
+            yield pair, name
+
+
+def trees_of(ref: str) -> dict:
+    """{"baseline": a worktree of `ref`, "this": this tree}, said on the first lines printed."""
+    trees = {"baseline": baseline_tree(ref, Path(tempfile.gettempdir())), "this": KIT}
+    print(f"baseline {ref} ({trees['baseline']}) vs this tree ({KIT})")
+    print(f"machine: {len(os.sched_getaffinity(0))} usable cores, load average {os.getloadavg()[0]:.1f} at start")
+    return trees
+
+
 def student_kit(tree: Path, root: Path) -> Path:
     """`tree`'s student folder with the complete solution in it."""
     kit = root / "kit"
@@ -91,37 +120,26 @@ def main() -> None:
     parser.add_argument("--loop-runs", type=int, default=5, help="runs of each student-loop command")
     parser.add_argument("--skip-in-process", action="store_true")
     args = parser.parse_args()
-    from batch_grading import make_submissions
-
-    root = Path(tempfile.gettempdir())
-    trees = {"baseline": baseline_tree(args.baseline, root), "this": KIT}
-    print(f"baseline {args.baseline} ({trees['baseline']}) vs this tree ({KIT})")
-    print(f"machine: {len(os.sched_getaffinity(0))} usable cores, load average {os.getloadavg()[0]:.1f} at start")
+    trees = trees_of(args.baseline)
     with tempfile.TemporaryDirectory() as tmp:
         tmp = Path(tmp)
-        single, double = tmp / "n", tmp / "2n"
-        single.mkdir()
-        for path in make_submissions(single, args.submissions):
-            shutil.copytree(path, double / path.name)
-            shutil.copytree(path, double / f"{path.name}-again")
+        single, double = two_sets(tmp, args.submissions)
         figures = {name: {"first": [], "steady": [], "first_ip": [], "steady_ip": []} for name in trees}
         modes = [False] if args.skip_in_process else [False, True]
-        for pair in range(args.pairs):
-            order = list(trees) if pair % 2 == 0 else list(trees)[::-1]
-            for name in order + order[::-1]:
-                tree = trees[name]
-                for in_process in modes:
-                    one = grade(tree, single, tmp / "out", args.workers, in_process)
-                    two = grade(tree, double, tmp / "out", args.workers, in_process)
-                    suffix = "_ip" if in_process else ""
-                    figures[name]["first" + suffix].append(one)
-                    figures[name]["steady" + suffix].append(args.submissions / max(two - one, 1e-9))
-                    print(
-                        f"  pair {pair + 1} {name:8s} {'in-process' if in_process else 'sandboxed':10s} "
-                        f"t(N)={one:6.1f} s t(2N)={two:6.1f} s steady={args.submissions / max(two - one, 1e-9):5.1f}"
-                        " subs/s",
-                        flush=True,
-                    )
+        for pair, name in interleaved(trees, args.pairs):
+            tree = trees[name]
+            for in_process in modes:
+                one = grade(tree, single, tmp / "out", args.workers, in_process)
+                two = grade(tree, double, tmp / "out", args.workers, in_process)
+                suffix = "_ip" if in_process else ""
+                figures[name]["first" + suffix].append(one)
+                figures[name]["steady" + suffix].append(args.submissions / max(two - one, 1e-9))
+                print(
+                    f"  pair {pair + 1} {name:8s} {'in-process' if in_process else 'sandboxed':10s} "
+                    f"t(N)={one:6.1f} s t(2N)={two:6.1f} s steady={args.submissions / max(two - one, 1e-9):5.1f}"
+                    " subs/s",
+                    flush=True,
+                )
         loop = {}
         for name, tree in trees.items():
             kit = student_kit(tree, tmp / name)

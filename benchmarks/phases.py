@@ -136,8 +136,7 @@ def mean(values):
 
 
 def main() -> None:
-    from batch_grading import make_submissions
-    from compare import baseline_tree
+    from compare import interleaved, trees_of, two_sets
 
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--baseline", required=True, help="a git revision to compare with")
@@ -145,25 +144,17 @@ def main() -> None:
     parser.add_argument("--pairs", type=int, default=1, help="pairs of runs of each tree, interleaved")
     parser.add_argument("--workers", type=int, default=2)
     args = parser.parse_args()
-    trees = {"baseline": baseline_tree(args.baseline, Path(tempfile.gettempdir())), "this": KIT}
-    print(f"baseline {args.baseline} ({trees['baseline']}) vs this tree ({KIT})")
-    print(f"machine: {len(os.sched_getaffinity(0))} usable cores, load average {os.getloadavg()[0]:.1f} at start")
+    trees = trees_of(args.baseline)
     runs = {name: [] for name in trees}
     with tempfile.TemporaryDirectory() as tmp:
         tmp = Path(tmp)
-        single, double = tmp / "n", tmp / "2n"
-        single.mkdir()
-        for path in make_submissions(single, args.submissions):
-            shutil.copytree(path, double / path.name)
-            shutil.copytree(path, double / f"{path.name}-again")
-        for pair in range(args.pairs):
-            order = list(trees) if pair % 2 == 0 else list(trees)[::-1]
-            for name in order + order[::-1]:
-                start = time.perf_counter()
-                one = grade(trees[name], single, tmp / "out", args.workers)
-                two = grade(trees[name], double, tmp / "out", args.workers)
-                runs[name].append(steady(one, two, args.submissions))
-                print(f"  pair {pair + 1} {name:8s} {time.perf_counter() - start:6.1f} s", flush=True)
+        single, double = two_sets(tmp, args.submissions)
+        for pair, name in interleaved(trees, args.pairs):
+            start = time.perf_counter()
+            one = grade(trees[name], single, tmp / "out", args.workers)
+            two = grade(trees[name], double, tmp / "out", args.workers)
+            runs[name].append(steady(one, two, args.submissions))
+            print(f"  pair {pair + 1} {name:8s} {time.perf_counter() - start:6.1f} s", flush=True)
 
     def figure(name, side, phase=None):
         if phase is None:
