@@ -5,6 +5,7 @@ own cells (slow: CI runs it)."""
 import ctypes
 import json
 import os
+import shutil
 import socket
 import subprocess
 import sys
@@ -93,6 +94,15 @@ kept = socket.socket()  # a file of its own, to give an owner
 libc = ctypes.CDLL(None, use_errno=True)
 
 
+librt = ctypes.CDLL("librt.so.1", use_errno=True)
+
+
+def checked(result):
+    if result < 0:
+        raise OSError(ctypes.get_errno(), "refused")
+    return result
+
+
 def attached(ident):
     if ident < 0 or libc.shmat(ident, None, 0) in (None, ctypes.c_void_p(-1).value):
         raise OSError(ctypes.get_errno(), "shm")
@@ -111,6 +121,11 @@ attacks = {
     "mptcp": lambda: socket.socket(socket.AF_INET, socket.SOCK_STREAM, 262).close(),
     "user's shared memory": lambda: attached(libc.shmget(int(sys.argv[6]), 4096, 0)),
     "signal on I/O": lambda: fcntl.fcntl(kept.fileno(), fcntl.F_SETFL, os.O_ASYNC),
+    "keyring": lambda: checked(libc.syscall(250, 0, -3, 0)),  # keyctl(GET_KEYRING_ID, the session's)
+    "file events": lambda: os.close(checked(libc.inotify_init1(0))),
+    "message queue": lambda: checked(librt.mq_unlink(b"/mha-lab-guard")),
+    "shared port": lambda: socket.socket().setsockopt(socket.SOL_SOCKET, socket.SO_REUSEPORT, 1),
+    "lease": lambda: fcntl.fcntl(os.open(sys.argv[7], os.O_RDONLY), 1024, fcntl.F_RDLCK),
     "new session": lambda: os.setsid(),
     "own signal": lambda: os.kill(os.getpid(), 0),
     "own limit": lambda: resource.setrlimit(resource.RLIMIT_CORE, (0, 0)),
@@ -128,7 +143,7 @@ for name, attack in attacks.items():
 
 @pytest.mark.skipif(confine.SECCOMP is None and not os.environ.get("MHA_LAB_CI"), reason="pip install pyseccomp")
 @pytest.mark.parametrize("abi", [1, 4])
-def test_the_guards_close_what_an_old_landlock_leaves_open(abi):
+def test_the_guards_close_what_an_old_landlock_leaves_open(abi, tmp_path):
     """Where Landlock is older than ABI 6 (ABI 4: TCP, ABI 6: signals and abstract sockets) and the
     kernel has no pid namespace (no user namespaces, as on Ubuntu 24.04), the kernel's seccomp
     guards alone refuse a connection (TCP, Fast Open, MPTCP), UDP, an abstract local socket (a
@@ -147,10 +162,20 @@ def test_the_guards_close_what_an_old_landlock_leaves_open(abi):
     local.listen()
     datagrams = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
     datagrams.bind("\0" + abstract + "-datagrams")
+    platform = {"keyring"}  # keyrings may be off where the tests run (a container's seccomp profile)
     try:
         outcomes = {}
         for guarded in (True, False):
             args = [str(KIT), str(listener.getsockname()[1]), abstract, str(abi), "1" if guarded else "0", str(key)]
+            mine = tmp_path / "mine.txt"  # a file of the probe's own, for a lease
+            mine.write_text("x")
+            args.append(str(mine))
+            mq = ctypes.CDLL("librt.so.1", use_errno=True)
+            made = mq.mq_open(b"/mha-lab-guard", os.O_CREAT | os.O_RDWR, 0o600, None)  # the user's queue
+            if made >= 0:
+                os.close(made)
+            else:  # no POSIX message queues where the tests run
+                platform.add("message queue")
             run = subprocess.run([sys.executable, "-I", "-c", GUARDED, *args], capture_output=True, text=True)
             assert run.returncode == 0 and "loaded True" in run.stdout, run.stdout + run.stderr
             outcomes[guarded] = dict(line.split(": ", 1) for line in run.stdout.splitlines()[1:])
@@ -161,11 +186,26 @@ def test_the_guards_close_what_an_old_landlock_leaves_open(abi):
         libc.shmctl(segment, 0, None)  # IPC_RMID
     refused = {"connect", "udp", "local", "signal", "limit", "fast open", "owner", "user's priority"}
     refused |= {"datagram pair", "mptcp", "user's shared memory", "signal on I/O", "new session"}
+    refused |= {"file events", "message queue", "shared port", "lease"}
+    refused -= platform
     done = {
         guarded: {name for name, outcome in found.items() if outcome == "done"} for guarded, found in outcomes.items()
     }
     assert done[True] == {"own signal", "own limit", "server", "pair"}, outcomes[True]
     assert refused <= done[False], outcomes[False]
+    assert not platform & done[True], outcomes[True]
+
+
+@pytest.mark.skipif(os.geteuid() != 0 or not shutil.which("setpriv"), reason="needs root and setpriv")
+def test_a_refused_id_map_leaves_no_private_scratch_and_no_error(tmp_path):
+    """Ubuntu 24.04's AppArmor lets unshare(CLONE_NEWUSER) succeed and refuses the id map; root
+    without CAP_SETFCAP is refused the same way. private_scratch then says False (the kernel goes
+    on without a tmpfs, its other layers intact) instead of raising: it raised PermissionError."""
+    probe = f"import sys; sys.path.insert(0, {str(KIT)!r}); from autograder.sandbox.confine import private_scratch; "
+    probe += f"print(private_scratch({str(tmp_path)!r}, 1 << 20))"
+    drop = ["setpriv", "--bounding-set", "-setfcap", "--inh-caps", "-setfcap", "--"]
+    done = subprocess.run([*drop, sys.executable, "-I", "-c", probe], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0 and done.stdout.strip() == "False", done.stdout + done.stderr
 
 
 def test_the_kernel_holds_no_terminal(tmp_path):
@@ -203,6 +243,7 @@ def test_the_kernel_holds_no_terminal(tmp_path):
 ATTACK = r"""
 import importlib.util, os, socket, subprocess, sys
 print("kit importable:", importlib.util.find_spec("autograder") is not None)
+print("own /proc entry:", bool(open("/proc/self/status").read(1)))
 for path in {secrets!r}:
     try:
         open(path, "rb").read(1)
@@ -311,6 +352,7 @@ def test_a_confined_kernel_refuses_what_a_student_cell_tries(tmp_path, monkeypat
         local.close()
     text = "".join(o.get("text", "") for o in notebook.cells[0].outputs)
     assert "kit importable: False" in text, text
+    assert "own /proc entry: True" in text, text  # its own entry, by the pid it has (a pid namespace's child)
     # 4 reads, 3 writes, the link, the TCP connection, the UDP socket, the local one (Landlock, and the
     # kernel's seccomp guards on any Landlock ABI)
     assert text.count("refused PermissionError") >= 11, text

@@ -516,20 +516,26 @@ INNER_ID = 1000  # the worker's uid/gid inside its user namespace
 
 def private_scratch(mount_point, size_bytes):
     """Enter new user and mount namespaces and mount a tmpfs of `size_bytes` on `mount_point`,
-    seen by this process alone. Must run single-threaded. False if the kernel refuses."""
+    seen by this process alone. Must run single-threaded. False if the kernel refuses: where it
+    allows unshare and refuses the id map (Ubuntu 24.04's AppArmor), the process stays in a user
+    namespace of its own without a map (its ids show as the overflow id; the kernel still checks
+    its access as its own uid), with no tmpfs."""
     uid, gid = os.getuid(), os.getgid()
     flags = CLONE_NEWUSER | CLONE_NEWNS  # network and ipc: the server's own (bubblewrap), and seccomp bans sockets
     libc.prctl(PR_SET_DUMPABLE, 1, 0, 0, 0)  # /proc/self/*_map are writable only while dumpable
     try:
         if libc.unshare(flags) != 0:
             return False
-        for name, text in (
-            ("setgroups", "deny"),
-            ("uid_map", f"{INNER_ID} {uid} 1"),
-            ("gid_map", f"{INNER_ID} {gid} 1"),
-        ):
-            with open(f"/proc/self/{name}", "w") as f:
-                f.write(text)
+        try:
+            for name, text in (
+                ("setgroups", "deny"),
+                ("uid_map", f"{INNER_ID} {uid} 1"),
+                ("gid_map", f"{INNER_ID} {gid} 1"),
+            ):
+                with open(f"/proc/self/{name}", "w") as f:
+                    f.write(text)
+        except PermissionError:
+            return False
         options = f"size={size_bytes},mode=0700,uid={INNER_ID},gid={INNER_ID}".encode()
         if libc.mount(b"mha-lab-scratch", str(mount_point).encode(), b"tmpfs", MS_NOSUID | MS_NODEV, options) != 0:
             raise OSError(ctypes.get_errno(), "mount of the scratch tmpfs failed")

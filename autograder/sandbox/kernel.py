@@ -28,10 +28,12 @@ folder, where a student's files could shadow a module). Before ipykernel starts,
 * holds no terminal (nbgrader run from a shell hands it one: a terminal signals its foreground
   job), and adds a seccomp filter (`guards`) for what Landlock leaves open: sockets are TCP
   (and netlink's routes, which ZeroMQ reads), local socket pairs streams only, no connect() at
-  all (nor TCP Fast Open, SCTP, io_uring), no System V IPC, no signal on I/O; and where it has
-  no pid namespace, no signal, priority, limit or affinity set on another process, and no new
-  session or process group (Landlock scopes signals only from ABI 6, the rest not at all): it
-  refuses to start if the filter does not load;
+  all (nor TCP Fast Open, SCTP, io_uring), no port shared (SO_REUSEPORT), no System V IPC, POSIX
+  message queues, keyrings or file events (inotify, fanotify), no signal on I/O, no lease, no
+  ptrace, no child of its manager; and where it has no pid namespace, no signal, priority,
+  limit or affinity set on another process, and no new session or process group (Landlock
+  scopes signals only from ABI 6, the rest not at all): it refuses to start if the filter does
+  not load;
 * forgets the kit: its import paths and an editable install's finders go, its loaded modules
   too, so that `import autograder` finds nothing and the notebook's setup cell unpacks the grader
   it carries (public checks only).
@@ -196,7 +198,11 @@ SYSV_IPC = (
     "semtimedop",
     "semctl",
 )
-IPPROTO_TCP, F_SETFL, O_ASYNC = 6, 4, 0o20000
+POSIX_MQ = ("mq_open", "mq_unlink", "mq_timedsend", "mq_timedreceive", "mq_notify", "mq_getsetattr")
+KEYS = ("add_key", "request_key", "keyctl")
+WATCHES = ("inotify_init", "inotify_init1", "fanotify_init")
+IPPROTO_TCP, F_SETFL, O_ASYNC, F_SETLEASE = 6, 4, 0o20000, 1024
+SOL_SOCKET, SO_REUSEPORT, CLONE_PARENT = 1, 15, 0x00008000
 # A file's owner gets SIGIO/SIGURG from the kernel: setting it to another process signals that one.
 SET_OWNER = (
     ("fcntl", 1, 10),  # F_SETSIG: which signal the owner gets
@@ -241,6 +247,14 @@ def guards(abi: int, pid_namespace: bool, pid: int) -> list:
         ),
         SyscallRule("io_uring_setup", "EPERM", (), "io_uring connects and opens past seccomp"),
         *(SyscallRule(call, "EPERM", (), "System V IPC: the user's segments and queues") for call in SYSV_IPC),
+        *(SyscallRule(call, "EPERM", (), "POSIX message queues: the user's, by name") for call in POSIX_MQ),
+        *(SyscallRule(call, "EPERM", (), "keyrings: the instructor's session keyring is inherited") for call in KEYS),
+        *(SyscallRule(call, "EPERM", (), "file events: names made elsewhere, unreadable") for call in WATCHES),
+        SyscallRule("setsockopt", "EPERM", ((1, INT, SOL_SOCKET), (2, INT, SO_REUSEPORT)), "no port shared"),
+        SyscallRule("fcntl", "EPERM", ((1, INT, F_SETLEASE),), "a lease stalls another process's open"),
+        SyscallRule("ptrace", "EPERM", (), "PTRACE_TRACEME: the manager would read a stop as the end"),
+        SyscallRule("clone", "EPERM", ((0, CLONE_PARENT, CLONE_PARENT),), "no child of the kernel's manager"),
+        SyscallRule("clone3", "ENOSYS", (), "its flags are in a struct: libc falls back to clone"),
         *(  # a file's owner (a terminal's: its foreground group) gets SIGIO, or the signal F_SETSIG names
             SyscallRule(call, "EPERM", ((index, INT, value),), "no signal on I/O") for call, index, value in SET_OWNER
         ),
@@ -300,6 +314,14 @@ def main(argv=None):
     unconfined = os.environ.pop(UNCONFINED, "") == "1"
     leave_terminals()
     work_in_scratch(notebook_dir, scratch)
+    # The pid namespace and its fork come before Landlock, whose rules name the kernel's own
+    # /proc entry by its pid (the child's, as /proc names it).
+    pid_namespace = own_pid_namespace()
+    if pid_namespace:
+        child = os.fork()
+        if child:  # the kernel's parent: it waits, and its end (or a SIGKILL) ends them all
+            signal.signal(signal.SIGINT, signal.SIG_IGN)  # an interrupt is the kernel's (its process group's)
+            os._exit(os.waitstatus_to_exitcode(os.waitpid(child, 0)[1]) & 0xFF)
     left = confine(scratch, connection_file, course or None)
     if left and not unconfined:
         sys.stderr.write(
@@ -308,12 +330,6 @@ def main(argv=None):
             f"Set {UNCONFINED}=1 for nbgrader autograde to run it anyway, knowingly.\n"
         )
         sys.exit(REFUSED)
-    pid_namespace = own_pid_namespace()
-    if pid_namespace:
-        child = os.fork()
-        if child:  # the kernel's parent: it waits, and its end (or a SIGKILL) ends them all
-            signal.signal(signal.SIGINT, signal.SIG_IGN)  # an interrupt is the kernel's (its process group's)
-            os._exit(os.waitstatus_to_exitcode(os.waitpid(child, 0)[1]) & 0xFF)
     if not seccomp_filter(guards(landlock_abi(), pid_namespace, os.getpid()), default="allow") and not unconfined:
         sys.stderr.write(
             "MHA Lab: this kernel's seccomp filter did not load (libseccomp: pip install pyseccomp), so the "
