@@ -44,7 +44,10 @@ def limited_python(code: str, file_size: int) -> subprocess.CompletedProcess:
         "signal.signal(signal.SIGXFSZ, signal.SIG_IGN)\n"
         f"resource.setrlimit(resource.RLIMIT_FSIZE, ({file_size}, {file_size}))\n"
     )
-    return subprocess.run([sys.executable, "-c", prelude + code], cwd=KIT, capture_output=True, text=True, timeout=120)
+    # -B: a bytecode file written under the limit is cut short (one raw write) and breaks every later import
+    return subprocess.run(
+        [sys.executable, "-B", "-c", prelude + code], cwd=KIT, capture_output=True, text=True, timeout=120
+    )
 
 
 def test_a_file_is_written_whole_or_not_at_all(tmp_path):
