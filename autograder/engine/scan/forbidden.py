@@ -222,8 +222,10 @@ def imported_files(files: dict, file: str, statements=None, by_module=None) -> s
     return found
 
 
-def reached_files(files: dict, start) -> list:
-    """The files the step files `start` run, directly or through imports, in a stable order."""
+def reached_files(files: dict, start, imports=None) -> list:
+    """The files the step files `start` run, directly or through imports, in a stable order.
+    `imports(file)`: the files `file` imports (default: imported_files, parsing it again)."""
+    imports = imports or (lambda file: imported_files(files, file))
     todo = [f for f in start if f in files]
     seen = []
     while todo:
@@ -231,7 +233,7 @@ def reached_files(files: dict, start) -> list:
         if file in seen:
             continue
         seen.append(file)
-        todo.extend(sorted(imported_files(files, file) - set(seen)))
+        todo.extend(sorted(imports(file) - set(seen)))
     return seen
 
 
@@ -329,16 +331,8 @@ class SourceScan:
 
     def reached(self, start) -> list:
         """The files the step files `start` (names in the package) run, directly or through
-        imports, in a stable order (reached_files)."""
-        todo = [f"{self.package}/{name}" for name in start if f"{self.package}/{name}" in self.files]
-        seen = []
-        while todo:
-            file = todo.pop(0)
-            if file in seen:
-                continue
-            seen.append(file)
-            todo.extend(sorted(self.imports(file) - set(seen)))
-        return seen
+        imports, in a stable order (reached_files, with the imports parsed once)."""
+        return reached_files(self.files, [f"{self.package}/{name}" for name in start], self.imports)
 
     def calls(self, file, forbidden) -> list:
         """scan_source of `file` for the calls `forbidden` (of those the scan was made for)."""
