@@ -86,15 +86,13 @@ sys.path.insert(0, sys.argv[1])
 from autograder.sandbox.confine import seccomp_filter
 from autograder.sandbox.kernel import guards
 port, abstract, abi, guarded = int(sys.argv[2]), "\0" + sys.argv[3], int(sys.argv[4]), sys.argv[5] == "1"
-ctypes.CDLL(None).prctl(38, 1, 0, 0, 0)  # PR_SET_NO_NEW_PRIVS, as Landlock leaves it
-ctypes.CDLL(None).shmat.restype = ctypes.c_void_p
+libc = ctypes.CDLL(None, use_errno=True)
+libc.shmat.restype = ctypes.c_void_p  # an address: (void *) -1 where refused
+librt = ctypes.CDLL("librt.so.1", use_errno=True)
+libc.prctl(38, 1, 0, 0, 0)  # PR_SET_NO_NEW_PRIVS, as Landlock leaves it
 rules = guards(abi, False, os.getpid()) if guarded else []
 print("loaded", seccomp_filter(rules, default="allow"))
 kept = socket.socket()  # a file of its own, to give an owner
-libc = ctypes.CDLL(None, use_errno=True)
-
-
-librt = ctypes.CDLL("librt.so.1", use_errno=True)
 
 
 def checked(result):
