@@ -33,6 +33,16 @@ NOT_EVIDENCE = {
 }
 
 
+# The diagnoses of localisation (localise.py): `localised.<stage>[.<relation>]`. Made from public
+# probes only, with the reference's values stored for them: any student may read one.
+LOCALISED = "localised."
+
+
+def is_localised(diagnosis_id: str) -> bool:
+    """Whether a diagnosis is a localisation finding (public by construction)."""
+    return diagnosis_id.startswith(LOCALISED)
+
+
 # A known mistake explains a step's records when one of its variants passes what the student
 # passes and reproduces at least one failure. Of the mistakes that do, one is left out when
 # another reproduces strictly more of the student's failures (no "zeroed the pad row by hand" for a student who
