@@ -15,6 +15,7 @@ import dataclasses
 from pathlib import Path
 
 from autograder.engine.checks import messages
+from autograder.engine.mistakes.evidence import is_localised
 from autograder.engine.judge import results
 
 
@@ -27,9 +28,10 @@ def public_diagnoses(step, public_ids: set = None) -> list:
     """The diagnoses of `step` a student may read: where hidden checks ran, those made from its
     public checks alone (none where the result does not tell them apart: an older JSON); of
     those, with `public_ids` (diagnosis.public_message_ids), only the ones whose message a student
-    release ships (the others describe what the hidden checks look for)."""
+    release ships (the others describe what the hidden checks look for) and the localisation's
+    findings (probes of public inputs, said by the engine's catalog)."""
     found = (step.public_diagnoses or []) if hidden_ran(step) else step.diagnoses
-    return [d for d in found if public_ids is None or d["id"] in public_ids]
+    return [d for d in found if public_ids is None or d["id"] in public_ids or is_localised(d["id"])]
 
 
 def public_step(step, public_ids: set = None):

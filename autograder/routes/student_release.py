@@ -52,7 +52,7 @@ STUDENT_PARTS = [
     "routes/cli.py",
     "assignments/__init__.py",
 ]
-ASSIGNMENT_PARTS = ["__init__.py", "fingerprints.json", "warmup.py"]  # and its compiled catalogs
+ASSIGNMENT_PARTS = ["__init__.py", "fingerprints.json", "stages.json", "warmup.py"]  # and its compiled catalogs
 REQUIREMENTS = [
     f"torch=={GRADING_TORCH}",  # the grading's own: the same numerics, errors and warnings
     "numpy",

@@ -136,6 +136,10 @@ KEYWORDS = ("render", "template", "Fail", "ContractError", "SubmissionError")
 EXTRACTION_CONFIG = messages.GRADER.parent / "babel.cfg"
 # Ids built at run time from grading.yml's ids: `<prefix><assignment>...`, or `concept.<step>[.<check>]`.
 BUILT_FROM_GRADING_YML = ("assignment_title.", "step_title.", "concept.")
+# Ids built at run time from an assignment's stored stages (engine/mistakes/localise.py): its stages,
+# operations, probes and their calls, the parts of its masks; tests/test_localise.py holds them to
+# the store both ways (each one the store names is there, each one there is named).
+BUILT_FROM_STAGES = ("stage.", "skip.", "part.", "scenario.", "other.", "call.")
 
 
 def extracted_ids(directory: Path = messages.GRADER) -> dict:
@@ -199,5 +203,5 @@ def unused_ids(directory: Path = messages.GRADER, catalogs: tuple = messages.CAT
         for message_id in sorted(_template_ids(locale, domain))
         if message_id not in strings
         and message_id.removeprefix("diagnosis.") not in strings
-        and not message_id.startswith(BUILT_FROM_GRADING_YML)
+        and not message_id.startswith(BUILT_FROM_GRADING_YML + BUILT_FROM_STAGES)
     ]

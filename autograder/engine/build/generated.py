@@ -8,6 +8,8 @@ only reports what is out of date). A developer writes the sources; this writes t
 * each assignment's examples.wire, the expectations its release's smallest-example search may
   ask for (examples_build.py): made again only where the digest of its sources changed (it runs
   the search for every known mistake, about a minute);
+* each assignment's stages.json, the reference's stages on its localisation probes and the known
+  mistakes' findings there (stage_build.py);
 
 and the command adds the skeletons and notebooks of `python -m autograder skeleton`.
 
@@ -26,6 +28,7 @@ from babel.messages.mofile import write_mo
 from autograder import KIT
 from autograder.engine.build import catalogs
 from autograder.engine.checks import messages
+from autograder.engine.checks.folders import folder
 from autograder.engine.course import config as grading_config
 
 _HEADER_END = re.compile(r'^msgid ""\nmsgstr ""\n(?:".*"\n)*\n', re.MULTILINE)
@@ -72,6 +75,24 @@ def _fingerprints(config, thorough):
     return path, fresh, not fingerprints.same(fingerprints.load(config.id), fresh)
 
 
+def _stages(config, thorough):
+    """(path, fresh data or None, stale?) of an assignment's stored stages, as _fingerprints."""
+    from autograder.engine.mistakes import store  # late: keeps torch out until it runs
+    from autograder.engine.build.stage_build import generate  # late: keeps torch out until it runs
+
+    path = store.path_of(config.id)
+    stored = store.load(config.id)
+    if not thorough:
+        wanted = store.sources_digest(config.id) if stored or _has_pipeline(config) else None
+        return path, None, stored.get("sources") != wanted
+    fresh = json.loads(json.dumps(generate(config)))  # as it reads back from the file
+    return path, fresh, not store.same(stored, fresh)
+
+
+def _has_pipeline(config) -> bool:
+    return (folder(config.id) / "mistakes" / "stages.py").is_file()
+
+
 def stale(thorough: bool = True) -> list:
     """The generated files that differ from what their sources make, as paths relative to the kit.
     `thorough=False` judges the fingerprints by their sources' digest instead of regenerating them."""
@@ -111,4 +132,11 @@ def _run(write, thorough):
             changed.append(examples_build.path_of(config.id))
             if write:
                 examples_build.write(examples_build.generate(config), examples_build.path_of(config.id))
+        path, fresh, out_of_date = _stages(config, thorough)
+        if out_of_date:
+            changed.append(path)
+            if write:
+                from autograder.engine.mistakes import store  # late: keeps torch out until it runs
+
+                store.write(fresh, path)
     return changed

@@ -131,7 +131,11 @@ def verdict(step):
     order = sorted(groups, key=lambda kind: (rank(kind), -len(groups[kind])))
     result = Verdict(step=step.id, pictures=list(step.pictures), example=getattr(step, "example", None))
     result.details = [(check.id, check.message) for check in failed + unjudged]
-    diagnoses = [d for d in step.diagnoses if d["id"] != "no_known_mistake"]
+    shown = {d["id"] for d in step.diagnoses}
+    # a finding a known mistake shown here refines is said by that mistake: once
+    diagnoses = [
+        d for d in step.diagnoses if d["id"] != "no_known_mistake" and not set(d.get("refined_by") or ()) & shown
+    ]
     if diagnoses:
         result.cause, result.cause_id = diagnoses[0]["message"], diagnoses[0]["id"]
         result.also = [d["message"] for d in diagnoses[1:]]

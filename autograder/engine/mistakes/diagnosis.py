@@ -32,6 +32,7 @@ from autograder.engine.checks.text import printable
 from autograder.engine.checks.check import Fail, compare, judged
 from autograder.engine.course.assignment import mistakes_of
 from autograder.engine.checks.earlier import own_run
+from autograder.engine.mistakes import said, store
 from autograder.engine.mistakes.evidence import NOT_EVIDENCE, Evidence, best_variant, most_specific, without_where
 from autograder.engine.mistakes.fingerprints import evidence as fingerprint_evidence
 from autograder.engine.mistakes.fingerprints import load as load_fingerprints
@@ -66,7 +67,10 @@ def diagnose(module, records, observe, student, tol, reference=None, fingerprint
         return []
     step_id, assignment_id = module.__name__.rsplit(".", 1)[-1], module.ASSIGNMENT
     found, voided = [], set()
-    for probe in getattr(module, "PROBES", []):
+    probes = getattr(module, "PROBES", [])
+    for probe in probes:
+        if getattr(probe, "localise", False):
+            continue
         inputs = probe.inputs(_generator(probe))
         observation = observe(probe, student, inputs)
         if observation.error is None:
@@ -91,12 +95,52 @@ def diagnose(module, records, observe, student, tol, reference=None, fingerprint
     if reference is None:
         known |= set(shipped.get("steps", {}).get(step_id, {}).get("order", ()))
     symptoms = [{**e, "symptom": True} for e in found if e["id"] not in known]  # said in support: no cause
+    localised = store.first_finding(
+        [p for p in probes if getattr(p, "localise", False)],
+        lambda probe, inputs: _values(observe(probe, student, inputs)),
+        assignment_id,
+        step_id,
+        tol,
+    )
+    if localised is not None:  # a known mistake refines the finding, never contradicts it
+        stored = store.mistake_findings(assignment_id, step_id)
+        explained = {i: e for i, e in explained.items() if refines(i, localised, stored)}
     named = most_specific({i: reproduced for i, (_, reproduced) in explained.items()})
-    found = [e for e in found if e["id"] in known] + [entry(i, says=explained[i][0]) for i in named] + symptoms
+    found = [e for e in found if e["id"] in known] + [entry(i, says=explained[i][0]) for i in named]
+    if localised is not None:  # after the known mistakes that refine it (the route may show only those)
+        _, finding, scenario = localised
+        told = {"id": said.diagnosis_id(finding), "message": printable(said.say(finding, scenario))}
+        found.append({**told, "refined_by": named, "symptom": True} if named else told)  # beside its cause
+    found += symptoms
     if not found:
         closest = next((r.fail for r in failing if r.observation.error is None), failing[0].fail)
         found.append(entry("no_known_mistake", evidence=messages.render(closest.message_id, **closest.params)))
     return found
+
+
+def _values(observation):
+    return observation.values if observation.error is None else None
+
+
+def refines(mistake_id, localised, stored) -> bool:
+    """Whether a known mistake agrees with the student's finding: one of its variants' first
+    finding is on the same probe, at the same stage and call, by the same relation (where the
+    student's has one) and the same exception (where the code raised)."""
+    probe, finding, _ = localised
+    for key, theirs in stored.items():
+        if key.split("#")[0] != mistake_id or theirs is None:
+            continue
+        their_probe, their = theirs
+        if their_probe != probe or (their.stage, their.call) != (finding.stage, finding.call):
+            continue
+        if finding.family is not None and (their.family, their.params) != (finding.family, finding.params):
+            continue
+        if bool(finding.raised) != bool(their.raised):
+            continue
+        if finding.raised and their.key()[-1] != finding.key()[-1]:
+            continue
+        return True
+    return False
 
 
 def variant_evidence(package, records, observe, tol):

@@ -181,3 +181,26 @@ class RandomSizes(AgainstTorch):
             "bias": True,
             "lengths": lengths,
         }
+
+
+# ### PROBES (unscored: run when the step fails, to explain why)
+
+
+class LocaliseDecoder(Check):
+    """Localisation (engine/mistakes/localise.py): the module fed a prompt of 4, a token and a
+    chunk of 2 with a cache, each chunk's stages against the reference's. B=2, d_model=30, H=6,
+    H_kv=2 (d_k=5)."""
+
+    diagnosis = "localised"
+    localise = True
+    observer = observers.traced
+
+    def inputs(self, rng):
+        return {
+            "states": weights(rng, 30, 6, 2, False),
+            "x": randn(rng, 2, 7, 30),
+            "n_heads": 6,
+            "n_kv_heads": 2,
+            "bias": False,
+            "lengths": [4, 1, 2],
+        }

@@ -149,3 +149,20 @@ class RandomSizes(AgainstTorch):
 
     def expected(self, q, k, v, mask):
         return {"out": oracle(q, k, v, mask), "repeated": heads_by_rule(k, q.shape[1] // k.shape[1])}
+
+
+# ### PROBES (unscored: run when the step fails, to explain why)
+
+
+class LocaliseGQA(Check):
+    """Localisation (engine/mistakes/localise.py): the repeated keys and values, the scores, the
+    blocked keys and the weights against the reference's. B=3, H=8, H_kv=2, Lq=5, Lk=6, d_k=7,
+    d_v=9: every size different."""
+
+    diagnosis = "localised"
+    localise = True
+    observer = observers.traced
+
+    def inputs(self, rng):
+        inputs = gqa_inputs(rng, B=3, H=8, H_kv=2, Lq=5, Lk=6, d_k=7, d_v=9)
+        return {**inputs, "mask": mask_by_hand(5, 6)}

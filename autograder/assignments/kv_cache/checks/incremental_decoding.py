@@ -181,3 +181,25 @@ class SeesTheFuture(Check):
         if isinstance(got.get("change"), float) and got["change"] > 1e-6:
             return Fail("decode_sees_future", {"change": got["change"]})
         return None
+
+
+class LocaliseDecoding(Check):
+    """Localisation (engine/mistakes/localise.py): a prompt of 3, a token, a chunk of 2, each
+    chunk's stages (scores, blocked keys, weights) against the reference's. B=2, H=3, d_k=4,
+    d_v=5."""
+
+    diagnosis = "localised"
+    localise = True
+    observer = observers.traced
+
+    def inputs(self, rng):
+        return {**sequence(rng), "lengths": [3, 1, 2]}
+
+
+class LocaliseMask(Check):
+    """Localisation: offset_causal_mask for a prompt of 3, a token after 3 and 2 after 4."""
+
+    diagnosis = "localised"
+    localise = True
+    observer = observers.traced_masks
+    arguments = {"sizes": ((3, 3), (1, 4), (2, 6))}

@@ -122,3 +122,19 @@ class RandomChunks(Check):
         lengths = [randsize(rng, 2, 5) for _ in range(randsize(rng, 2, 5))]
         lengths.insert(randsize(rng, 2, 4) - 1, 1)  # one single token among them, not first
         return {"pieces": chunks(rng, lengths, **sizes), "after": chunks(rng, (randsize(rng, 2, 4),), **sizes)}
+
+
+# ### PROBES (unscored: run when the step fails, to explain why)
+
+
+class LocaliseCache(Check):
+    """Localisation (engine/mistakes/localise.py): a cache fed chunks of 2, 1 and 3, reset, then
+    fed a chunk of 4; what it returns and its length after each call, against the reference's.
+    B=2, H_kv=3, d_k=4, d_v=5."""
+
+    diagnosis = "localised"
+    localise = True
+    observer = observers.traced
+
+    def inputs(self, rng):
+        return {"pieces": chunks(rng, (2, 1, 3)), "after": chunks(rng, (4,))}

@@ -9,6 +9,7 @@ from autograder.harness import earlier
 from autograder.harness.earlier import Earlier
 from autograder.harness.kept import kept
 from autograder.harness.layers import load_linear
+from autograder.harness.trace import tracing
 
 LAYERS = ("w_q", "w_k", "w_v", "w_o")
 
@@ -136,3 +137,28 @@ def not_divisible(kv, d_model, n_heads, n_kv_heads):
     except Exception as error:  # noqa: BLE001 - whatever the student's code raised instead
         return {"raised": type(error).__name__, "message": str(error)[:200]}
     return {"raised": None}
+
+
+def traced(kv, states, x, n_heads, n_kv_heads, bias, lengths):
+    """{"calls": [per chunk: what the recorder saw], "outputs": [per chunk]}: the module fed x in
+    chunks of `lengths` with a ScriptedCache, with earlier steps written out too (localisation,
+    engine/mistakes/localise.py)."""
+
+    def run():
+        module = build(kv, states, n_heads, n_kv_heads, bias)
+        d_k, kv_heads = x.shape[-1] // n_heads, n_heads if n_kv_heads is None else n_kv_heads
+        cache = ScriptedCache(heads_of(states, "w_k", x, kv_heads, d_k), heads_of(states, "w_v", x, kv_heads, d_k))
+        calls, outputs, start = [], [], 0
+        with torch.no_grad():
+            for n in lengths:
+                with tracing(kv) as trace:
+                    out = module(x[:, start : start + n], cache)
+                ok = trace.raised is None and isinstance(out, torch.Tensor)
+                calls.append(trace.report([out] if ok else ()))
+                if not ok:
+                    break
+                outputs.append(out.detach())
+                start += n
+        return {"calls": calls, "outputs": outputs}
+
+    return earlier.with_earlier_steps(kv, EARLIER, run)

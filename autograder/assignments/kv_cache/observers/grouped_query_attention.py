@@ -1,5 +1,9 @@
 """Observers of step `grouped_query_attention`: the student's repeat_kv and grouped_query_attention."""
 
+import torch
+
+from autograder.harness.trace import tracing
+
 
 def attend(kv, q, k, v, mask):
     """{"out"}: grouped_query_attention(q, k, v, mask=mask)."""
@@ -22,6 +26,15 @@ def not_divisible(kv, q, k, v):
     except Exception as error:  # noqa: BLE001 - e.g. the RuntimeError of a failed matmul
         return {"raised": type(error).__name__, "message": str(error)[:200]}
     return {"raised": None}
+
+
+def traced(kv, q, k, v, mask):
+    """{"calls": [what the recorder saw], "outputs": [out]}: grouped_query_attention(q, k, v, mask)
+    (localisation, engine/mistakes/localise.py)."""
+    with tracing(kv) as trace:
+        out = kv.gqa.grouped_query_attention(q, k, v, mask=mask)
+    ok = trace.raised is None and isinstance(out, torch.Tensor)
+    return {"calls": [trace.report([out] if ok else ())], "outputs": [out.detach()] if ok else []}
 
 
 # ### BEGIN HIDDEN CHECKS (observers only hidden checks use: left out of a student release)

@@ -6,6 +6,7 @@ import torch
 
 from autograder.harness.contract import ContractError, describe
 from autograder.harness.kept import kept
+from autograder.harness.trace import tracing
 
 
 class ScriptedCache:
@@ -110,6 +111,33 @@ def future_change(kv, q, k, v):
     k2[:, :, 1:], v2[:, :, 1:] = 10 * k[:, :, 1:], -3 * v[:, :, 1:]  # only the future changes
     second = kv.decode.cached_attention(q, k2, v2, ScriptedCache(k2, v2))[:, :, 0]
     return {"change": (first - second).abs().max().item()}
+
+
+def traced(kv, q, k, v, lengths):
+    """{"calls": [per chunk: what the recorder saw], "outputs": [per chunk]}: cached_attention fed
+    the chunks of `lengths` one after the other (localisation, engine/mistakes/localise.py)."""
+    cache, calls, outputs, start = ScriptedCache(k, v), [], [], 0
+    for n in lengths:
+        chunk = slice(start, start + n)
+        with tracing(kv) as trace:
+            out = kv.decode.cached_attention(q[:, :, chunk], k[:, :, chunk], v[:, :, chunk], cache)
+        ok = trace.raised is None and isinstance(out, torch.Tensor)
+        calls.append(trace.report([out] if ok else ()))
+        if not ok:
+            break
+        outputs.append(kept(out))
+        start += n
+    return {"calls": calls, "outputs": outputs}
+
+
+def traced_masks(kv, sizes):
+    """{"calls": [per size: what the recorder saw, ending with the mask]}: offset_causal_mask."""
+    calls = []
+    for q_len, k_len in sizes:
+        with tracing(kv) as trace:
+            mask = kv.decode.offset_causal_mask(q_len, k_len)
+        calls.append(trace.report([mask] if trace.raised is None else ()))
+    return {"calls": calls}
 
 
 # ### BEGIN HIDDEN CHECKS (observers only hidden checks use: left out of a student release)

@@ -1,7 +1,10 @@
 """Observers of step `kv_cache`: the student's KVCache."""
 
+import torch
+
 from autograder.harness.contract import ContractError, describe
 from autograder.harness.kept import kept
+from autograder.harness.trace import Known, tracing
 
 
 def update(cache, k, v):
@@ -46,6 +49,32 @@ def two_caches(kv, first, second):
     _, a = _fill(kv, first)
     _, b = _fill(kv, second)
     return {"first_K": a["K"][-1], "second_K": b["K"][-1], "second_len": b["len"][-1]}
+
+
+def traced(kv, pieces, after):
+    """{"calls": [per call: what the recorder saw, then what it returned]}: a fresh cache fed
+    `pieces`, reset, then fed after[0], then a second cache fed pieces[0]; an update's call ends
+    with its K, V and len(cache), the reset's with len(cache) (localisation,
+    engine/mistakes/localise.py)."""
+    cache, calls, known = kv.cache.KVCache(), [], Known()
+    for piece in [*pieces, None, after[0]]:
+        known.add(*(piece or ()))
+        with tracing(kv, known=known) as trace:
+            if piece is None:  # the reset
+                cache.reset()
+                returned = [torch.tensor(len(cache))]
+            else:
+                K, V = update(cache, *piece)
+                returned = [K, V, torch.tensor(len(cache))]
+        calls.append(trace.report(returned if trace.raised is None else ()))
+        if trace.raised is not None:
+            return {"calls": calls}
+    with tracing(kv, known=known) as trace:  # a second cache: it must not share the first one's storage
+        other = kv.cache.KVCache()
+        K, _ = update(other, *pieces[0])
+        returned = [K, torch.tensor(len(other))]
+    calls.append(trace.report(returned if trace.raised is None else ()))
+    return {"calls": calls}
 
 
 # ### BEGIN HIDDEN CHECKS (observers only hidden checks use: left out of a student release)

@@ -138,3 +138,16 @@ class RowsNotNormalised(Check):
         if isinstance(sums, torch.Tensor) and sums.numel() and not torch.allclose(sums, torch.ones_like(sums)):
             return Fail("rows_not_normalised", {"low": sums.min().item(), "high": sums.max().item()})
         return None
+
+
+class LocaliseAttention(Check):
+    """Localisation (engine/mistakes/localise.py): the scores, the weights and the output of the
+    student's attention against the reference's, stage by stage. B=2, H=3, Lq=4, Lk=6, d_k=5,
+    d_v=7: every size different, d_k no square."""
+
+    diagnosis = "localised"
+    localise = True
+    observer = observers.traced
+
+    def inputs(self, rng):
+        return {**qkv(rng, (2, 3), 4, 6, 5, 7), "mask": None}

@@ -27,6 +27,7 @@ from autograder.engine.checks.check import (
     randindex,
     randsize,
 )
+from autograder.assignments.mha.observers import attention as attention_observers
 from autograder.assignments.mha.observers import masking as observers
 from ._shared import causal_by_hand, qkv, weights_picture
 
@@ -457,3 +458,31 @@ class RandomMaskedAttention(MaskedAttention):
             **qkv(rng, (B, randsize(rng, 2, 4)), lq=lq, lk=lk, d_k=randsize(rng, 2, 9), d_v=randsize(rng, 2, 9)),
             "mask": mask,
         }
+
+
+# ### PROBES (unscored: run when the step fails, to explain why)
+
+
+class LocaliseMasked(Check):
+    """Localisation (engine/mistakes/localise.py): attention with a padding and a causal mask,
+    the blocked keys and the weights against the reference's (a finding before the mask is the
+    attention step's: not said here). B=2, H=3, Lq=4, Lk=6, d_k=5, d_v=7."""
+
+    diagnosis = "localised"
+    localise = True
+    observer = attention_observers.traced
+
+    def inputs(self, rng):
+        padding = torch.tensor([[j >= n for j in range(6)] for n in (6, 3)])[:, None, None, :]  # (B, 1, 1, Lk)
+        return {**qkv(rng, (2, 3), 4, 6, 5, 7), "mask": padding | causal_by_hand(4, 6)}
+
+
+class LocaliseMasks(Check):
+    """Localisation: padding_mask of ids with padding (pad id 0), then causal_mask(5)."""
+
+    diagnosis = "localised"
+    localise = True
+    observer = observers.traced_masks
+
+    def inputs(self, rng):
+        return {"ids": torch.tensor([[5, 7, 9, 0, 0], [4, 0, 0, 0, 0], [3, 8, 2, 6, 1]]), "length": 5}

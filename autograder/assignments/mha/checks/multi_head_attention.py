@@ -445,3 +445,50 @@ class LayersCreatedInForward(Check):
 
     def judge(self, inputs, got, expected, tol):
         return Fail("layers_created_in_forward", {}) if calls_differ(got["outputs"]) else None
+
+
+class Localise(Check):
+    """Helper: a localisation probe (engine/mistakes/localise.py): the module on small inputs, every
+    value it computes recorded, compared stage by stage with the reference's (stages.json).
+    B=2, Lq=4, d_model=15, H=3 (d_k=5): every size different, d_k no square."""
+
+    localise = True
+    observer = observers.traced
+    causal, cross, p, pad_lengths = False, False, 0.0, (4, 2)
+
+    def inputs(self, rng):
+        query = randn(rng, 2, 4, 15)
+        key = randn(rng, 2, 6, 15) if self.cross else None
+        length = 6 if self.cross else 4
+        pad_mask = torch.tensor([[j >= n for j in range(length)] for n in self.pad_lengths])
+        return {
+            "states": weights(rng, d_model=15),
+            "query": query,
+            "key": key,
+            "value": key,
+            "pad_mask": pad_mask,
+            "causal": self.causal,
+            "p": self.p,
+        }
+
+
+class LocaliseSelf(Localise):
+    """Self-attention, the second sequence's last two tokens padded."""
+
+    diagnosis = "localised"
+
+
+class LocaliseCrossCausal(Localise):
+    """Cross-attention (Lk=6) with the causal mask and padded keys."""
+
+    diagnosis = "localised"
+
+    causal, cross, pad_lengths = True, True, (6, 3)
+
+
+class LocaliseDropout(Localise):
+    """Self-attention in train() with dropout 0.5: the weights must be dropped out."""
+
+    diagnosis = "localised"
+
+    p = 0.5

@@ -71,3 +71,18 @@ class RandomSizes(Check):
             "heads": randn(rng, randsize(rng, 2, 4), num_heads, randsize(rng, 2, 8), d_k),
             "bias": bias,
         }
+
+
+# ### PROBES (unscored: run when the step fails, to explain why)
+
+
+class LocaliseOutput(Check):
+    """Localisation (engine/mistakes/localise.py): OutputProjection of (B=2, H=3, L=4, d_k=5)
+    heads, the merged heads and the output against the reference's."""
+
+    diagnosis = "localised"
+    localise = True
+    observer = observers.traced
+
+    def inputs(self, rng):
+        return {"state": linear_state(rng, 15, 15), "heads": randn(rng, 2, 3, 4, 5)}

@@ -115,3 +115,18 @@ class RandomSplit(Check):
         d_k = randsize(rng, 2, 7)
         x = randn(rng, randsize(rng, 2, 4), randsize(rng, 2, 9), num_heads * d_k)  # (B, L, d_model)
         return {"x": x, "num_heads": num_heads, "heads": randn(rng, 2, num_heads, 5, d_k)}
+
+
+# ### PROBES (unscored: run when the step fails, to explain why)
+
+
+class LocaliseSplit(Check):
+    """Localisation (engine/mistakes/localise.py): split_heads of (B=2, L=4, D=15) into H=3
+    heads, then merge_heads of (B=2, H=3, L=4, d_k=5), against the reference's."""
+
+    diagnosis = "localised"
+    localise = True
+    observer = observers.traced
+
+    def inputs(self, rng):
+        return {"x": randn(rng, 2, 4, 15), "num_heads": 3, "heads": randn(rng, 2, 3, 4, 5)}

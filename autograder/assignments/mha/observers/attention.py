@@ -1,6 +1,7 @@
 """Observers of step `attention`: the student's scaled_dot_product_attention(q, k, v, mask=None)."""
 
 from autograder.harness.contract import ContractError, describe
+from autograder.harness.trace import traced_calls
 
 
 def attend(mha, q, k, v, **kwargs):
@@ -25,3 +26,10 @@ def outputs(mha, q, k, v, names=("out", "weights")):
 def row_sums(mha, q, k, v):
     """{"sums"}: what each row of the weights adds up to."""
     return {"sums": attend(mha, q, k, v)["weights"].detach().sum(-1)}
+
+
+def traced(mha, q, k, v, mask=None):
+    """Localisation (engine/mistakes/localise.py): the student's attention on q, k, v (and mask),
+    every value it computes recorded, then what it returned (harness/trace.py)."""
+    kwargs = {} if mask is None else {"mask": mask}
+    return traced_calls(mha, [lambda: mha.attention.scaled_dot_product_attention(q, k, v, **kwargs)])

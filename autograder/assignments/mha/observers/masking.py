@@ -12,6 +12,7 @@ wrong dim, a missing transpose) changes both runs alike and leaves the mask's ef
 import torch
 from torch.overrides import TorchFunctionMode
 
+from autograder.harness.trace import traced_calls
 from autograder.assignments.mha.observers.attention import attend
 
 # What a softmax is computed with, by the name a TorchFunctionMode sees (func.__name__).
@@ -111,6 +112,11 @@ def padding_mask(mha, ids, pad_id=None):
 def causal_masks(mha, lengths):
     """{"mask_<L>"}: causal_mask(L) for each length."""
     return {f"mask_{length}": mha.masking.causal_mask(length) for length in lengths}
+
+
+def traced_masks(mha, ids, length):
+    """Localisation: padding_mask(ids), then causal_mask(length), each recorded (harness/trace.py)."""
+    return traced_calls(mha, [lambda: mha.masking.padding_mask(ids), lambda: mha.masking.causal_mask(length)])
 
 
 # ### BEGIN HIDDEN CHECKS (observers only hidden checks use: left out of a student release)

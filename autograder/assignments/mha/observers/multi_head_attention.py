@@ -13,6 +13,7 @@ from autograder.assignments.mha.observers._projections import PROJECTIONS, find_
 from autograder.harness import earlier
 from autograder.harness.earlier import WRITTEN_OUT, Earlier  # noqa: F401 - WRITTEN_OUT: the checks read it here
 from autograder.harness.kept import kept
+from autograder.harness.trace import tracing
 
 LAYERS = PROJECTIONS  # the four projections, by role
 _roles = weakref.WeakKeyDictionary()  # module -> {role: Slot}, for the gradient observers
@@ -239,6 +240,28 @@ def repeated_in_eval(mha, states, query, p):
     """{"outputs"}: three calls of a module made with dropout p, after eval()."""
     module = build(mha, states, dropout=p)
     return {"outputs": [kept(module(query)) for _ in range(3)]}
+
+
+# ---------------------------------------------------------------------------- localisation
+
+
+def traced(mha, states, query, key, value, pad_mask, causal, p=0.0, num_heads=3):
+    """{"calls": [what the recorder saw in one forward], "outputs": [its output]}: the module on a
+    localisation probe's inputs (in train() where p > 0, seeded), every value it computes
+    recorded (harness/trace.py), with earlier steps written out too."""
+
+    def run():
+        module = build(mha, states, num_heads=num_heads, dropout=p, causal=causal)
+        if p:
+            module.train()
+        with torch.random.fork_rng(devices=[]), torch.no_grad():
+            torch.manual_seed(0)
+            with tracing(mha) as trace:
+                out = module(query, key, value, pad_mask=pad_mask)
+        outputs = [out.detach()] if trace.raised is None and isinstance(out, torch.Tensor) else []
+        return {"calls": [trace.report()], "outputs": outputs}
+
+    return with_earlier_steps(mha, run)
 
 
 # ### BEGIN HIDDEN CHECKS (observers only hidden checks use: left out of a student release)

@@ -3,6 +3,7 @@
 import torch
 
 from autograder.harness.layers import load_linear
+from autograder.harness.trace import traced_calls
 
 
 def project(mha, state, heads, bias=True):
@@ -22,3 +23,11 @@ def layer(mha, d_model):
             state["bias"] = torch.zeros(d_model)
         load_linear(module, "w_o", state)
     return {}
+
+
+def traced(mha, state, heads):
+    """Localisation: OutputProjection holding `state` on `heads`, recorded (harness/trace.py)."""
+    module = mha.output.OutputProjection(heads.shape[1] * heads.shape[3], bias="bias" in state).double()
+    load_linear(module, "w_o", state)
+    with torch.no_grad():
+        return traced_calls(mha, [lambda: module(heads)])

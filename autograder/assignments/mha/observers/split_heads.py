@@ -1,5 +1,7 @@
 """Observers of step `split_heads`: the student's split_heads(x, num_heads) and merge_heads(x)."""
 
+from autograder.harness.trace import traced_calls
+
 
 def split(mha, x, num_heads):
     """{"heads"}: split_heads(x, num_heads)."""
@@ -32,6 +34,11 @@ def merge(mha, x, transposed=False):
 def round_trip(mha, x, num_heads):
     """{"x"}: merge_heads(split_heads(x, num_heads))."""
     return {"x": mha.heads.merge_heads(mha.heads.split_heads(x, num_heads))}
+
+
+def traced(mha, x, num_heads, heads):
+    """Localisation: split_heads(x, num_heads), then merge_heads(heads), each recorded (harness/trace.py)."""
+    return traced_calls(mha, [lambda: mha.heads.split_heads(x, num_heads), lambda: mha.heads.merge_heads(heads)])
 
 
 # ### BEGIN HIDDEN CHECKS (observers only hidden checks use: left out of a student release)

@@ -1,0 +1,198 @@
+"""Localise, then name (engine/mistakes/localise.py, store.py, said.py), through the real student code path: the
+student's package on the localisation probes, recorded by the harness (harness/trace.py), against
+the stored stages (stages.json).
+
+* correct code, however it is written (tests/variants.py), leaves the reference nowhere;
+* mistakes generated as relations applied at each stage of the reference's own module (the heads
+  permuted, the scores scaled, the weights transposed, ...) are found at that stage, by that
+  relation; two relations applied at once name none (a wrong name is worse than none);
+* every planted mistake of a localised step (tests/planted.py, written in source) is found where
+  the hand-written model of its known mistake is: the model and the code are one observation;
+* the stored stages are those the pipeline makes.
+"""
+
+import shutil
+
+import pytest
+import torch
+
+from autograder.engine.course.assignment import step_modules
+from autograder.engine.judge.in_process import observe
+from autograder.engine.mistakes import store
+from autograder.engine.mistakes.scenario import Scenario
+from autograder.harness.package import Package
+from conftest import SOLUTIONS
+from planted import PLANTED
+from variants import VARIANTS
+
+TOL = {torch.float64: (1e-7, 1e-9), torch.float32: (1e-4, 1e-5)}
+LOCALISED_STEPS = {
+    (assignment, step)
+    for assignment in ("mha", "kv_cache")
+    for step, module in step_modules(assignment).items()
+    if any(getattr(p, "localise", False) for p in module.PROBES)
+}
+
+
+def finding(package, assignment="mha", step="multi_head_attention"):
+    """(probe, Finding) of the package's first finding on the step's localisation probes, or None."""
+    probes = [p for p in step_modules(assignment)[step].PROBES if getattr(p, "localise", False)]
+
+    def run(probe, inputs):
+        observation = observe(probe, package, inputs)
+        return observation.values if observation.error is None else None
+
+    found = store.first_finding(probes, run, assignment, step, TOL)
+    return None if found is None else (found[0], found[1])
+
+
+def package_with(tmp_path, files, assignment="mha"):
+    """The reference package with `files` ({name: patch function or source}) changed."""
+    root = tmp_path / "submission"
+    if root.exists():
+        shutil.rmtree(root)
+    shutil.copytree(SOLUTIONS / assignment, root / assignment)
+    for name, change in files.items():
+        target = root / assignment / name
+        target.write_text(change(target.read_text()) if callable(change) else change)
+    return Package.load(root, assignment)
+
+
+def test_the_reference_leaves_the_reference_nowhere():
+    for assignment, step in LOCALISED_STEPS:
+        assert finding(Package.load(SOLUTIONS, assignment), assignment, step) is None, step
+
+
+@pytest.mark.slow  # some fifty rewrites, a second or two each: CI runs them (pytest -m "")
+@pytest.mark.parametrize(
+    "variant",
+    [v for v in VARIANTS if v.file in ("mha.py", "heads.py", "attention.py")],
+    ids=lambda v: getattr(v, "name", None) or getattr(v, "id", "?"),
+)
+def test_correct_code_written_otherwise_leaves_it_nowhere(tmp_path, variant):
+    package = package_with(tmp_path, {variant.file: variant.apply})
+    assert finding(package) is None
+
+
+# ---------------------------------------------------------------------------- generated mistakes
+
+MHA = {
+    "q": "q = split_heads(self.w_q(query), self.num_heads)  # (B, H, Lq, d_k)",
+    "k": "k = split_heads(self.w_k(key), self.num_heads)  # (B, H, Lk, d_k)",
+    "v": "v = split_heads(self.w_v(value), self.num_heads)  # (B, H, Lk, d_k)",
+    "scores": "scores = q @ k.transpose(-2, -1) / math.sqrt(q.size(-1))  # (B, H, Lq, Lk)",
+    "weights": "weights = torch.softmax(scores, dim=-1)  # (B, H, Lq, Lk)",
+    "out": "out = merge_heads(weights @ v)  # (B, Lq, D)",
+}
+# (the variable, the relation as code applied to it, the stage, the family, parameters it must name)
+RELATIONS = [
+    ("q", "{x}.flip(1)", "q_heads", "slice_map", {"axis": "H", "map": "reversed"}),
+    ("q", "{x}.flip(0)", "q_heads", "slice_map", {"axis": "B", "map": "reversed"}),
+    ("k", "{x}[:, [1, 2, 0]]", "k_heads", "slice_map", {"axis": "H", "map": "rolled 1"}),
+    ("q", "2.5 * {x}", "q_heads", "factor", {"c": 2.5}),
+    ("v", "-{x}", "v_heads", "factor", {"c": -1.0}),
+    ("q", "{x}.transpose(1, 2).reshape({x}.shape)", "q_heads", "layout", {"view": True}),
+    ("scores", "{x} * 0.5", "scores", "factor", {"c": 0.5}),
+    ("scores", "{x}.roll(1, dims=0)", "scores", "slice_map", {"axis": "B"}),
+    ("weights", "{x}.transpose(-1, -2)", "weights", "layout", {"view": False}),
+    ("weights", "{x} / 2", "weights", "factor", {"c": 0.5}),
+    ("out", "{x} + 1.0", "merged", "bias", {"along": "()"}),
+    ("out", "{x}.flip(1)", "merged", "slice_map", {"axis": "Lq", "map": "reversed"}),
+]
+
+
+QUICK = {"{x}.flip(1)", "{x} * 0.5", "{x}.transpose(-1, -2)"}  # the quick run's share; CI runs them all
+
+
+@pytest.mark.parametrize(
+    "variable,code,stage,family,params",
+    [r if r[1] in QUICK else pytest.param(*r, marks=pytest.mark.slow) for r in RELATIONS],
+    ids=lambda v: v if isinstance(v, str) else "",
+)
+def test_a_relation_applied_at_a_stage_is_found_there(tmp_path, variable, code, stage, family, params):
+    line = MHA[variable]
+    changed = line + f"\n        {variable} = " + code.format(x=variable)
+    package = package_with(tmp_path, {"mha.py": lambda source: source.replace(line, changed)})
+    _, found = finding(package)
+    assert (found.stage, found.family) == (stage, family), found
+    assert {k: dict(found.params).get(k) for k in params} == params, found
+
+
+@pytest.mark.parametrize(
+    "variable,code",
+    [
+        ("q", "(2.5 * {x}).flip(1)"),
+        pytest.param("weights", "({x} / 2).transpose(-1, -2)", marks=pytest.mark.slow),
+        pytest.param("scores", "({x} * 0.5).flip(0)", marks=pytest.mark.slow),
+    ],
+)
+def test_two_relations_at_once_name_the_stage_only(tmp_path, variable, code):
+    line = MHA[variable]
+    changed = line + f"\n        {variable} = " + code.format(x=variable)
+    package = package_with(tmp_path, {"mha.py": lambda source: source.replace(line, changed)})
+    _, found = finding(package)
+    assert found.family is None, found
+
+
+# ---------------------------------------------------------------------------- planted, in source
+
+
+def decided_by_probe(planted) -> bool:
+    """A mistake whose behaviour probe names it (random outputs: layers made in forward)."""
+    return planted.diagnosis in {p.diagnosis for p in step_modules("mha")[planted.step].PROBES}
+
+
+@pytest.mark.slow  # every planted mistake of the localised steps: CI runs them (pytest -m "")
+@pytest.mark.parametrize(
+    "planted",
+    [p for p in PLANTED if ("mha", p.step) in LOCALISED_STEPS and not p.needs_check and not decided_by_probe(p)],
+    ids=lambda p: p.name,
+)
+def test_a_planted_mistake_is_found_where_its_model_is(tmp_path, planted):
+    """The source mistake and the hand-written model of its known mistake (mistakes/model.py)
+    give the same finding: one observation, however it is written."""
+    package = package_with(tmp_path, {planted.file: planted.apply})
+    found = finding(package, "mha", planted.step)
+    stored = store.mistake_findings("mha", planted.step)
+    models = [theirs for key, theirs in stored.items() if key.split("#")[0] == planted.diagnosis]
+    if found is None:
+        assert None in models, f"{planted.name}: no finding, its model has {models}"
+        return
+    probe, mine = found
+    keys = [(p, f.stage, f.call, f.family, f.params) for p, f in filter(None, models)]
+    assert (probe, mine.stage, mine.call, mine.family, mine.params) in keys, (mine, models)
+
+
+# ---------------------------------------------------------------------------- the store
+
+
+@pytest.mark.parametrize("assignment", ["mha", "kv_cache"])
+def test_the_stored_stages_are_up_to_date_fast(assignment):
+    """The sources the stages are made from are the ones they were made from; else run
+    `python -m autograder generate` (its --check regenerates and compares)."""
+    assert store.load(assignment).get("sources") == store.sources_digest(assignment)
+
+
+def test_every_stage_unit_probe_and_part_is_said_in_both_languages():
+    from autograder.engine.checks import messages
+
+    for assignment in ("mha", "kv_cache"):
+        for step, stored in store.load(assignment)["steps"].items():
+            names = set()
+            for probe, data in stored["probes"].items():
+                names.add(f"scenario.{assignment}.{probe}")
+                scenario = Scenario.from_json(data)
+                for call in scenario.calls:
+                    for stage in call:
+                        names.add(f"stage.{assignment}.{stage.name}")
+                        names |= {f"part.{assignment}.{part}" for part in stage.parts or ()}
+                        for label in stage.others or ():
+                            if label.startswith("skip:"):
+                                names.add(f"skip.{assignment}.{label.removeprefix('skip:')}")
+                            elif ":" in label:
+                                names.add(f"other.{assignment}.{label}")
+                names |= {f"skip.{assignment}.{unit}" for key in scenario.skips for unit in key.split("+")}
+                names |= {f"call.{assignment}.{words[0]}" for words in scenario.call_words or ()}
+            for lang in ("en", "ko"):
+                catalog = messages.catalog(lang)
+                assert sorted(n for n in names if n not in catalog) == [], (assignment, lang)
