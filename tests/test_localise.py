@@ -196,3 +196,93 @@ def test_every_stage_unit_probe_and_part_is_said_in_both_languages():
             for lang in ("en", "ko"):
                 catalog = messages.catalog(lang)
                 assert sorted(n for n in names if n not in catalog) == [], (assignment, lang)
+
+
+# ---------------------------------------------------------------------------- named by observation
+
+
+def stored_observations():
+    """(assignment, step, mistake, Finding) of every known mistake's stored first finding that
+    says a relation or a misfit shape (what a mistake can be recognised by)."""
+    from autograder.engine.mistakes.diagnosis import _observation
+
+    found = []
+    for assignment in ("mha", "kv_cache"):
+        for step in store.load(assignment)["steps"]:
+            for key, theirs in store.mistake_findings(assignment, step).items():
+                if theirs is not None and _observation(theirs[1]) is not None:
+                    found.append((assignment, step, key.split("#")[0], theirs[1]))
+    return found
+
+
+def respelled(finding):
+    """The same observation written otherwise: another call made the misfit shape (an additive
+    mask where the model fills), with leading axes of size 1 (a (1, 1, L, L) mask), found on
+    another line; a relation found on another line."""
+    import dataclasses
+
+    if not finding.raised:
+        return dataclasses.replace(finding, at=("other.py", 99))
+    raised = dict(finding.raised)
+    raised.update(op="Tensor.add", odd="(1, 1, " + raised["odd"][1:], message="another wording")
+    return dataclasses.replace(finding, raised=tuple(sorted(raised.items())), at=("other.py", 99))
+
+
+def test_a_known_mistake_is_named_by_its_observation_however_spelled():
+    """Every known mistake whose observation no other mistake of its step shares is named by a
+    finding that observes the same, spelled otherwise; one that shares it is not (two would fit)."""
+    from autograder.engine.mistakes.diagnosis import _observation, observed
+
+    cases = stored_observations()
+    assert len(cases) > 40
+    for assignment, step, mistake, theirs in cases:
+        stored = store.mistake_findings(assignment, step)
+        sharing = {
+            key.split("#")[0]
+            for key, other in stored.items()
+            if other is not None and _observation(other[1]) == _observation(theirs)
+        }
+        expected = [mistake] if sharing == {mistake} else []
+        assert observed(respelled(theirs), stored) == expected, (assignment, step, mistake, theirs, sharing)
+    shared = [c for c in cases if observed(c[3], store.mistake_findings(c[0], c[1])) == []]
+    assert shared, "some observations are shared (different only where the mask blocks): none named"
+
+
+def test_an_observation_that_says_too_little_or_else_names_nothing():
+    """A stage alone, a relation with other parameters, another stage or call, or an exception
+    with no misfit shape names no known mistake; nor does one excluded (a probe decides it)."""
+    import dataclasses
+
+    from autograder.engine.mistakes.diagnosis import observed
+
+    for assignment, step, mistake, theirs in stored_observations():
+        stored = store.mistake_findings(assignment, step)
+        if observed(theirs, stored) != [mistake]:
+            continue
+        assert observed(dataclasses.replace(theirs, family=None, params=(), raised=None), stored) == []
+        assert observed(dataclasses.replace(theirs, stage=theirs.stage + "_other"), stored) == []
+        assert observed(dataclasses.replace(theirs, call=theirs.call + 7), stored) == []
+        assert observed(theirs, stored, excluded={mistake}) == []
+        if theirs.raised:
+            bare = tuple((k, v) for k, v in theirs.raised if k not in ("odd", "wanted"))
+            assert observed(dataclasses.replace(theirs, raised=bare), stored) == []
+        else:
+            other = tuple((k, f"{v}?") for k, v in theirs.params) or (("x", 1),)
+            assert observed(dataclasses.replace(theirs, params=other), stored) == []
+
+
+def test_a_run_that_raised_contradicts_no_mistake_at_its_stage():
+    """Where the student's code raised (state kept from before made `cat` fail), a known mistake
+    whose own finding is at the same stage and call, by a relation (the same state made its
+    values longer), refines it; one at another stage does not."""
+    import dataclasses
+
+    from autograder.engine.mistakes.diagnosis import refines
+
+    stored = store.mistake_findings("kv_cache", "kv_cache")
+    probe, theirs = stored["cache_shared_between_instances#0"]
+    assert theirs.family == "length" and not theirs.raised
+    raised = dataclasses.replace(theirs, family=None, params=(), raised=(("outside", "(B, H_kv, 4, d_k)"),))
+    assert refines("cache_shared_between_instances", (probe, raised, None), stored)
+    elsewhere = dataclasses.replace(raised, stage="cache_len")
+    assert not refines("cache_shared_between_instances", (probe, elsewhere, None), stored)

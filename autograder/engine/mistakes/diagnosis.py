@@ -107,6 +107,9 @@ def diagnose(module, records, observe, student, tol, reference=None, fingerprint
         explained = {i: e for i, e in explained.items() if refines(i, localised, stored)}
     named = most_specific({i: reproduced for i, (_, reproduced) in explained.items()})
     found = [e for e in found if e["id"] in known] + [entry(i, says=explained[i][0]) for i in named]
+    if localised is not None and not found:  # a known mistake recognised where it happens: the
+        # finding still says what the student's code did there (what follows may differ)
+        found = [entry(i) for i in observed(localised[1], stored, probed)]
     if localised is not None:  # after the known mistakes that refine it (the route may show only those)
         _, finding, scenario = localised
         told = {"id": said.diagnosis_id(finding), "message": printable(said.say(finding, scenario))}
@@ -124,23 +127,71 @@ def _values(observation):
 
 def refines(mistake_id, localised, stored) -> bool:
     """Whether a known mistake agrees with the student's finding: one of its variants' first
-    finding is on the same probe, at the same stage and call, by the same relation (where the
-    student's has one) and the same exception (where the code raised)."""
+    finding is on the same probe, at the same stage and call, and, where the student's code ran
+    on, by the same relation (of any parameter: a mistake is one model with a parameter, a
+    softmax over the batch axis is a softmax over the wrong axis as one over the queries is).
+    Where the student's code raised, the stage and call agree: what it never computed
+    contradicts nothing (state kept from before makes one program raise and another compute
+    wrong values). A finding of the stage only (no relation fits: an einsum's heads in a layout
+    of their own) is too weak to contradict a mistake that reproduces the student's outputs."""
     probe, finding, _ = localised
+    if finding.family is None and not finding.raised:
+        return True
     for key, theirs in stored.items():
         if key.split("#")[0] != mistake_id or theirs is None:
             continue
         their_probe, their = theirs
         if their_probe != probe or (their.stage, their.call) != (finding.stage, finding.call):
             continue
-        if finding.family is not None and (their.family, their.params) != (finding.family, finding.params):
-            continue
-        if bool(finding.raised) != bool(their.raised):
-            continue
-        if finding.raised and their.key()[-1] != finding.key()[-1]:
+        if finding.raised:  # the student's run stopped there: what it did not compute contradicts nothing
+            return True
+        if their.raised or their.family != finding.family:
             continue
         return True
     return False
+
+
+def observed(finding, stored, excluded=()) -> list:
+    """[the one known mistake whose own first finding is the student's], or []: a model matches
+    an observation, not a spelling. Where the student's code first leaves the reference, it
+    does what the mistake does there (the same stage and call, the same relation with the same
+    parameters; or, where both raise, the same misfit shape where the same one fits), though
+    what follows may differ (a reset that keeps the length but clears the values; an additive
+    mask where the model fills). A finding that names no relation nor misfit says too little;
+    two mistakes that match say nothing."""
+    mine = _observation(finding)
+    if mine is None:
+        return []
+    matching = {
+        key.split("#")[0]
+        for key, theirs in stored.items()
+        if theirs is not None and key.split("#")[0] not in excluded and _observation(theirs[1]) == mine
+    }
+    return sorted(matching) if len(matching) == 1 else []
+
+
+def _observation(finding):
+    """What a finding observes, spelling aside: (stage, call, the relation) or, where the code
+    raised, (stage, call, the shape that fits nowhere and the last axes of the one it stands for,
+    leading axes of size 1 aside: a (1, 1, L_new, L_new) mask where (B, H, L_new, L) fits is an
+    (L_new, L_new) one where (L_new, L) fits); None where it says neither."""
+    if finding.raised:
+        raised = dict(finding.raised)
+        if "odd" not in raised or "wanted" not in raised:
+            return None
+        odd = _axes(raised["odd"])
+        return finding.stage, finding.call, "raised", odd, _axes(raised["wanted"])[-len(odd) :]
+    if finding.family is None:
+        return None
+    return finding.stage, finding.call, finding.family, finding.params
+
+
+def _axes(shape: str) -> tuple:
+    """ "(1, 1, L_new, L)" as ("L_new", "L"): leading axes of size 1 broadcast away."""
+    axes = [a.strip() for a in shape.strip("()").split(",")]
+    while len(axes) > 1 and axes[0] == "1":
+        axes.pop(0)
+    return tuple(axes)
 
 
 def variant_evidence(package, records, observe, tol):

@@ -148,11 +148,13 @@ def _localise_call(index, stages, call, scenario, skipped, tol):
     sizes = scenario.sizes_of(index)
     ops = call.get("ops") if isinstance(call.get("ops"), list) else []
     returned = {i for i, op in enumerate(ops) if op == "returned"}
+    live = _live(call, len(values), returned)
     seen = {}  # stage -> the positions of the values that are it
     for stage in stages:
         # what the code returns is seen in what it returned (not in a step towards it: weights
-        # computed right and scores returned in their place)
-        among = returned if stage.fixed and returned else range(len(values))
+        # computed right and scores returned in their place); any other stage in a value the
+        # computation goes on from (not in one made and thrown away: masked_fill's result dropped)
+        among = returned if stage.fixed and returned else live
         positions = [i for i in among if values[i] is not None and sees(values[i], stage, sizes, tol)]
         if positions:
             seen[stage.name] = positions
@@ -210,6 +212,21 @@ def _localise_call(index, stages, call, scenario, skipped, tol):
         raised=params,
         at=at,
     )
+
+
+def _live(call, count, returned) -> list:
+    """The positions of the values the computation goes on from: returned, or an input of a
+    later value. All, where the report cannot tell: it does not say what was computed from
+    what, or what the call returned, or the call raised (what it would have gone on from is
+    not known)."""
+    inputs = call.get("from")
+    if not isinstance(inputs, list) or len(inputs) != count or not returned or call.get("raised") is not None:
+        return list(range(count))
+    used = set(returned)
+    for sources in inputs:
+        if isinstance(sources, list):
+            used.update(i for i in sources if isinstance(i, int))
+    return [i for i in range(count) if i in used]
 
 
 def _used_parent(positions, call, stages, divergent, values, seen, sizes, tol):
