@@ -118,6 +118,18 @@ def test_a_relation_applied_at_a_stage_is_found_there(tmp_path, variable, code, 
     assert {k: dict(found.params).get(k) for k in params} == params, found
 
 
+@pytest.mark.parametrize("steps", ["* 3 / 2", "/ 2 * 3", "* 0.5 * 3"])
+def test_a_relation_made_in_several_steps_is_named_by_their_product(tmp_path, steps):
+    """scores / d_k ** 1/2 is scores / d_k / 2: each step is a constant factor of the stage's value,
+    and the one the computation goes on from is the stage (the steps towards it are not two
+    explanations that name nothing)."""
+    line = MHA["scores"]
+    changed = line.replace("q @ k.transpose(-2, -1)", f"q @ k.transpose(-2, -1) {steps}")
+    package = package_with(tmp_path, {"mha.py": lambda source: source.replace(line, changed)})
+    _, found = finding(package)
+    assert (found.stage, found.family, dict(found.params)["c"]) == ("scores", "factor", 1.5), found
+
+
 @pytest.mark.parametrize(
     "variable,code",
     [

@@ -188,13 +188,17 @@ def _localise_call(index, stages, call, scenario, skipped, tol):
                 fits.setdefault(found, i)
         if fits:
             break
+    # a related value that another related one was computed from is a step towards it (scores / d_k,
+    # then / 2): the stage is the later one, and a step is neither the stage nor a parent's value
+    steps = _steps_towards(set(fits.values()), call)
+    fits = {found: i for found, i in fits.items() if i not in steps}
     for unit, first in skipped:
         if first == divergent.name:
             fits[relations.fit("skip", unit=unit)] = None
     chosen = choose(list(fits))
     if not (chosen and chosen.family in EXACT):
         sources = [fits[chosen]] if chosen is not None and fits.get(chosen) is not None else [i for i, _ in shaped]
-        used = _used_parent(sources, call, stages, divergent, values, seen, sizes, tol)
+        used = _used_parent(sources, call, stages, divergent, values, seen, sizes, tol, steps)
         weak = chosen is None or chosen.family in ("masked_only", "unmasked_only")
         if used is not None and (used[1] is not None or weak):
             # computed from a parent's value changed on its way: the cause is there (said how, where one relation does)
@@ -229,11 +233,24 @@ def _live(call, count, returned) -> list:
     return [i for i in range(count) if i in used]
 
 
-def _used_parent(positions, call, stages, divergent, values, seen, sizes, tol):
+def _steps_towards(positions, call) -> set:
+    """The positions among `positions` that another of them was computed from, directly."""
+    inputs = call.get("from")
+    if not isinstance(inputs, list):
+        return set()
+    steps = set()
+    for i in positions:
+        sources = inputs[i] if i < len(inputs) and isinstance(inputs[i], list) else []
+        steps.update(s for s in sources if isinstance(s, int) and s in positions and s != i)
+    return steps
+
+
+def _used_parent(positions, call, stages, divergent, values, seen, sizes, tol, steps=frozenset()):
     """(parent stage, Fit, position) where the values at `positions` were computed from a value
     that is one of the divergent stage's parents changed by a relation (the heads sliced after
     they were split right): the parent's value as used is where the computation leaves the
-    reference. None unless exactly one parent explains it."""
+    reference. None unless exactly one parent explains it. The stage's own `steps` are gone
+    through, not related: they are the stage on its way, not a parent."""
     inputs = call.get("from")
     if not isinstance(inputs, list):
         return None
@@ -252,6 +269,9 @@ def _used_parent(positions, call, stages, divergent, values, seen, sizes, tol):
             if source in visited or source in stage_values:
                 continue
             visited.add(source)
+            if source in steps:
+                following += sources_of(source)
+                continue
             related = False
             for parent in parents:
                 for found_fit in relations.relate(values[source], parent, sizes, tol):
