@@ -18,7 +18,7 @@ import torch
 
 from autograder.engine.course.assignment import step_modules
 from autograder.engine.judge.in_process import observe
-from autograder.engine.mistakes import store
+from autograder.engine.mistakes import localise, relations, store
 from autograder.engine.mistakes.scenario import Scenario
 from autograder.harness.package import Package
 from conftest import SOLUTIONS
@@ -128,6 +128,47 @@ def test_a_relation_made_in_several_steps_is_named_by_their_product(tmp_path, st
     package = package_with(tmp_path, {"mha.py": lambda source: source.replace(line, changed)})
     _, found = finding(package)
     assert (found.stage, found.family, dict(found.params)["c"]) == ("scores", "factor", 1.5), found
+
+
+DECODE_MASK = "return torch.triu(ones, diagonal=offset + 1)  # (L_new, L)"
+DECODE_FILL = "torch.finfo(scores.dtype).min"
+
+
+@pytest.mark.parametrize(
+    "mask",
+    [
+        "return torch.triu(ones, diagonal=max(offset, 1))",  # past the prompt, a token cannot see itself
+        pytest.param("return torch.triu(ones, diagonal=1 if offset == 0 else offset - 1)", marks=pytest.mark.slow),
+    ],
+)
+def test_a_relation_on_a_step_of_another_relation_is_no_step_of_it(tmp_path, mask):
+    """A step towards a relation is a value related the same way with other parameters. At a
+    decoded token the reference's mask blocks nothing, so its scores are already its masked
+    scores; the student's masked scores (filled with -1e9, whose size lets the weights' tolerance
+    take them for the weights plus a bias) go into a softmax: another operation, so the mistake is
+    where the keys were blocked (masked_scores, blocked), not in the weights computed from them."""
+
+    def change(source):
+        return source.replace(DECODE_MASK, mask).replace(DECODE_FILL, "-1e9")
+
+    package = package_with(tmp_path, {"decode.py": change}, assignment="kv_cache")
+    _, found = finding(package, "kv_cache", "incremental_decoding")
+    assert (found.stage, found.family) == ("masked_scores", "blocked"), found
+
+
+@pytest.mark.parametrize(
+    "families,steps",
+    [
+        (("factor", "factor"), {0}),
+        (("layout", "layout"), {0}),
+        (("bias", "blocked"), set()),
+        (("factor", "softmax_axis"), set()),
+    ],
+)
+def test_a_step_towards_a_relation_is_of_its_family(families, steps):
+    """_steps_towards: value 1 is computed from value 0; 0 is a step only when 1 fits the same way."""
+    fits = {relations.fit(families[0], n=0): 0, relations.fit(families[1], n=1): 1}
+    assert localise._steps_towards(fits, {"from": [[], [0]]}) == steps
 
 
 @pytest.mark.parametrize(

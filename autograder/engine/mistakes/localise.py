@@ -188,9 +188,11 @@ def _localise_call(index, stages, call, scenario, skipped, tol):
                 fits.setdefault(found, i)
         if fits:
             break
-    # a related value that another related one was computed from is a step towards it (scores / d_k,
-    # then / 2): the stage is the later one, and a step is neither the stage nor a parent's value
-    steps = _steps_towards(set(fits.values()), call)
+    # a value related the way a value computed from it is, with other parameters, is a step towards
+    # it (scores / d_k, then / 2: one factor made in two steps): the stage is the later one, and a
+    # step is neither the stage nor a parent's value. A value related otherwise (scores that the
+    # weights' softmax would shift, then a mask applied to them) is no step: another operation
+    steps = _steps_towards(fits, call)
     fits = {found: i for found, i in fits.items() if i not in steps}
     for unit, first in skipped:
         if first == divergent.name:
@@ -233,15 +235,20 @@ def _live(call, count, returned) -> list:
     return [i for i in range(count) if i in used]
 
 
-def _steps_towards(positions, call) -> set:
-    """The positions among `positions` that another of them was computed from, directly."""
+def _steps_towards(fits, call) -> set:
+    """The positions of `fits` ({Fit: position}) that another position of `fits` was computed
+    from, directly, by a relation of the same family (a factor towards a factor)."""
     inputs = call.get("from")
     if not isinstance(inputs, list):
         return set()
+    families = {}
+    for found, i in fits.items():
+        if i is not None:
+            families.setdefault(i, set()).add(found.family)
     steps = set()
-    for i in positions:
+    for i, later in families.items():
         sources = inputs[i] if i < len(inputs) and isinstance(inputs[i], list) else []
-        steps.update(s for s in sources if isinstance(s, int) and s in positions and s != i)
+        steps.update(s for s in sources if isinstance(s, int) and s != i and families.get(s, set()) & later)
     return steps
 
 
