@@ -226,6 +226,34 @@ def test_the_stored_stages_are_up_to_date_fast(assignment):
     assert store.load(assignment).get("sources") == store.sources_digest(assignment)
 
 
+@pytest.mark.parametrize(
+    "assignment,step",
+    [
+        (a, s) if (a, s) == ("kv_cache", "kv_cache") else pytest.param(a, s, marks=pytest.mark.slow)
+        for a, s in sorted(LOCALISED_STEPS)
+    ],
+)
+def test_a_stored_mistake_finding_is_what_a_fresh_model_gives(assignment, step):
+    """What `generate` stores of a known mistake does not depend on what ran before it in the
+    process: built twice in one process, each known mistake's findings are the stored ones (a
+    cache kept in its class had grown by every earlier run, and its stored length with it). Each
+    is made as grading sees a student's code: run once before (the checks run before the probes).
+    (Fresh models: running Mistake.packages() here would change them for the tests after.)"""
+    from autograder.engine.build import stage_build
+    from autograder.engine.course import config as grading_config
+
+    config = {c.id: c for c in grading_config.load_all()}[assignment]
+    stored = store.load(assignment)["steps"][step]
+    scenarios = {key: Scenario.from_json(data) for key, data in stored["probes"].items()}
+    probes = stage_build.localisers(step_modules(assignment)[step])
+    grading_step = next(s for s in config.steps if s.id == step)
+    for mistake in config.mistakes_of(step):
+        for _ in range(2):
+            found = stage_build.mistake_findings(assignment, mistake, probes, scenarios, grading_step)
+            for key, finding in found.items():
+                assert store.same(finding, stored["mistakes"][key]), (key, finding, stored["mistakes"][key])
+
+
 def test_every_stage_unit_probe_and_part_is_said_in_both_languages():
     from autograder.engine.checks import messages
 

@@ -40,12 +40,26 @@ def generate(config) -> dict:
         read_back = {key: Scenario.from_json(data) for key, data in stored.items()}
         mistakes = {}
         for mistake in config.mistakes_of(step.id):
-            for number, package in enumerate(mistake.packages()):
-                mistakes[f"{mistake.id}#{number}"] = first_finding(probes, package, read_back, step)
+            mistakes.update(mistake_findings(config.id, mistake, probes, read_back, step))
         steps[step.id] = {"probes": stored, "mistakes": mistakes}
     if not steps:
         return {}
     return {"version": store.VERSION, "sources": store.sources_digest(config.id), "steps": steps}
+
+
+def mistake_findings(assignment_id, mistake, probes, scenarios, step) -> dict:
+    """{"<id>#<variant>": first_finding} of a known mistake's variants, each as grading sees a
+    student's code: on its model package made anew (not Mistake.packages(), made once per
+    process, whose state would be what ran before in the process) and run on the probes once
+    before (a student's code has run the step's checks before its probes: a cache kept in its
+    class already holds their keys)."""
+    model = importlib.import_module(f"{PACKAGE}.{assignment_id}.mistakes.model")
+    found = {}
+    for number, variant in enumerate(mistake.variants):
+        package = model.package(**variant)
+        first_finding(probes, package, scenarios, step)  # the run before
+        found[f"{mistake.id}#{number}"] = first_finding(probes, package, scenarios, step)
+    return found
 
 
 def first_finding(probes, package, scenarios, step):
