@@ -113,7 +113,9 @@ def diagnose(module, records, observe, student, tol, reference=None, fingerprint
     if localised is not None:  # after the known mistakes that refine it (the route may show only those)
         _, finding, scenario = localised
         told = {"id": said.diagnosis_id(finding), "message": printable(said.say(finding, scenario))}
-        found.append({**told, "refined_by": named, "symptom": True} if named else told)  # beside its cause
+        # beside a cause (a known mistake, however found) it is said in support: no misconception
+        # of its own in the class report; a route hides it behind a known mistake that refines it
+        found.append({**told, **({"refined_by": named} if named else {}), **({"symptom": True} if found else {})})
     found += symptoms
     if not found:
         closest = next((r.fail for r in failing if r.observation.error is None), failing[0].fail)
