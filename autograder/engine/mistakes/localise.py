@@ -23,6 +23,11 @@ grade does (stored values of public inputs: they compute nothing). Then:
 A Finding is plain data (scenario.py): the known mistakes' own findings on the same probes are
 stored too (store.py), so a known mistake refines a finding and never contradicts one
 (diagnosis.py drops a known mistake whose finding differs); said.py says it.
+
+One module, though long: seeing the stages, finding the first one left, relating the values
+there, going through the steps towards a relation and back to a parent's value used are one
+walk over one call's report, sharing its positions and what was computed from what; split,
+each part would take the whole report and the others' positions.
 """
 
 import itertools
