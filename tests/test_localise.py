@@ -367,3 +367,49 @@ def test_a_run_that_raised_contradicts_no_mistake_at_its_stage():
     assert refines("cache_shared_between_instances", (probe, raised, None), stored)
     elsewhere = dataclasses.replace(raised, stage="cache_len")
     assert not refines("cache_shared_between_instances", (probe, elsewhere, None), stored)
+
+
+def test_the_same_relation_one_stage_away_refines_and_no_further():
+    """Every stored mistake whose finding names a relation: the student's finding with that
+    relation at the mistake's stage, at its parent or at its child refines it (the same mistake at
+    a neighbouring place: a scale on the query, a mask on the exponentials); two stages away, or
+    another family beside it, does not."""
+    import dataclasses
+
+    from autograder.engine.mistakes.diagnosis import refines
+
+    tried = 0
+    for assignment in ("mha", "kv_cache"):
+        for step in store.load(assignment).get("steps", {}):
+            stored = store.mistake_findings(assignment, step)
+            for key, theirs in stored.items():
+                if theirs is None or theirs[1].family is None or theirs[1].raised:
+                    continue
+                probe, finding = theirs
+                mistake = key.split("#")[0]
+                scenario = store.scenario_of(assignment, step, probe)
+                stages = scenario.calls[finding.call]
+                parents = {s.name: set(s.parents) for s in stages}
+                near = {finding.stage} | parents[finding.stage] | {s for s, p in parents.items() if finding.stage in p}
+                others = {k: v for k, v in stored.items() if k.split("#")[0] == mistake and v is not None}
+                for stage in parents:
+                    moved = dataclasses.replace(finding, stage=stage)
+                    if any(v[0] == probe and v[1].stage == stage for v in others.values()):
+                        continue  # another variant of the mistake is found there itself
+                    beside = any(
+                        v[0] == probe
+                        and v[1].family == finding.family
+                        and (stage in parents.get(v[1].stage, ()) or v[1].stage in parents[stage])
+                        for v in others.values()
+                    )
+                    assert refines(mistake, (probe, moved, scenario), stored) == (stage in near or beside), (
+                        key,
+                        stage,
+                    )
+                    tried += 1
+                if parents[finding.stage]:
+                    parent = next(iter(parents[finding.stage]))
+                    other = dataclasses.replace(finding, stage=parent, family=finding.family + "_other")
+                    if not any(v[0] == probe and v[1].stage == parent for v in others.values()):
+                        assert not refines(mistake, (probe, other, scenario), stored), key
+    assert tried > 50

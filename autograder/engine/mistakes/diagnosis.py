@@ -135,22 +135,38 @@ def refines(mistake_id, localised, stored) -> bool:
     Where the student's code raised, the stage and call agree: what it never computed
     contradicts nothing (state kept from before makes one program raise and another compute
     wrong values). A finding of the stage only (no relation fits: an einsum's heads in a layout
-    of their own) is too weak to contradict a mistake that reproduces the student's outputs."""
-    probe, finding, _ = localised
+    of their own) is too weak to contradict a mistake that reproduces the student's outputs.
+    The same relation one stage earlier or later agrees too: the same mistake at a neighbouring
+    place (a scale applied to the query before the product, not to the scores after it; a mask
+    applied to the exponentials, not to the scores)."""
+    probe, finding, scenario = localised
     if finding.family is None and not finding.raised:
         return True
     for key, theirs in stored.items():
         if key.split("#")[0] != mistake_id or theirs is None:
             continue
         their_probe, their = theirs
-        if their_probe != probe or (their.stage, their.call) != (finding.stage, finding.call):
+        if their_probe != probe or their.call != finding.call:
             continue
+        if their.stage != finding.stage:
+            if finding.raised or their.raised or their.family != finding.family:
+                continue
+            if not neighbours(scenario, finding.call, their.stage, finding.stage):
+                continue
         if finding.raised:  # the student's run stopped there: what it did not compute contradicts nothing
             return True
         if their.raised or their.family != finding.family:
             continue
         return True
     return False
+
+
+def neighbours(scenario, call: int, a: str, b: str) -> bool:
+    """Whether stage `a` is computed directly from `b` or `b` from `a` in the scenario's call."""
+    if scenario is None or call >= len(scenario.calls):
+        return False
+    parents = {stage.name: set(stage.parents) for stage in scenario.calls[call]}
+    return b in parents.get(a, ()) or a in parents.get(b, ())
 
 
 def observed(finding, stored, excluded=()) -> list:
