@@ -33,7 +33,7 @@ ALLOWED = {
 
 
 # The engine's folders, bottom up: each imports only those before it (engine/__init__.py).
-ENGINE_FOLDERS = ("checks", "scan", "course", "mistakes", "judge", "operations", "build")
+ENGINE_FOLDERS = ("checks", "scan", "course", "mistakes", "judge", "operations", "generate")
 
 
 def part_of(module: str) -> str:

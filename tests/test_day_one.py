@@ -261,7 +261,7 @@ def test_the_maintenance_commands_say_what_they_did_and_change_nothing_on_a_fres
 def test_fingerprints_equal_up_to_the_last_bits_are_not_rewritten(tmp_path, monkeypatch):
     """What `fingerprints` does with a fresh generation that differs from the file only in the
     last bits of its floats (BLAS rounds differently on another machine): nothing."""
-    from autograder.engine.build import fingerprint_build
+    from autograder.engine.generate import fingerprint_build
     from autograder.engine.mistakes import fingerprints
 
     config = grading_config.load(assignment="mha")

@@ -50,7 +50,7 @@ def test_every_diagnosis_has_a_message():
 def test_the_release_catalogs_drop_the_hidden_only_diagnoses(tmp_path):
     """A student release's compiled catalogs keep the diagnoses the fingerprints and probes can
     give, and no other (release.student_message); every other message ships."""
-    from autograder.engine.build.catalogs import write_student_catalogs
+    from autograder.engine.generate.catalogs import write_student_catalogs
     from autograder.engine.mistakes.fingerprints import load, shipped_ids
     from autograder.engine.course import config as grading_config
     from autograder.engine.mistakes.diagnosis import public_message_ids

@@ -1,10 +1,10 @@
 """The generated files (catalog templates, compiled catalogs, fingerprints) are what their sources
-make: else `python -m autograder generate` (engine/build/generated.py). The slow test of
+make: else `python -m autograder generate` (engine/generate/generated.py). The slow test of
 test_diagnosis_catalog.py regenerates the fingerprints themselves; here their sources' digest counts."""
 
 import shutil
 
-from autograder.engine.build import generated
+from autograder.engine.generate import generated
 from autograder.engine.checks import messages
 
 

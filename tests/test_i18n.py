@@ -1,6 +1,6 @@
 """Korean and English: the gettext catalogs, the choice of language, and real runs in Korean.
 
-The catalog checks (autograder/engine/build/catalogs.py) run on the kit's catalogs, where they must find
+The catalog checks (autograder/engine/generate/catalogs.py) run on the kit's catalogs, where they must find
 nothing, and on copies with one planted defect each, where they must name it.
 """
 
@@ -17,7 +17,7 @@ import pytest
 from babel.messages.pofile import read_po, write_po
 
 from autograder.engine.course import assignment as assignments
-from autograder.engine.build import catalogs
+from autograder.engine.generate import catalogs
 from autograder.engine.checks import messages
 from autograder.engine.course import config as grading_config
 from autograder.engine.judge.results import CheckResult, GradeResult, StepResult, display_width, table

@@ -239,7 +239,7 @@ def test_a_stored_mistake_finding_is_what_a_fresh_model_gives(assignment, step):
     cache kept in its class had grown by every earlier run, and its stored length with it). Each
     is made as grading sees a student's code: run once before (the checks run before the probes).
     (Fresh models: running Mistake.packages() here would change them for the tests after.)"""
-    from autograder.engine.build import stage_build
+    from autograder.engine.generate import stage_build
     from autograder.engine.course import config as grading_config
 
     config = {c.id: c for c in grading_config.load_all()}[assignment]

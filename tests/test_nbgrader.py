@@ -32,7 +32,7 @@ from autograder.engine.scan.submission import notebook_files
 from autograder.routes.nbgrader_course import fill_notebook
 from planted import PLANTED, planted_of
 from autograder.routes.student_release import HIDDEN_MARKER, PROBES_MARKER
-from autograder.engine.build.skeleton import solution_regions
+from autograder.engine.generate.skeleton import solution_regions
 from conftest import KIT, SOLUTIONS
 
 if not os.environ.get("MHA_LAB_CI"):  # CI installs the instructor extra: never skip there

@@ -452,7 +452,7 @@ def test_a_decoder_that_calls_the_fused_kernel_beside_its_attention_is_charged(t
 def test_a_release_says_the_module_depends_on_a_wrong_earlier_function(tmp_path, monkeypatch):
     """In a student release (no written-out versions; the probe's results stored), the module's
     checks that the wrong attention spoils are not judged: they name the step they wait on."""
-    from autograder.engine.build import answers_build
+    from autograder.engine.generate import answers_build
     from autograder.harness import answers, earlier
 
     config = grading_config.load(assignment="mha")

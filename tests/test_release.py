@@ -18,7 +18,7 @@ from autograder.engine.course.assignment import mistakes_of
 from planted import planted_of
 from autograder.routes.release import release
 from autograder.routes.student_release import strip_hidden
-from autograder.engine.build.skeleton import solution_regions
+from autograder.engine.generate.skeleton import solution_regions
 from conftest import KIT, SOLUTIONS
 
 
@@ -165,7 +165,7 @@ INSTRUCTOR_PARTS = [
     "routes/report",
     "routes/student_notebook.py",
     "engine/operations",
-    "engine/build",
+    "engine/generate",
 ]
 
 

@@ -3,7 +3,7 @@ nothing and keeps a TODO region per graded file: tests/test_assignment_contract.
 
 import pytest
 
-from autograder.engine.build.skeleton import skeleton_source
+from autograder.engine.generate.skeleton import skeleton_source
 
 
 def test_regions_become_not_implemented_at_their_indentation():

@@ -8,5 +8,5 @@ only those above it in this list, tests/test_architecture.py):
     mistakes/    naming the likely mistake: diagnosis, fingerprints, the evidence rule they share
     judge/       plan -> observe -> judge -> score, and the results every route shows
     operations/  the instructor's batch: many submissions, shards, their merge
-    build/       not grading: skeletons, catalogs, fingerprints (`python -m autograder generate`)
+    generate/    not grading: skeletons, catalogs, fingerprints (`python -m autograder generate`)
 """

@@ -1,7 +1,7 @@
 """What a student release stores instead of computing it: the public checks' inputs and expected
 observations, the earlier steps' results on their probes, and the expected values of the
 smaller inputs that the smallest-example search may try. The instructor's kit computes them
-(engine/build/answers_build.py, at `release`); the release holds no code that could.
+(engine/generate/answers_build.py, at `release`); the release holds no code that could.
 
     stored = load("mha")                      # {key: value}, or None in the instructor's kit
     stored["probe::split_heads"]              # the written-out split_heads on its probe

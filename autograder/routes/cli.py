@@ -11,7 +11,7 @@
     skeleton [--check]     regenerate assignments/<id>/ and solutions/<id>.ipynb from solutions/<id>/
     fingerprints [--check] regenerate each assignment's fingerprints.json (the release's diagnosis)
     generate [--check]     every generated file: message templates and compiled catalogs,
-                           fingerprints, skeletons (engine/build/generated.py)
+                           fingerprints, skeletons (engine/generate/generated.py)
     nbgrader COURSE_DIR    write an nbgrader course: nbgrader_config.py, source/<id>/<id>.ipynb
     nbgrader-sync COURSE_DIR  the grade of record of an nbgrader course: its submitted notebooks,
                            graded in the sandbox, into its gradebook (after nbgrader autograde)
@@ -727,7 +727,7 @@ def run_nbgrader(args):
 
 def run_skeleton(args):
     from autograder.engine.course import config as grading_config  # late: not at the start of `python -m autograder`
-    from autograder.engine.build.skeleton import write_skeletons  # late: not at the start of `python -m autograder`
+    from autograder.engine.generate.skeleton import write_skeletons  # late: not at the start of `python -m autograder`
     from autograder.routes.nbgrader_course import (
         write_course_notebook,
     )  # late: not at the start of `python -m autograder`
@@ -759,7 +759,9 @@ def run_fingerprints(args):
 
     from autograder.engine.course import config as grading_config  # late: not at the start of `python -m autograder`
     from autograder.engine.mistakes import fingerprints  # late: not at the start of `python -m autograder`
-    from autograder.engine.build.fingerprint_build import generate  # late: not at the start of `python -m autograder`
+    from autograder.engine.generate.fingerprint_build import (
+        generate,
+    )  # late: not at the start of `python -m autograder`
 
     stale = []
     for config in grading_config.load_all():
@@ -778,8 +780,8 @@ def run_fingerprints(args):
 
 
 def run_generate(args):
-    """Every generated file from its sources (engine/build/generated.py), then the skeletons."""
-    from autograder.engine.build import generated  # late: not at the start of `python -m autograder`
+    """Every generated file from its sources (engine/generate/generated.py), then the skeletons."""
+    from autograder.engine.generate import generated  # late: not at the start of `python -m autograder`
 
     changed = generated.stale() if args.check else generated.generate()
     for path in changed:

@@ -6,7 +6,7 @@ sources as the other routes (the skeleton files in assignments/<package>/ and gr
 The first cell installs what the checks need (PyYAML, jsonschema, numpy; the grading's torch where
 there is none, as Colab has one) and unpacks the grader the student release ships (public checks
 only: no solutions, no hidden checks, no known mistakes) into a folder of its own, where the kit
-is not installed (course.installer). `release` writes one per assignment (notebooks/<package>.ipynb). Each step's code cells write the package's files
+is not installed (nbgrader_course.installer). `release` writes one per assignment (notebooks/<package>.ipynb). Each step's code cells write the package's files
 (`%%writefile`), and its check cell calls routes.nbgrader_cell.check_step: the in-process grader on
 the public checks, the same per-step points as `pytest assignments/` (with --cuda). What the
 notebook says is in Korean, then English (the titles from the assignment's catalog), and the

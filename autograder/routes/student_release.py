@@ -17,8 +17,8 @@ from autograder.engine.course.assignment import folder as assignment_folder
 from autograder.engine.mistakes.diagnosis import public_message_ids
 from autograder.engine.course.torch_pin import CPU_INDEX, GRADING_TORCH
 from autograder.engine.course import config as grading_config
-from autograder.engine.build import answers_build, stored_checks
-from autograder.engine.build.catalogs import write_student_catalogs
+from autograder.engine.generate import answers_build, stored_checks
+from autograder.engine.generate.catalogs import write_student_catalogs
 from autograder.engine.judge.results import WriteError
 from autograder.engine.operations.kit_files import keep, release_manifest
 from autograder.routes.classroom import workflow
@@ -26,7 +26,7 @@ from autograder.routes.student_readme import student_readme
 
 HIDDEN_MARKER = "# ### BEGIN HIDDEN CHECKS"
 PROBES_MARKER = "# ### PROBES"
-# What a student's run needs of the grader: the engine (not operations/ nor build/: a batch and
+# What a student's run needs of the grader: the engine (not operations/ nor generate/: a batch and
 # its shards, making skeletons, catalogs and fingerprints are the instructor's) and the in-process routes, each
 # assignment's public checks, fingerprints and messages, and the sandbox (the Classroom workflow
 # grades in it, so that the student's code never runs in the process that writes the grade).

@@ -26,7 +26,7 @@ from autograder.harness.contract import describe
 
 @dataclass
 class Fail:
-    """A judged failure: a message id from `messages.CATALOG` and its parameters."""
+    """A judged failure: a message id from `messages.CATALOGS` and its parameters."""
 
     message_id: str
     params: dict = field(default_factory=dict)

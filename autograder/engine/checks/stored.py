@@ -1,5 +1,5 @@
 """What a student release's checks read in place of their inputs and oracles: the values the
-instructor's kit computed when it wrote the release (engine/build/answers_build.py), stored in
+instructor's kit computed when it wrote the release (engine/generate/answers_build.py), stored in
 the release's answers.wire (harness/answers.py). The release's checks modules say so themselves:
 
     class AgainstTorch(Check):

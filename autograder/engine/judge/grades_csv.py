@@ -10,7 +10,7 @@ def csv_text(results, names, paths=None) -> str:
     """grades.csv's text: one row per submission (its id, then its path if `paths` is given), one
     column per step, then the total (empty cells for a result that is None: a submission that
     could not be graded); and, where any submission is a repository made from a release, a
-    `tampering` column: what changed among its kit files (kit_files.summary; empty: nothing).
+    `tampering` column: what changed among its kit files (tampering_summary; empty: nothing).
     The total is the grade of record (GradeResult.total: the gradebook's, after the late penalty
     and adjustments, shown in their columns; `notes` says why, from the JSON's). Every cell through
     text.csv_table: none a spreadsheet reads as a formula."""

@@ -66,7 +66,7 @@ def grade(
     """Grade the package of `submission` with the checks of `config` (an Assignment)'s steps.
 
     `submission`: a directory holding the package (e.g. mha/), a course notebook, or what
-    submission.staged accepts. With `reference` (a directory holding the reference package),
+    submission.staging accepts. With `reference` (a directory holding the reference package),
     hidden checks run too, seeded with `seed` (plan.default_seed when None). With `isolate`,
     student code runs only in a sandboxed worker process (autograder/sandbox/worker_process.py);
     otherwise in this one. `pictures(step_id, records) -> [path]` (routes/plots.py) draws what a

@@ -171,7 +171,7 @@ def sources_digest(assignment_id: str) -> str:
     files = [
         ENGINE / "checks" / "check.py",
         ENGINE / "mistakes" / "fingerprints.py",
-        ENGINE / "build" / "fingerprint_build.py",
+        ENGINE / "generate" / "fingerprint_build.py",
         KIT / "grading.yml",
         *sorted((here / "checks").glob("*.py")),
         *sorted((here / "mistakes").glob("*.py")),

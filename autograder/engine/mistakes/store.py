@@ -1,6 +1,6 @@
 """The stored stages of an assignment (autograder/assignments/<id>/stages.json): the reference's
 stages on every localisation probe's public inputs, and every known mistake's first finding
-there. Made by `python -m autograder generate` (engine/build/stage_build.py) from the
+there. Made by `python -m autograder generate` (engine/generate/stage_build.py) from the
 assignment's pipeline (mistakes/stages.py, instructor-only); read here, by the instructor's
 grade and by a student's own run alike (the release ships the file: values of fixed public
 inputs, no code), so that both localise alike.

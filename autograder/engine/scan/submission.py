@@ -187,13 +187,6 @@ class Staging:
 
 
 @contextmanager
-def staged(path, package: str):
-    """A directory holding <package>/*.py, for every form a submission comes in (see staging)."""
-    with staging(path, package) as staging_:
-        yield staging_.root
-
-
-@contextmanager
 def staging(path, package: str):
     """A Staging of the submission `path`, for every form a submission comes in:
 

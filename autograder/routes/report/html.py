@@ -245,7 +245,7 @@ def translator(lang: str):
 
 
 def render(data: dict, lang: str = "en", sources: list = ()) -> str:
-    """The report's HTML: `data` from report.build, `sources` the out directories (named in it)."""
+    """The report's HTML: `data` from data.build, `sources` the out directories (named in it)."""
     from jinja2 import Environment, FileSystemLoader, StrictUndefined, select_autoescape
 
     env = Environment(

@@ -1,6 +1,6 @@
 """What several steps' checks use: their inputs, expectations and pictures (not a step: the
 engine loads only checks modules whose names do not start with `_`). The student release
-ships what its public checks still use once their oracles are out (engine/build/stored_checks.py).
+ships what its public checks still use once their oracles are out (engine/generate/stored_checks.py).
 """
 
 import torch

@@ -84,7 +84,6 @@ class MultiHeadAttentionOnCuda(OnCuda):
     train() with dropout; on a real GPU also backward, with gradients on the GPU."""
 
     id = "multi_head_attention"
-    files = ("mha.py",)  # what it runs (runner.HangGuard)
     weight = 3
     random_outputs = ("train",)
 
@@ -100,7 +99,6 @@ class EmbeddingOnCuda(OnCuda):
     """TokenEmbedding moved to cuda, looking up cuda ids."""
 
     id = "embedding"
-    files = ("embedding.py",)  # what it runs (runner.HangGuard)
 
     def inputs(self, rng):
         return {"seed": seed(rng), "ids": randint(rng, 1, 11, 2, 6)}
@@ -110,7 +108,6 @@ class OutputProjectionOnCuda(OnCuda):
     """OutputProjection moved to cuda, on cuda heads."""
 
     id = "output_projection"
-    files = ("output.py",)  # what it runs (runner.HangGuard)
 
     def inputs(self, rng):
         return {"seed": seed(rng), "heads": randn(rng, 2, 3, 5, 4)}
@@ -120,7 +117,6 @@ class MasksOnCuda(OnCuda):
     """causal_mask(L, device=...) on the device; padding_mask of cuda ids stays on cuda."""
 
     id = "masks"
-    files = ("masking.py",)  # what it runs (runner.HangGuard)
 
     def inputs(self, rng):
         return {"ids": torch.tensor([[3, 1, 4, 0], [5, 0, 0, 0]])}
@@ -130,7 +126,6 @@ class AttentionOnCuda(OnCuda):
     """scaled_dot_product_attention with q, k, v and a mask on cuda."""
 
     id = "attention"
-    files = ("attention.py",)  # what it runs (runner.HangGuard)
 
     def inputs(self, rng):
         mask = causal_by_hand(4, 4) | torch.tensor([False, False, True, True])
@@ -144,7 +139,6 @@ class MaskNotBuffer(Check):
     """A module keeps no tensor as a plain attribute: .to() would leave it on the CPU."""
 
     diagnosis = "mask_not_buffer"
-    files = ("mha.py", "embedding.py", "output.py")  # what it runs (runner.HangGuard)
     observer = observers.plain_tensors
 
     def judge(self, inputs, got, expected, tol):
@@ -158,7 +152,6 @@ class CpuTensorInForward(Check):
     creates a tensor on the CPU."""
 
     diagnosis = "cpu_tensor_in_forward"
-    files = ("mha.py",)  # what it runs (runner.HangGuard)
     observer = observers.mismatch_with_tensors_moved
 
     def inputs(self, rng):

@@ -32,7 +32,6 @@ from autograder.assignments.mha.observers import masking as observers
 from ._shared import causal_by_hand, qkv, weights_picture
 
 FILES = ["masking.py", "attention.py"]  # what the step grades (scanned for forbidden calls)
-MASKS_ONLY = ("masking.py",)  # `files` of the checks that call only the mask builders (see runner.HangGuard)
 # How far below the largest score of its row a blocked score must enter the softmax: its weight
 # is then exactly 0 in float64 (exp(-745.2) underflows), with a margin. Every usual fill passes:
 # -1e4 added (BERT), -1e9, finfo.min, -inf.
@@ -317,7 +316,6 @@ class PaddingMaskValues(Check):
     """padding_mask(ids) is bool (B, 1, 1, L), True where ids == pad_id (on the key axis)."""
 
     id = "padding_mask_values"
-    files = MASKS_ONLY
     weight = 2
     observer = observers.padding_mask
 
@@ -332,7 +330,6 @@ class PaddingMaskPadId(Check):
     """padding_mask(ids, pad_id) uses pad_id, not 0."""
 
     id = "padding_mask_pad_id"
-    files = MASKS_ONLY
     observer = observers.padding_mask
     arguments = {"pad_id": 1}
 
@@ -347,7 +344,6 @@ class CausalMaskValues(Check):
     """causal_mask(L) is bool (L, L), True strictly above the diagonal (the future)."""
 
     id = "causal_mask_values"
-    files = MASKS_ONLY
     weight = 2
     observer = observers.causal_masks
     arguments = {"lengths": (5, 1)}
@@ -414,7 +410,6 @@ class CausalMaskDevice(Check):
     is written out below, so the judge never runs that triu either."""
 
     id = "causal_mask_device"
-    files = MASKS_ONLY
     visibility = "hidden"
     observer = observers.causal_mask_on
     arguments = {"length": 4, "device": "meta"}
@@ -427,7 +422,6 @@ class RandomMasks(Check):
     """Random ids, pad ids and lengths: both masks against the reference."""
 
     id = "random_masks"
-    files = MASKS_ONLY
     visibility = "hidden"
     weight = 2
     observer = observers.both_masks

@@ -7,7 +7,7 @@ Every check class that defines `inputs` or `expected` gets, in their place,
     inputs = stored.inputs  # stored at release: the instructor's kit computed them
     expected = stored.expected  # stored at release: the instructor's kit computed them
 
-(engine/checks/stored.py reads the release's answers.wire, which engine/build/answers_build.py
+(engine/checks/stored.py reads the release's answers.wire, which engine/generate/answers_build.py
 writes from the very methods left out here). Then every module-level function and every import
 that no shipped checks module of the assignment uses any more (a name read in its own module,
 or imported by another one) is left out, and again, until none is: the oracles, the helpers

@@ -26,7 +26,7 @@ from pathlib import Path
 from babel.messages.mofile import write_mo
 
 from autograder import KIT
-from autograder.engine.build import catalogs
+from autograder.engine.generate import catalogs
 from autograder.engine.checks import messages
 from autograder.engine.checks.folders import folder
 from autograder.engine.course import config as grading_config
@@ -66,7 +66,7 @@ def _fingerprints(config, thorough):
     """(path, fresh data or None, stale?) of an assignment's fingerprints. Not thorough: compare
     the digest of their sources only (fast); thorough: regenerate and compare."""
     from autograder.engine.mistakes import fingerprints  # late: keeps torch out until it runs
-    from autograder.engine.build.fingerprint_build import generate  # late: keeps torch out until it runs
+    from autograder.engine.generate.fingerprint_build import generate  # late: keeps torch out until it runs
 
     path = fingerprints.path_of(config.id)
     if not thorough:
@@ -78,7 +78,7 @@ def _fingerprints(config, thorough):
 def _stages(config, thorough):
     """(path, fresh data or None, stale?) of an assignment's stored stages, as _fingerprints."""
     from autograder.engine.mistakes import store  # late: keeps torch out until it runs
-    from autograder.engine.build.stage_build import generate  # late: keeps torch out until it runs
+    from autograder.engine.generate.stage_build import generate  # late: keeps torch out until it runs
 
     path = store.path_of(config.id)
     stored = store.load(config.id)
@@ -126,7 +126,7 @@ def _run(write, thorough):
                 from autograder.engine.mistakes import fingerprints  # late: keeps torch out until it runs
 
                 fingerprints.write(fresh, path)
-        from autograder.engine.build import examples_build  # late: keeps torch out until it runs
+        from autograder.engine.generate import examples_build  # late: keeps torch out until it runs
 
         if not examples_build.fresh(config.id):  # after the fingerprints: they say what each mistake fails
             changed.append(examples_build.path_of(config.id))

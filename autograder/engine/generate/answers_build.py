@@ -19,7 +19,7 @@ import pkgutil
 import torch
 
 from autograder.engine.checks import stored
-from autograder.engine.build import examples_build
+from autograder.engine.generate import examples_build
 from autograder.engine.course.assignment import PACKAGE
 from autograder.engine.judge.in_process import clone
 from autograder.engine.judge.plan import check_inputs, check_seed

@@ -50,7 +50,7 @@ def sources_digest(assignment_id: str) -> str:
         GRADER / "engine" / "judge" / "feedback.py",
         GRADER / "engine" / "checks" / "stored.py",
         GRADER / "sandbox" / "wire.py",
-        GRADER / "engine" / "build" / "examples_build.py",
+        GRADER / "engine" / "generate" / "examples_build.py",
         *sorted((here / "observers").glob("*.py")),
     ]
     text = fingerprints.sources_digest(assignment_id) + torch.__version__.split("+")[0]
