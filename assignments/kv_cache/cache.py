@@ -100,7 +100,12 @@ class KVCache:
         #             sequence axis (dim 2).
         #             (B, H_kv, L_past, d_k) + (B, H_kv, L_new, d_k) -> (B, H_kv, L_past + L_new, d_k).
         #             Return the whole cache (K, V).
-        raise NotImplementedError("TODO")
+        # if self.k is None:
+        self.k, self.v = ..., ...  # (B, H_kv, L_new, d_k), (B, H_kv, L_new, d_v)
+        # else:
+        self.k = ...  # (B, H_kv, L_past + L_new, d_k)
+        self.v = ...  # (B, H_kv, L_past + L_new, d_v)
+        raise NotImplementedError("TODO")  # return (B, H_kv, L, d_k), (B, H_kv, L, d_v)
 
     def __len__(self):
         """캐시된 위치(토큰) 수, 비었으면 0 / The number of cached positions (tokens), 0 when empty."""

@@ -121,4 +121,9 @@ def cached_attention(q, k, v, cache):  # -> (B, H, L_new, d_v)
     #   [English] scaled scores of the new queries against all cached keys (B, H, L_new, L), the
     #             offset causal mask (L_new, L) (a very negative finite fill), softmax over the
     #             keys, the weighted sum of V -> (B, H, L_new, d_v).
-    raise NotImplementedError("TODO")
+    L_new, L = ..., ...  # q (B, H, L_new, d_k), K (B, H, L, d_k)
+    scores = ...  # (B, H, L_new, L)
+    blocked = ...  # (L_new, L)
+    scores = ...  # (B, H, L_new, L)
+    weights = ...  # (B, H, L_new, L)
+    raise NotImplementedError("TODO")  # return (B, H, L_new, d_v)

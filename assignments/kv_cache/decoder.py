@@ -118,4 +118,9 @@ class CachedSelfAttention(nn.Module):
         #   [English] with a cache, append k, v and attend over the whole cache
         #             (B, H_kv, L_past + L, d_k); then the offset causal mask (L, L_past + L),
         #             grouped-query attention (B, H, L, d_k), merge the heads (B, L, D), w_o.
-        raise NotImplementedError("TODO")
+        # if cache is not None:
+        k, v = ..., ...  # (B, H_kv, L_past + L, d_k) each
+        blocked = ...  # (L, L_past + L)
+        out = ...  # (B, H, L, d_k)
+        out = ...  # (B, L, D)
+        raise NotImplementedError("TODO")  # return (B, L, D)

@@ -100,4 +100,8 @@ def grouped_query_attention(q, k, v, mask=None):  # -> (B, H, Lq, d_v)
     #   [English] then attention as usual: scaled scores (B, H, Lq, Lk), the mask (a very negative
     #             finite fill), softmax over the keys, the weighted sum of the values
     #             -> (B, H, Lq, d_v).
-    raise NotImplementedError("TODO")
+    scores = ...  # (B, H, Lq, Lk)
+    # if mask is not None:
+    scores = ...  # (B, H, Lq, Lk)
+    weights = ...  # (B, H, Lq, Lk)
+    raise NotImplementedError("TODO")  # return (B, H, Lq, d_v)

@@ -121,4 +121,20 @@ class MultiHeadAttention(nn.Module):
         #   [English] project (B, L, D) -> split into heads (B, H, L, d_k) -> attend (with the pad and
         #             causal masks, dropout on the weights (B, H, Lq, Lk)) -> merge the heads (B, Lq, D)
         #             -> apply w_o. Return (B, Lq, D).
-        raise NotImplementedError("TODO")
+        q = ...  # (B, H, Lq, d_k)
+        k = ...  # (B, H, Lk, d_k)
+        v = ...  # (B, H, Lk, d_k)
+
+        scores = ...  # (B, H, Lq, Lk)
+        Lq, Lk = ..., ...  # query and key lengths
+        blocked = ...  # (Lq, Lk)
+        # if self.causal:
+        blocked = ...  # (Lq, Lk)
+        # if pad_mask is not None:
+        blocked = ...  # (B, 1, Lq, Lk)
+        scores = ...  # (B, H, Lq, Lk)
+
+        weights = ...  # (B, H, Lq, Lk)
+        weights = ...  # (B, H, Lq, Lk)
+        out = ...  # (B, Lq, D)
+        raise NotImplementedError("TODO")  # return (B, Lq, D)

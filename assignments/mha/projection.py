@@ -82,7 +82,10 @@ class QKVProjection(nn.Module):
         # TODO (qkv_projection)
         #   [한국어] (q, k, v)를 반환하세요. 각각 (B, L, D)이고, 각자 자기 프로젝션으로 계산합니다.
         #   [English] return (q, k, v), each (B, L, D), each from its own projection.
-        raise NotImplementedError("TODO")
+        q = ...  # (B, L, D)
+        k = ...  # (B, L, D)
+        v = ...  # (B, L, D)
+        raise NotImplementedError("TODO")  # return
 
 
 class FusedQKVProjection(nn.Module):

@@ -38,6 +38,10 @@ from autograder.engine.judge import results
 from autograder.engine.judge.grades_csv import tampering_summary
 
 PLOTS_DEFAULT = Path("plots")  # --plots without DIR (a batch: OUT/pictures/)
+# The languages of a student file's texts (engine/generate/skeleton.LANGUAGES; not imported here:
+# not at the start of `python -m autograder`).
+LANGUAGES = ("ko", "en")
+LANG_HELP = "the one language of the student files' docstrings and TODOs (default: both, as solutions/ has them)"
 PRIVATE_GONE = (
     "error: --classroom private is gone. It gave a token that reads the private kit (the reference, the "
     "hidden checks) to a workflow in each student's repository, and a student who can push can change what "
@@ -205,6 +209,7 @@ def command_line() -> argparse.ArgumentParser:
         "scores ('private' is gone: see docs/classroom.md)",
     )
     release.add_argument("--assignment", help="release only this assignment (default: every one in grading.yml)")
+    release.add_argument("--lang", choices=LANGUAGES, help=LANG_HELP)
     gradescope = commands.add_parser("gradescope", help="write a Gradescope autograder zip")
     gradescope.add_argument("out", type=Path, help="the zip file to write")
     gradescope.add_argument("--assignment", help="the assignment it grades (default: the first in grading.yml)")
@@ -229,6 +234,7 @@ def command_line() -> argparse.ArgumentParser:
         "skeleton", help="regenerate assignments/<id>/ and solutions/<id>.ipynb from solutions/<id>/"
     )
     skeleton.add_argument("--check", action="store_true", help="only report whether they are up to date")
+    skeleton.add_argument("--lang", choices=LANGUAGES, help=LANG_HELP)
 
     fingerprints = commands.add_parser(
         "fingerprints", help="regenerate each assignment's fingerprints.json: the known mistakes on the public checks"
@@ -358,7 +364,7 @@ def run(args):
             return 2
         note = course_secret_note()  # before the zip: it carries the secret
         written = (
-            write_release(args.out, args.classroom, args.assignment)
+            write_release(args.out, args.classroom, args.assignment, lang=args.lang)
             if args.command == "release"
             else gradescope_zip(args.out, args.assignment)
         )
@@ -735,7 +741,10 @@ def run_skeleton(args):
     changed = []
     for config in grading_config.load_all():
         changed += write_skeletons(
-            KIT / "solutions" / config.package, KIT / "assignments" / config.package, dry_run=args.check
+            KIT / "solutions" / config.package,
+            KIT / "assignments" / config.package,
+            dry_run=args.check,
+            lang=getattr(args, "lang", None),  # `generate` writes what `skeleton` does by default
         )
         try:
             changed += write_course_notebook(config, dry_run=args.check)

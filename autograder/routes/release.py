@@ -17,14 +17,15 @@ from autograder.routes.student_notebook import student_notebook
 from autograder.routes.student_release import release_archive, release_files
 
 
-def release(out, classroom="command", assignment=None, notebooks=True):
+def release(out, classroom="command", assignment=None, notebooks=True, lang=None):
     """Write the student release into directory `out` (which must not exist yet): every
     assignment of grading.yml (or only `assignment`), with a GitHub Classroom workflow per
     assignment in `classroom` mode ("command" or "fractional"; see routes/classroom.py), and with
     `notebooks` the student notebooks (write_notebooks). Built aside and renamed at the end
     (student_release.release_files): a failed release leaves nothing that blocks the next; the
-    manifest of its kit files is kept in the instructor's course folder (operations/kit_files.py)."""
-    return release_files(out, classroom, assignment, also=write_notebooks if notebooks else None)
+    manifest of its kit files is kept in the instructor's course folder (operations/kit_files.py).
+    With `lang` ("ko", "en"), the skeletons' texts are in that language only (engine/generate/skeleton.py)."""
+    return release_files(out, classroom, assignment, also=write_notebooks if notebooks else None, lang=lang)
 
 
 def write_notebooks(out, graded):
@@ -38,6 +39,6 @@ def write_notebooks(out, graded):
     grader = release_archive(out)
     (out / "notebooks").mkdir()
     for config in graded:
-        notebook = student_notebook(config, grader=grader)
+        notebook = student_notebook(config, skeleton=out / "assignments" / config.package, grader=grader)
         (out / "notebooks" / f"{config.package}.ipynb").write_text(notebook_text(notebook), encoding="utf-8")
     return out

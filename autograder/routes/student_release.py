@@ -19,6 +19,7 @@ from autograder.engine.course.torch_pin import CPU_INDEX, GRADING_TORCH
 from autograder.engine.course import config as grading_config
 from autograder.engine.generate import answers_build, stored_checks
 from autograder.engine.generate.catalogs import write_student_catalogs
+from autograder.engine.generate.skeleton import write_skeletons
 from autograder.engine.judge.results import WriteError
 from autograder.engine.operations.kit_files import keep, release_manifest
 from autograder.routes.classroom import workflow
@@ -96,14 +97,15 @@ def strip_hidden(source, hidden_classes=()):
     return "".join(line for number, line in enumerate(lines) if number not in cut)
 
 
-def release_files(out, classroom="command", assignment=None, also=None, keep_manifest=True):
+def release_files(out, classroom="command", assignment=None, also=None, keep_manifest=True, lang=None):
     """Write the student release into directory `out` (which must not exist yet): every
     assignment of grading.yml (or only `assignment`), with a GitHub Classroom workflow per
     assignment in `classroom` mode ("command" or "fractional"; see routes/classroom.py).
     `also(directory, graded)`, where given, writes more into it (release.py: the notebooks).
     Built aside and renamed at the end: a failed release leaves nothing that blocks the next.
     With `keep_manifest`, the manifest of its kit files goes into the instructor's course folder
-    (operations/kit_files.py: grading a repository made from it says what changed there)."""
+    (operations/kit_files.py: grading a repository made from it says what changed there).
+    With `lang`, the skeletons are made again from solutions/ with their texts in that language."""
 
     out = Path(out)
     if out.exists():
@@ -115,7 +117,7 @@ def release_files(out, classroom="command", assignment=None, also=None, keep_man
     partial = Path(tempfile.mkdtemp(prefix=f".{out.name}.partial-", dir=out.parent))
     partial.chmod(0o755)  # mkdtemp's 0700 would carry over to the release
     try:
-        write_release(partial, graded, classroom)
+        write_release(partial, graded, classroom, lang)
         if also is not None:
             also(partial, graded)
         (partial / "README.md").write_text(student_readme(graded, (partial / "notebooks").is_dir()))
@@ -136,9 +138,9 @@ def release_files(out, classroom="command", assignment=None, also=None, keep_man
     return out
 
 
-def write_release(out, graded, classroom):
+def write_release(out, graded, classroom, lang=None):
     """The student release's files, its notebooks aside, into the existing empty directory
-    `out`, for the Assignments `graded`."""
+    `out`, for the Assignments `graded`; with `lang`, skeletons in that language only."""
 
     workflows = out / ".github" / "workflows"
     workflows.mkdir(parents=True)
@@ -159,7 +161,10 @@ def write_release(out, graded, classroom):
         else:
             shutil.copyfile(source, target)
     for config in graded:
-        shutil.copytree(KIT / "assignments" / config.package, out / "assignments" / config.package, ignore=ignore)
+        if lang is None:
+            shutil.copytree(KIT / "assignments" / config.package, out / "assignments" / config.package, ignore=ignore)
+        else:
+            write_skeletons(KIT / "solutions" / config.package, out / "assignments" / config.package, lang=lang)
         here, there = assignment_folder(config.id), grader / "assignments" / config.id
         there.mkdir(parents=True)
         for part in ASSIGNMENT_PARTS:
