@@ -413,3 +413,38 @@ def test_the_same_relation_one_stage_away_refines_and_no_further():
                     if not any(v[0] == probe and v[1].stage == parent for v in others.values()):
                         assert not refines(mistake, (probe, other, scenario), stored), key
     assert tried > 50
+
+
+def test_the_same_misfit_one_stage_away_refines_a_mistake_that_raised():
+    """Every stored mistake whose code raised with a misfit (an operation on an odd shape): the
+    student's code raising with the same misfit at the mistake's stage or one beside it refines it
+    (a view of the transposed heads on the merging line or on the projecting one); with another
+    operation beside it, or two stages away, it does not."""
+    import dataclasses
+
+    from autograder.engine.mistakes.diagnosis import refines
+
+    tried = 0
+    for assignment in ("mha", "kv_cache"):
+        for step in store.load(assignment).get("steps", {}):
+            stored = store.mistake_findings(assignment, step)
+            for key, theirs in stored.items():
+                if theirs is None or not {"op", "odd", "wanted"} <= set(dict(theirs[1].raised or ())):
+                    continue  # no misfit named: too little to say it is the same mistake elsewhere
+                probe, finding = theirs
+                mistake = key.split("#")[0]
+                scenario = store.scenario_of(assignment, step, probe)
+                parents = {s.name: set(s.parents) for s in scenario.calls[finding.call]}
+                near = {finding.stage} | parents[finding.stage] | {s for s, p in parents.items() if finding.stage in p}
+                mine = [v for k, v in stored.items() if k.split("#")[0] == mistake and v is not None]
+                for stage in parents:
+                    if any(v[0] == probe and v[1].stage == stage for v in mine):
+                        continue  # a variant of the mistake is found there itself
+                    moved = dataclasses.replace(finding, stage=stage)
+                    assert refines(mistake, (probe, moved, scenario), stored) == (stage in near), (key, stage)
+                    other = dict(finding.raised, op="torch.other_op")
+                    if stage != finding.stage:
+                        changed = dataclasses.replace(moved, raised=tuple(sorted(other.items())))
+                        assert not refines(mistake, (probe, changed, scenario), stored), (key, stage)
+                    tried += 1
+    assert tried > 5

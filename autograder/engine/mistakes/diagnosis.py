@@ -136,9 +136,11 @@ def refines(mistake_id, localised, stored) -> bool:
     contradicts nothing (state kept from before makes one program raise and another compute
     wrong values). A finding of the stage only (no relation fits: an einsum's heads in a layout
     of their own) is too weak to contradict a mistake that reproduces the student's outputs.
-    The same relation one stage earlier or later agrees too: the same mistake at a neighbouring
-    place (a scale applied to the query before the product, not to the scores after it; a mask
-    applied to the exponentials, not to the scores)."""
+    The same relation one stage earlier or later agrees too, and so does the same misfit (the same
+    operation on the same odd shape) where both raised: the same mistake at a neighbouring place
+    (a scale applied to the query before the product, not to the scores after it; a mask applied
+    to the exponentials, not to the scores; a view of the transposed heads written on the line
+    that merges them or on the one that projects them)."""
     probe, finding, scenario = localised
     if finding.family is None and not finding.raised:
         return True
@@ -149,9 +151,13 @@ def refines(mistake_id, localised, stored) -> bool:
         if their_probe != probe or their.call != finding.call:
             continue
         if their.stage != finding.stage:
-            if finding.raised or their.raised or their.family != finding.family:
-                continue
             if not neighbours(scenario, finding.call, their.stage, finding.stage):
+                continue
+            if finding.raised or their.raised:  # the same misfit: the same operation on the same odd shape
+                if not (finding.raised and their.raised and _misfit(finding) == _misfit(their) is not None):
+                    continue
+                return True
+            if their.family != finding.family:
                 continue
         if finding.raised:  # the student's run stopped there: what it did not compute contradicts nothing
             return True
@@ -159,6 +165,15 @@ def refines(mistake_id, localised, stored) -> bool:
             continue
         return True
     return False
+
+
+def _misfit(finding):
+    """(operation, the odd shape, the shape it stands for) of a finding where the code raised, or
+    None where it names no misfit."""
+    raised = dict(finding.raised or ())
+    if not all(raised.get(key) for key in ("op", "odd", "wanted")):
+        return None
+    return raised["op"], _axes(raised["odd"]), _axes(raised["wanted"])
 
 
 def neighbours(scenario, call: int, a: str, b: str) -> bool:
