@@ -9,7 +9,7 @@ submission by submission, so that a noisy machine slows both alike), and sandbox
 (all checks: public, hidden, simulated cuda, diagnosis) with the CPU it used; the same batch as
 a TA runs it (`python -m autograder grade`, start-up and cold caches included); the isolation
 overhead; and, on the same machine, `nbgrader autograde` time per notebook on the kit's own
-course (autograder/routes/nbgrader_course.py) filled with the same submissions (needs the instructor extra:
+course (autograder/publish/nbgrader_course.py) filled with the same submissions (needs the instructor extra:
 nbgrader; skipped without it). The rows before the CLI row run with warm caches, as the bulk of
 a class-sized batch does (one seed: shared inputs, expectations and known-mistake runs).
 Prints figures; asserts nothing.
@@ -118,7 +118,7 @@ def nbgrader_times(paths, count, config):
     if importlib.util.find_spec("nbgrader") is None:
         return None
     import nbformat
-    from autograder.routes.nbgrader_course import fill_notebook, write_course
+    from autograder.publish.nbgrader_course import fill_notebook, write_course
 
     with tempfile.TemporaryDirectory() as tmp:
         course = Path(tmp)

@@ -105,8 +105,8 @@ def test_the_notebook_check_shows_the_message_not_a_traceback(bad_kit, monkeypat
 
 
 def test_a_failed_release_leaves_nothing_and_the_rerun_works(tmp_path, monkeypatch):
-    from autograder.routes import release as release_module
-    from autograder.routes import student_release
+    from autograder.publish import release as release_module
+    from autograder.publish import student_release
 
     def broken_readme(*args):
         raise OSError("disk full")

@@ -14,10 +14,11 @@ import yaml
 from actionlint import actionlint
 from autograder.engine.checks import messages
 from autograder.engine.course import config as grading_config
+from autograder.publish import classroom_workflow
+from autograder.publish.classroom_workflow import runner_id
 from autograder.routes import classroom
-from autograder.routes.classroom import runner_id
 from planted import planted_of
-from autograder.routes.release import release
+from autograder.publish.release import release
 from conftest import SOLUTIONS
 from workflow_expressions import COMMAND_GRADER_KEEPS, expand, runner_contexts, runner_environment
 
@@ -152,7 +153,7 @@ def test_the_workflow_speaks_the_language_it_was_released_in(monkeypatch):
     config = grading_config.load(assignment="mha")
     for lang in ("ko", "en"):
         monkeypatch.setenv("MHA_LAB_LANG", lang)
-        assert yaml.safe_load(classroom.workflow(config))["env"] == {"MHA_LAB_LANG": lang}
+        assert yaml.safe_load(classroom_workflow.workflow(config))["env"] == {"MHA_LAB_LANG": lang}
 
 
 def test_a_language_that_is_no_language_reaches_no_shell(classroom_release, tmp_path):

@@ -32,7 +32,7 @@ import yaml
 from autograder import cache_base
 from autograder.engine.checks import messages
 from autograder.routes import classroom
-from autograder.routes.release import release
+from autograder.publish.release import release
 from test_classroom_record import student_repository, widen_tolerances
 from workflow_expressions import expand, runner_contexts, runner_environment
 

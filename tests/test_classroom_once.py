@@ -14,8 +14,9 @@ import pytest
 import yaml
 
 from autograder.engine.course import config as grading_config
+from autograder.publish import classroom_workflow
 from autograder.routes import classroom
-from autograder.routes.release import release
+from autograder.publish.release import release
 from conftest import KIT, SOLUTIONS
 
 
@@ -29,9 +30,9 @@ def cache_home(tmp_path, monkeypatch):
 def kept_steps(assignment, status="pass"):
     """What the first step command keeps, as a forger would write it: every step passed."""
     steps = {}
-    for step in classroom.graded_steps(assignment):
+    for step in classroom_workflow.graded_steps(assignment):
         test = {"name": f"{step.id}: x", "status": status, "message": None, "line_no": 0, "score": int(step.points)}
-        result = {"version": 1, "status": status, "max_score": classroom._number(step.points), "tests": [test]}
+        result = {"version": 1, "status": status, "max_score": classroom_workflow.reporter_number(step.points), "tests": [test]}
         steps[step.id] = {"log": f"{step.id} log\n", "result": result}
     return steps
 

@@ -20,8 +20,9 @@ import yaml
 
 from autograder.engine.checks import messages
 from autograder.engine.course import config as grading_config
+from autograder.publish import classroom_workflow
 from autograder.routes import classroom, cli
-from autograder.routes.release import release
+from autograder.publish.release import release
 from conftest import KIT, SOLUTIONS
 from workflow_expressions import expand, runner_contexts
 
@@ -89,12 +90,12 @@ def test_private_mode_is_gone_and_says_why(tmp_path, capsys):
 @pytest.mark.parametrize("mode", ["command", "fractional"])
 def test_no_workflow_is_given_a_secret_and_each_says_it_is_feedback(mode):
     for config in grading_config.load_all():
-        text = classroom.workflow(config, mode)
+        text = classroom_workflow.workflow(config, mode)
         assert "secrets." not in text and "github.token" not in text
         assert "Its score is feedback, computed in this repository" in text
         document = yaml.safe_load(text)
         steps = document["jobs"]["autograding"]["steps"]
-        assert steps[-1]["name"] == classroom.REPORT_STEP and "feedback" in steps[-1]["name"]
+        assert steps[-1]["name"] == classroom_workflow.REPORT_STEP and "feedback" in steps[-1]["name"]
         assert not any("--reference" in json.dumps(step) for step in steps)
         assert not any(
             "token" in step.get("with", {}) or step.get("env") and "token" in str(step["env"]) for step in steps

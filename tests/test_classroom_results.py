@@ -15,8 +15,10 @@ import pytest
 import yaml
 
 from autograder.engine.course import config as grading_config
-from autograder.routes.classroom import reporter_result, whole_points, workflow
-from autograder.routes.public_view import public_step
+from autograder.engine.judge.score import whole_points
+from autograder.publish.classroom_workflow import workflow
+from autograder.routes.classroom import reporter_result
+from autograder.publish.public_view import public_step
 from autograder.engine.judge.results import CheckResult, StepResult
 from conftest import KIT, SOLUTIONS
 from workflow_expressions import expand, runner_contexts
@@ -192,7 +194,7 @@ def step_with_hidden_failure(*diagnoses, public=None):
 
 def test_only_diagnoses_a_student_release_ships_are_public():
     from autograder.engine.course import config as grading_config
-    from autograder.routes.public_view import public_diagnoses
+    from autograder.publish.public_view import public_diagnoses
     from autograder.engine.mistakes.diagnosis import public_message_ids
 
     ids = public_message_ids(grading_config.load(assignment="mha"))
@@ -213,7 +215,7 @@ def test_only_diagnoses_a_student_release_ships_are_public():
 
 def test_gradescope_shows_a_visible_test_the_public_diagnoses_only():
     from autograder.engine.judge.results import GradeResult
-    from autograder.routes.gradescope import gradescope_results
+    from autograder.publish.gradescope import gradescope_results
 
     step = step_with_hidden_failure(PUBLIC, HIDDEN_ONLY)
     data = gradescope_results(GradeResult("MHA", "upload", [step]), 1.0)

@@ -340,7 +340,7 @@ def test_a_release_names_only_what_it_holds(notebooks, tmp_path, monkeypatch):
     """A release made without the instructor extra told students to open a notebook it did not
     write, and its README kept literal `<package>` placeholders; a refused-code message sent
     students to docs/security-model.md, which no release holds."""
-    from autograder.routes.release import release
+    from autograder.publish.release import release
 
     if not notebooks:
         monkeypatch.setitem(sys.modules, "nbformat", None)  # `import nbformat` raises ImportError

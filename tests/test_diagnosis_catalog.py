@@ -54,7 +54,7 @@ def test_the_release_catalogs_drop_the_hidden_only_diagnoses(tmp_path):
     from autograder.engine.mistakes.fingerprints import load, shipped_ids
     from autograder.engine.course import config as grading_config
     from autograder.engine.mistakes.diagnosis import public_message_ids
-    from autograder.routes.student_release import student_message
+    from autograder.publish.student_release import student_message
 
     from autograder.engine.course.assignment import known
 

@@ -365,8 +365,8 @@ def test_no_hidden_check_or_hidden_only_diagnosis_in_what_a_student_reads(config
     diagnosis that only the hidden checks can show."""
     from autograder.engine.mistakes.diagnosis import public_message_ids
     from autograder.routes.classroom import reporter_result
-    from autograder.routes.public_view import public_step, public_view
-    from autograder.routes.gradescope import gradescope_results
+    from autograder.publish.public_view import public_step, public_view
+    from autograder.publish.gradescope import gradescope_results
 
     mistake = planted(name)
     result = grade(submission(mistake), config, reference=SOLUTIONS, seed=5, steps=[mistake.step])

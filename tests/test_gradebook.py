@@ -272,7 +272,7 @@ def test_grading_yml_late_policy_is_read_and_bad_times_named_by_line():
 def test_the_release_ships_the_late_rules_but_not_who_has_an_extension():
     import yaml
 
-    from autograder.routes.student_release import without_extensions
+    from autograder.publish.student_release import without_extensions
 
     shipped = without_extensions(LATE)
     assert "bob" not in shipped and "cy" not in shipped

@@ -50,7 +50,7 @@ pytestmark = pytest.mark.skipif(bool(able()) and not os.environ.get("MHA_LAB_CI"
 def setup_cell():
     """The student notebook's setup cell, as `release` writes it, cut before its first import of
     the grader (what follows needs the real torch and the rest)."""
-    from autograder.routes.student_notebook import student_notebook
+    from autograder.publish.student_notebook import student_notebook
 
     notebook = student_notebook(grading_config.load(assignment="mha"))
     source = next(cell.source for cell in notebook.cells if cell.get("id") == "setup")

@@ -5,7 +5,7 @@ import json
 
 import pytest
 
-from autograder.routes.gradescope import gradescope_results
+from autograder.publish.gradescope import gradescope_results
 from autograder.engine.judge.results import CheckResult, GradeResult, StepResult
 
 
@@ -150,7 +150,7 @@ def test_once_published_the_hidden_checks_tell_only_the_steps_points():
 def test_a_run_with_hidden_checks_ends_on_a_whole_quantum():
     """When Gradescope's results arrive is seen by the student: pad_run waits so that a run's
     length tells only its number of quanta. Counted with a clock of our own, never timed."""
-    from autograder.routes.gradescope import pad_run
+    from autograder.publish.gradescope import pad_run
 
     waited = []
     for elapsed in (0.4, 3.7, 9.99, 10.0, 12.5):
@@ -162,7 +162,8 @@ def test_the_gradescope_route_pads_only_when_hidden_checks_ran(monkeypatch, tmp_
     """run_gradescope pads a run with hidden checks (a reference), never a public-only one, and
     puts what the code printed in the hidden phase in the log only."""
     from autograder.engine.judge import runner
-    from autograder.routes import cli, gradescope
+    from autograder.routes import cli
+    from autograder.publish import gradescope
 
     result = next(hidden_outcome_variants())
     result.hidden_output = "printed in the hidden phase"

@@ -523,7 +523,7 @@ def test_the_score_table_in_korean_and_in_english(no_language, monkeypatch):
 
 
 def test_gradescope_output_in_korean(no_language, monkeypatch):
-    from autograder.routes.gradescope import gradescope_results
+    from autograder.publish.gradescope import gradescope_results
 
     english = gradescope_results(two_step_result(), 1.0)
     assert "x your attention weights are what you get without dividing" in english["tests"][1]["output"]
@@ -561,7 +561,7 @@ HANGUL = re.compile("[가-힣]")
 
 
 def test_the_student_readme_is_korean_then_english():
-    from autograder.routes.student_readme import student_readme
+    from autograder.publish.student_readme import student_readme
 
     readme = student_readme(grading_config.load_all())
     korean, english = readme.split("\n## 한국어\n")[1].split("\n## English\n")
@@ -576,7 +576,7 @@ def test_the_student_readme_is_korean_then_english():
 
 
 def test_the_student_notebook_speaks_korean_and_english_and_names_lang_ko():
-    from autograder.routes.student_notebook import student_notebook
+    from autograder.publish.student_notebook import student_notebook
 
     config = grading_config.load_all()[0]
     cells = {cell.get("id"): cell.source for cell in student_notebook(config).cells}
@@ -595,7 +595,7 @@ def test_the_student_notebook_speaks_korean_and_english_and_names_lang_ko():
 def test_the_nbgrader_course_notebook_speaks_korean_and_english():
     """The instructor's nbgrader notebook is what students of that route read: its introduction and
     step headings are in both languages, and it says how to get Korean messages."""
-    from autograder.routes.nbgrader_course import course_notebook
+    from autograder.publish.nbgrader_course import course_notebook
 
     for config in grading_config.load_all():
         cells = {cell.get("id"): cell.source for cell in course_notebook(config).cells}
@@ -613,7 +613,7 @@ def test_the_pictures_speak_the_language(monkeypatch, no_language):
     import matplotlib.pyplot as plt
     import torch
 
-    from autograder.routes import plots
+    from autograder.publish import plots
     from autograder.assignments.mha.checks import masking
 
     drawn = []

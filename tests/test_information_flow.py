@@ -25,8 +25,8 @@ from autograder.engine.checks import messages
 from autograder.engine.judge.results import table
 from autograder.engine.judge.runner import grade
 from autograder.engine.mistakes.diagnosis import public_message_ids
-from autograder.routes.plots import pictures_for
-from autograder.routes.public_view import public_view
+from autograder.publish.plots import pictures_for
+from autograder.publish.public_view import public_view
 from conftest import KIT, SOLUTIONS
 
 SEEDS = (11, 12)
@@ -34,7 +34,7 @@ SEEDS = (11, 12)
 
 def student_outputs(result, public_ids) -> dict:
     """{where: text} of every output of `result` a student reads."""
-    from autograder.routes.gradescope import gradescope_results
+    from autograder.publish.gradescope import gradescope_results
 
     shown = {}
     for step in result.steps:

@@ -8,9 +8,9 @@ import pytest
 import torch
 
 from autograder.harness import fake_cuda
-from autograder.routes.gradescope import CPU_INDEX, gradescope_zip
-from autograder.routes.student_readme import student_readme
-from autograder.routes.student_release import requirements_text
+from autograder.publish.gradescope import CPU_INDEX, gradescope_zip
+from autograder.publish.student_readme import student_readme
+from autograder.publish.student_release import requirements_text
 
 
 @pytest.mark.parametrize(

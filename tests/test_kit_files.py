@@ -18,7 +18,7 @@ import pytest
 from autograder.engine.judge.grades_csv import csv_text, tampering_summary
 from autograder.engine.judge.results import from_json
 from autograder.engine.operations import kit_files
-from autograder.routes.release import release
+from autograder.publish.release import release
 from conftest import SOLUTIONS
 
 

@@ -29,9 +29,9 @@ from autograder.routes import classroom
 from autograder.routes.cli import main as cli
 from autograder.engine.course.assignment import step_modules
 from autograder.engine.scan.submission import notebook_files
-from autograder.routes.nbgrader_course import fill_notebook
+from autograder.publish.nbgrader_course import fill_notebook
 from planted import PLANTED, planted_of
-from autograder.routes.student_release import HIDDEN_MARKER, PROBES_MARKER
+from autograder.publish.student_release import HIDDEN_MARKER, PROBES_MARKER
 from autograder.engine.generate.skeleton import solution_regions
 from conftest import KIT, SOLUTIONS
 
@@ -446,7 +446,7 @@ def shipped_lines():
     import zipfile
 
     from autograder.engine.course import config as grading_config
-    from autograder.routes.student_release import grader_archive
+    from autograder.publish.student_release import grader_archive
 
     with zipfile.ZipFile(io.BytesIO(grader_archive(grading_config.load(assignment="mha")))) as archive:
         return {
@@ -487,13 +487,13 @@ def autograde_log(cycle, student) -> str:
 
 
 def test_the_course_notebook_in_solutions_is_up_to_date(config):
-    from autograder.routes.nbgrader_course import write_course_notebook
+    from autograder.publish.nbgrader_course import write_course_notebook
 
     assert write_course_notebook(config, dry_run=True) == [], "run `python -m autograder skeleton` and commit"
 
 
 def test_a_stale_course_notebook_is_reported(config, tmp_path):
-    from autograder.routes.nbgrader_course import write_course_notebook
+    from autograder.publish.nbgrader_course import write_course_notebook
 
     stale = tmp_path / "mha.ipynb"
     stale.write_text((SOLUTIONS / "mha.ipynb").read_text().replace("raise NotImplementedError", "pass  # "))
@@ -752,7 +752,8 @@ def test_where_the_judge_cannot_run_autograde_keeps_no_kernel_number(course, tmp
     from nbgrader.api import Gradebook
 
     from autograder.engine.judge import runner
-    from autograder.routes.nbgrader_gradebook import MARK, JudgedScores
+    from autograder.publish.nbgrader_gradebook import MARK
+    from autograder.routes.nbgrader_gradebook import JudgedScores
 
     database = tmp_path / "gradebook.db"
     shutil.copy(course / "gradebook.db", database)

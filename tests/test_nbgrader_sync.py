@@ -104,7 +104,7 @@ def test_the_public_share_of_a_judged_step_is_what_the_check_cell_gives(submissi
     right code and planted mistakes, all-or-nothing steps included."""
     from autograder.engine.judge.runner import grade
     from autograder.routes.nbgrader_cell import check_step
-    from autograder.routes.nbgrader_gradebook import public_points
+    from autograder.publish.nbgrader_gradebook import public_points
     from planted import PLANTED
 
     mistake = next((p for p in PLANTED if p.name == name), None)
@@ -125,7 +125,7 @@ def test_autograde_runs_nbgraders_own_stages_with_the_kits_in_their_places():
     from nbgrader.preprocessors import Execute, SaveAutoGrades
     from traitlets.utils.importstring import import_item
 
-    from autograder.routes.nbgrader_course import AUTOGRADE
+    from autograder.publish.nbgrader_course import AUTOGRADE
     from autograder.routes.nbgrader_gradebook import JudgedScores
     from autograder.routes.nbgrader_kernel import ConfinedExecute, InertOutputs
 

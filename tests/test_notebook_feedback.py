@@ -1,5 +1,5 @@
 """The notebook check cell: public checks only, as feedback, whatever the kernel sets; the judge's
-verdict that nbgrader's feedback shows in the cell (nbgrader_cell.step_report): hidden checks only
+verdict that nbgrader's feedback shows in the cell (check_cell.step_report): hidden checks only
 as a count and points; and the points frozen into the course when it was made."""
 
 import json
@@ -9,7 +9,8 @@ import re
 import pytest
 
 from autograder.engine.course.assignment import step_modules
-from autograder.routes.nbgrader_cell import check_step, step_report
+from autograder.publish.check_cell import step_report
+from autograder.routes.nbgrader_cell import check_step
 from conftest import SOLUTIONS
 from planted import planted_of
 
@@ -133,7 +134,7 @@ def test_the_pictures_of_failing_public_checks_show_in_the_notebook(submission, 
     import IPython.display
 
     from autograder.engine.judge.runner import grade
-    from autograder.routes.plots import pictures_for
+    from autograder.publish.plots import pictures_for
 
     mistake = next(m for m in planted_of("masking") if m.id == "mask_inverted_where")
     path = submission(mistake)

@@ -131,7 +131,7 @@ def reference_files():
 
 def test_the_notebook_nbgrader_releases_runs_on_a_hub_without_the_kit(hub, tmp_path):
     from autograder.routes.cli import main as cli
-    from autograder.routes.nbgrader_course import fill_notebook
+    from autograder.publish.nbgrader_course import fill_notebook
     from test_nbgrader import run_nbgrader
 
     python, env = hub
@@ -155,8 +155,8 @@ def test_the_notebook_nbgrader_releases_runs_on_a_hub_without_the_kit(hub, tmp_p
 
 
 def test_the_released_student_notebook_runs_there_too(hub, tmp_path):
-    from autograder.routes.nbgrader_course import fill_notebook
-    from autograder.routes.release import release
+    from autograder.publish.nbgrader_course import fill_notebook
+    from autograder.publish.release import release
 
     python, env = hub
     root = release(tmp_path / "release", assignment="mha")

@@ -16,8 +16,8 @@ from autograder.engine.course.assignment import step_modules
 from autograder.engine.mistakes.fingerprints import load, shipped_ids
 from autograder.engine.course.assignment import mistakes_of
 from planted import planted_of
-from autograder.routes.release import release
-from autograder.routes.student_release import strip_hidden
+from autograder.publish.release import release
+from autograder.publish.student_release import strip_hidden
 from autograder.engine.generate.skeleton import solution_regions
 from conftest import KIT, SOLUTIONS
 
@@ -159,11 +159,13 @@ def test_release_grades_the_skeleton_zero_and_the_reference_full(student_release
 
 
 INSTRUCTOR_PARTS = [
-    "routes/release.py",
-    "routes/gradescope.py",
-    "routes/nbgrader_course.py",
+    "publish/release.py",
+    "publish/student_release.py",
+    "publish/gradescope.py",
+    "publish/nbgrader_course.py",
+    "publish/nbgrader_gradebook.py",
     "routes/report",
-    "routes/student_notebook.py",
+    "publish/student_notebook.py",
     "engine/operations",
     "engine/generate",
 ]

@@ -5,7 +5,7 @@ from autograder.engine.checks import messages
 from autograder.engine.generate.catalogs import write_student_catalogs
 from autograder.engine.mistakes.fingerprints import load
 from autograder.engine.mistakes.diagnosis import public_message_ids
-from autograder.routes.student_release import student_message
+from autograder.publish.student_release import student_message
 
 ONLY_PADDING = """\
 id: mha

@@ -29,7 +29,7 @@ LEAK = KIT / "tests" / "leak.py"
 
 @pytest.fixture(scope="module")
 def release_dir(tmp_path_factory):
-    from autograder.routes.release import release
+    from autograder.publish.release import release
 
     return release(tmp_path_factory.mktemp("leak") / "mha-lab")
 

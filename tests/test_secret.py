@@ -29,7 +29,7 @@ from autograder.engine.course import config as grading_config
 from autograder.engine.course import secret
 from autograder.engine.judge.plan import check_inputs, check_seed, seed_source
 from autograder.routes import cli
-from autograder.routes.student_release import without_seed
+from autograder.publish.student_release import without_seed
 from conftest import KIT, SOLUTIONS
 
 
@@ -361,7 +361,7 @@ def test_the_gradescope_zip_is_the_instructors_alone(tmp_path):
     # Red team: on main 1607c35 autograder.zip, which carries the course secret, was written 0644
     # (any user of the machine read the secret from it), through a fixed `.autograder.zip.partial`
     # that a link planted beside it redirected.
-    from autograder.routes.gradescope import gradescope_zip
+    from autograder.publish.gradescope import gradescope_zip
 
     planted = tmp_path / "elsewhere"
     (tmp_path / ".autograder.zip.partial").symlink_to(planted)

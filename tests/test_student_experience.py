@@ -167,7 +167,7 @@ def test_release_keeps_pytest_cache_for_lf_and_it_holds_only_public_ids(tmp_path
     import subprocess
     import sys
 
-    from autograder.routes.release import release
+    from autograder.publish.release import release
 
     root = release(tmp_path / "release")
     shutil.rmtree(root / "assignments" / "mha")
@@ -497,7 +497,7 @@ MASK_INVERTED = ("scores.masked_fill(mask,", "scores.masked_fill(~mask,")
 
 def test_grade_plots_draw_the_failing_attention_weights_and_the_table_points_to_them(tmp_path, config, submission):
     from autograder.engine.judge.results import table
-    from autograder.routes.plots import pictures_for
+    from autograder.publish.plots import pictures_for
 
     # a mistake of each step's own (softmax over the queries would cost masking nothing: nothing to draw)
     attention = (SOLUTIONS / "mha" / "attention.py").read_text().replace(*SCALE_BY_D_K).replace(*MASK_INVERTED)
@@ -549,8 +549,8 @@ def run_notebook(notebook, directory):
 
 @pytest.mark.slow
 def test_student_notebook_runs_headless_and_scores_as_pytest_does(tmp_path, config):
-    from autograder.routes.nbgrader_course import fill_notebook
-    from autograder.routes.student_notebook import student_notebook
+    from autograder.publish.nbgrader_course import fill_notebook
+    from autograder.publish.student_notebook import student_notebook
 
     notebook = student_notebook(config)
     text = "".join(cell.source for cell in notebook.cells)

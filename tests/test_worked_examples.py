@@ -118,7 +118,7 @@ def test_the_why_of_a_step_is_in_its_notebook_cell_in_korean_and_english(package
     """What a skeleton's docstring leaves out (the why) lives in solutions/notes/<package>/<stem>.md:
     it belongs to a reference file, says everything in Korean, then in English, and the course
     notebook shows it in the file's cell, after the docstring."""
-    from autograder.routes.nbgrader_course import course_notebook
+    from autograder.publish.nbgrader_course import course_notebook
 
     assert (SOLUTIONS / package / f"{stem}.py").is_file(), f"notes/{package}/{stem}.md: no such reference file"
     notes = (SOLUTIONS / "notes" / package / f"{stem}.md").read_text(encoding="utf-8").strip()

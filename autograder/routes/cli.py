@@ -83,7 +83,7 @@ INSTRUCTOR_GRADE_OPTIONS = ("--out", "--shard", "--gradescope", "--class-list", 
 
 def student_kit() -> bool:
     """True in a student release: it ships the grader without the instructor's routes."""
-    return not (KIT / "autograder" / "routes" / "release.py").is_file()
+    return not (KIT / "autograder" / "publish" / "release.py").is_file()
 
 
 def instructor_only(argv: list):
@@ -351,8 +351,8 @@ def run(args):
         with messages.speaking(args.lang):
             return run_sync(args)
     if args.command in ("release", "gradescope"):
-        from autograder.routes.gradescope import gradescope_zip  # late: not at the start of `python -m autograder`
-        from autograder.routes.release import (
+        from autograder.publish.gradescope import gradescope_zip  # late: not at the start of `python -m autograder`
+        from autograder.publish.release import (
             release as write_release,
         )  # late: not at the start of `python -m autograder`
 
@@ -419,8 +419,8 @@ def course_secret_note() -> str:
 
 def run_student_notebook(args):
     from autograder.engine.course import config as grading_config  # late: not at the start of `python -m autograder`
-    from autograder.routes.nbgrader_course import notebook_text  # late: not at the start of `python -m autograder`
-    from autograder.routes.student_notebook import student_notebook  # late: not at the start of `python -m autograder`
+    from autograder.publish.nbgrader_course import notebook_text  # late: not at the start of `python -m autograder`
+    from autograder.publish.student_notebook import student_notebook  # late: not at the start of `python -m autograder`
 
     try:
         config = grading_config.load(assignment=args.assignment)
@@ -550,7 +550,7 @@ def run_grade(args):
     if reference is not None and source == "public":
         print(NO_SECRET, file=sys.stderr)
     warnings.simplefilter("ignore")  # warnings from torch or student code never reach our stderr
-    from autograder.routes.plots import pictures_for  # late: not at the start of `python -m autograder`
+    from autograder.publish.plots import pictures_for  # late: not at the start of `python -m autograder`
 
     if args.out:
         from autograder.engine.operations.batch import (
@@ -694,7 +694,7 @@ def run_gradescope(upload, config, reference, seed, isolate, results_path):
     import json
     import time
 
-    from autograder.routes.gradescope import (
+    from autograder.publish.gradescope import (
         gradescope_results,
         pad_run,
     )  # late: not at the start of `python -m autograder`
@@ -718,7 +718,7 @@ def run_gradescope(upload, config, reference, seed, isolate, results_path):
 
 def run_nbgrader(args):
     from autograder.engine.course import config as grading_config  # late: not at the start of `python -m autograder`
-    from autograder.routes.nbgrader_course import write_course  # late: not at the start of `python -m autograder`
+    from autograder.publish.nbgrader_course import write_course  # late: not at the start of `python -m autograder`
 
     try:
         written = write_course(args.course_dir, grading_config.load_all())
@@ -734,7 +734,7 @@ def run_nbgrader(args):
 def run_skeleton(args):
     from autograder.engine.course import config as grading_config  # late: not at the start of `python -m autograder`
     from autograder.engine.generate.skeleton import write_skeletons  # late: not at the start of `python -m autograder`
-    from autograder.routes.nbgrader_course import (
+    from autograder.publish.nbgrader_course import (
         write_course_notebook,
     )  # late: not at the start of `python -m autograder`
 

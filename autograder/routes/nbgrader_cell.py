@@ -7,7 +7,7 @@
 What a check cell says is feedback: it runs in the student's kernel, on the public checks only,
 and says so. The hidden checks and the reference never load there (not even at nbgrader
 autograde): the grade of record is the sandboxed judge's, which routes/nbgrader_sync.py writes
-into nbgrader's gradebook, and step_report is what that judge's verdict looks like in the cell.
+into nbgrader's gradebook, and step_report (publish/check_cell.py) is what that judge's verdict looks like in the cell.
 
 Each solution cell of the notebook writes one file of the student's package (`%%writefile`), so a
 check cell grades exactly the files the other routes grade. The value returned is the step's
@@ -17,7 +17,7 @@ nbgrader scores a cell that wrote anything to stderr as zero, so everything stud
 PyTorch writes there while grading (and every warning) is caught and shown on stdout instead.
 
 Where a public check of attention fails, the picture of the student's weights next to the expected
-ones (routes/plots.py) shows under the table, in the notebook itself (IPython's display); outside a
+ones (publish/plots.py) shows under the table, in the notebook itself (IPython's display); outside a
 notebook kernel the table names the file.
 """
 
@@ -32,10 +32,8 @@ from pathlib import Path
 
 from autograder.engine.course import config as grading_config
 from autograder.engine.checks import messages
-from autograder.engine.mistakes.diagnosis import public_message_ids
-from autograder.engine.judge.results import table
 from autograder.engine.judge.runner import grade
-from autograder.routes.public_view import public_view
+from autograder.publish.check_cell import frozen_score, step_report
 
 OUTPUT_LIMIT = 2000  # characters of captured stderr shown back
 
@@ -95,34 +93,10 @@ def _check_step(step_id, directory, seed, assignment, points, verbose=False):
     return score
 
 
-def step_report(result, config, step_id: str, verbose: bool = False, pictures: bool = True) -> str:
-    """What a student may read of step `step_id` of `result`: its title, the table of its public
-    checks (public_view: hidden checks as a count and points, only the diagnoses a student
-    release could give) and, where `pictures`, the pictures' paths."""
-    view, summary = public_view(result, step_id, public_message_ids(config))
-    if not pictures:  # shown below the table (a notebook), not named in it
-        view.steps[0].pictures = []
-    title = messages.title(f"step_title.{config.id}.{step_id}", config.step(step_id).title)
-    text = table(view, title=f"{step_id}: {title}", verbose=verbose)
-    return text + ("\n" + summary if summary else "")
-
-
-def frozen_score(step, config, points: float = None) -> tuple:
-    """(the points of `step`, a StepResult, as a check cell worth `points` scores them, a note or
-    ""). nbgrader rejects a cell scoring above its points: a step whose points grading.yml has
-    changed since the course was made is scored out of the cell's `points`, with a note."""
-    score = min(max(step.score, 0.0), step.max_score)
-    live = config.step(step.id).points
-    if points is None or points == live:
-        return round(score, 4), ""
-    note = messages.render("course_points_changed", step=step.id, live=live, frozen=points)
-    return round(score / step.max_score * points if step.max_score else 0.0, 4), note
-
-
 def public_pictures(directory: Path):
-    """The runner's `pictures` callable: routes/plots.py's pictures of the failing public checks
+    """The runner's `pictures` callable: publish/plots.py's pictures of the failing public checks
     only (a hidden check's picture would show its inputs), saved under `directory`."""
-    from autograder.routes.plots import save_pictures  # late: not at the start of a notebook's check cell
+    from autograder.publish.plots import save_pictures  # late: not at the start of a notebook's check cell
 
     return lambda step_id, records: save_pictures(
         directory, step_id, [r for r in records if r.check.visibility == "public"]

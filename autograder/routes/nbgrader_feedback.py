@@ -26,7 +26,7 @@ from autograder.engine.checks import messages
 SHORTEST = 20  # characters: a shorter line (`return x`, `import torch`) tells nothing
 LONG_LINE = 2000  # characters of one source line shown at most
 SECRET_FILES = ("solutions/**/*.py", "autograder/assignments/**/*.py", "grading.yml")
-GRADER_LINE = re.compile(r'^GRADER = "([A-Za-z0-9+/=]+)"', re.M)  # routes/nbgrader_course.py INSTALLER
+GRADER_LINE = re.compile(r'^GRADER = "([A-Za-z0-9+/=]+)"', re.M)  # publish/nbgrader_course.py INSTALLER
 
 
 def lines_of(text: str) -> set:
@@ -103,7 +103,7 @@ def cut_long_lines(source: str) -> str:
 
 
 class WithoutKit(NbGraderPreprocessor):
-    """A stage of generate_feedback (routes/nbgrader_course.py FEEDBACK): see the module."""
+    """A stage of generate_feedback (publish/nbgrader_course.py FEEDBACK): see the module."""
 
     def preprocess(self, nb, resources):
         from nbformat import from_dict  # late: comes with nbgrader

@@ -1,7 +1,7 @@
 """The Execute stage of nbgrader autograde for the course: each student's notebook runs in a
 confined kernel without the kit (autograder/sandbox/kernel.py), within a time budget.
 
-The course's nbgrader_config.py (routes/nbgrader_course.py AUTOGRADE) names ConfinedExecute in
+The course's nbgrader_config.py (publish/nbgrader_course.py AUTOGRADE) names ConfinedExecute in
 place of nbgrader's Execute. Its kernel manager makes an empty scratch folder and starts the
 kernel as sandbox/kernel.py describes (on a copy of the notebook's folder in that scratch: nothing
 it writes reaches the course), with an environment of its own (nothing of the instructor's but

@@ -243,7 +243,7 @@ def write_gradebook(coursedir, nbconfig, config, item: Submission, result):
     autograded notebook's check cells given the verdict, the late penalty computed again."""
     from nbgrader.api import Gradebook, MissingEntry  # late: comes with nbgrader
 
-    from autograder.routes.nbgrader_gradebook import record, write_notebook  # late: imports nbgrader
+    from autograder.publish.nbgrader_gradebook import record, write_notebook  # late: imports nbgrader
 
     autograded_path = Path(coursedir.format_path(coursedir.autograded_directory, item.student, config.id))
     autograded_path = autograded_path / f"{config.package}.ipynb"

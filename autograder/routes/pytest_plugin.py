@@ -478,7 +478,9 @@ class StudentPlugin:
                     reference=self.reference(assignment),
                 )
                 if self.plots is not None:
-                    from autograder.routes.plots import save_pictures  # late: not at the start of `pytest assignments/`
+                    from autograder.publish.plots import (
+                        save_pictures,
+                    )  # late: not at the start of `pytest assignments/`
 
                     result.pictures = save_pictures(Path(self.plots), step.id, records)
                 result.example = self.example(step, records, student)

@@ -1,7 +1,7 @@
 """The earlier steps' functions written out, for the integration steps: one mistake, one charge.
 
 Instructor-only, like mistakes/: each is a correct version of a step's function, so the student
-release never ships this file (routes/student_release.py copies an assignment's observers and
+release never ships this file (publish/student_release.py copies an assignment's observers and
 checks, not this). The worker server loads it before any student code (harness/serve.py) and the
 run with earlier steps written out uses it (harness/earlier.py); a student release judges its
 module against the stored probe results instead (autograder/harness/answers.py).

@@ -1,5 +1,5 @@
 """The answers a student release stores instead of computing them (harness/answers.py), computed
-by the instructor's kit when it writes the release (routes/student_release.py):
+by the instructor's kit when it writes the release (publish/student_release.py):
 
 * "probe::<function>": each earlier step's written-out function on its probe (harness/earlier.py),
   so that the release tells a wrong earlier function without holding a right one;

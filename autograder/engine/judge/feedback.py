@@ -11,7 +11,7 @@ values). Then the evidence, once per kind of failure ("5 of 5 checks: wrong valu
 (largest error 1.39)"), one pointer to the paragraph of the skeleton that teaches the cause, and
 the smallest failing input of a public check where a route found one (shrink.py, via
 `smallest_example`). Each check's full message (indices, tolerances, dtypes) stays in the JSON and
-behind `verbose`. Routes show a view without hidden checks (routes/public_view.py), so nothing here
+behind `verbose`. Routes show a view without hidden checks (publish/public_view.py), so nothing here
 decides what is hidden; `smallest_example` only ever runs a public check.
 
 One module, though long: choosing what a student reads first (cause, evidence, pointer,

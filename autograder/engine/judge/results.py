@@ -37,13 +37,13 @@ class StepResult:
     checks_total: int = None
     example: object = None  # feedback.Example: the smallest failing input of a public check, where found
     # The diagnoses made from the public checks alone (runner.explain_public): what a student may
-    # read where hidden checks ran (routes/public_view.py). None: not known apart (a result read
+    # read where hidden checks ran (publish/public_view.py). None: not known apart (a result read
     # from an older JSON), and then a student reads none where hidden checks ran.
     public_diagnoses: list = None
 
 
 def picture_name(step_id: str, check_id: str) -> str:
-    """The file name of a failing check's picture (routes/plots.py draws it; StepResult.pictures)."""
+    """The file name of a failing check's picture (publish/plots.py draws it; StepResult.pictures)."""
     return f"{step_id}-{check_id}.png"
 
 

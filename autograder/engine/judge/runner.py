@@ -69,7 +69,7 @@ def grade(
     submission.staging accepts. With `reference` (a directory holding the reference package),
     hidden checks run too, seeded with `seed` (plan.default_seed when None). With `isolate`,
     student code runs only in a sandboxed worker process (autograder/sandbox/worker_process.py);
-    otherwise in this one. `pictures(step_id, records) -> [path]` (routes/plots.py) draws what a
+    otherwise in this one. `pictures(step_id, records) -> [path]` (publish/plots.py) draws what a
     failing step's checks can show. With `keep_code`, the result's `code` is what grading took of
     the package (kept_code.keep: for the class report, which never reads the submission again).
     Never raises for student faults."""

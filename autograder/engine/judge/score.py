@@ -4,6 +4,8 @@ same for every submission.
     result = score_step(step, [(check, passed, fail), ...])   # a StepResult
 """
 
+import math
+
 from autograder.engine.checks import messages
 from autograder.engine.checks.text import printable
 from autograder.engine.judge.results import CheckResult, GradeResult, StepResult
@@ -74,3 +76,15 @@ def refused(config, fail, steps=None, seed=None) -> GradeResult:
         result.title = messages.title(f"step_title.{config.id}.{result.id}", result.title)
     title = messages.title(f"assignment_title.{config.id}", config.title)
     return GradeResult(assignment=title, submission="", steps=results, seed=seed)
+
+
+def whole_points(parts, total):
+    """`parts` as whole numbers adding up to `total` rounded half up: each part's floor, and the
+    points left over to the parts with the largest fractions (largest remainder)."""
+    epsilon = 1e-9  # 7.4999999999 is 7.5
+    target = math.floor(total + 0.5 + epsilon)
+    floors = [math.floor(part + epsilon) for part in parts]
+    order = sorted(range(len(parts)), key=lambda i: floors[i] - parts[i])
+    for i in order[: max(0, target - sum(floors))]:
+        floors[i] += 1
+    return floors

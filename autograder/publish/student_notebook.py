@@ -17,8 +17,8 @@ from pathlib import Path
 
 from autograder import KIT
 from autograder.engine.checks import messages
-from autograder.routes.nbgrader_course import course_notebook, installer, notebook_about, split_docstring
-from autograder.routes.student_release import grader_archive
+from autograder.publish.nbgrader_course import course_notebook, installer, notebook_about, split_docstring
+from autograder.publish.student_release import grader_archive
 
 INSTALL = """# 이 셀을 먼저 실행하세요: 검사에 필요한 것을 설치하고 채점기(공개 검사만)를 풉니다.
 # Run this cell first: it installs what the checks need and unpacks the grader (public checks only).

@@ -22,13 +22,14 @@ from autograder.engine.generate.catalogs import write_student_catalogs
 from autograder.engine.generate.skeleton import write_skeletons
 from autograder.engine.judge.results import WriteError
 from autograder.engine.operations.kit_files import keep, release_manifest
-from autograder.routes.classroom import workflow
-from autograder.routes.student_readme import student_readme
+from autograder.publish.classroom_workflow import workflow
+from autograder.publish.student_readme import student_readme
 
 HIDDEN_MARKER = "# ### BEGIN HIDDEN CHECKS"
 PROBES_MARKER = "# ### PROBES"
 # What a student's run needs of the grader: the engine (not operations/ nor generate/: a batch and
-# its shards, making skeletons, catalogs and fingerprints are the instructor's) and the in-process routes, each
+# its shards, making skeletons, catalogs and fingerprints are the instructor's), the in-process routes and
+# what they show of publish/ (the public view, pictures, the check cell, the workflow's steps), each
 # assignment's public checks, fingerprints and messages, and the sandbox (the Classroom workflow
 # grades in it, so that the student's code never runs in the process that writes the grade).
 # Not the known mistakes (a second reference), not the instructor's commands: routes/cli.py ships for
@@ -44,11 +45,14 @@ STUDENT_PARTS = [
     "engine/judge",
     "harness",
     "sandbox",
+    "publish/__init__.py",
+    "publish/public_view.py",
+    "publish/plots.py",
+    "publish/check_cell.py",
+    "publish/classroom_workflow.py",
     "routes/__init__.py",
     "routes/pytest_plugin.py",
     "routes/nbgrader_cell.py",
-    "routes/public_view.py",
-    "routes/plots.py",
     "routes/classroom.py",
     "routes/cli.py",
     "assignments/__init__.py",

@@ -26,8 +26,8 @@ from pathlib import Path
 from autograder import KIT
 from autograder.engine.checks import messages
 from autograder.engine.scan.submission import writefile_pattern
-from autograder.routes.grader_home import grader_home
-from autograder.routes.student_release import grader_archive
+from autograder.publish.grader_home import grader_home
+from autograder.publish.student_release import grader_archive
 from autograder.engine.course.torch_pin import CPU_INDEX, GRADING_TORCH
 
 PLACEHOLDER = 'raise NotImplementedError("TODO")'  # the skeleton's, so both copies read the same

@@ -17,13 +17,13 @@ from pathlib import Path
 from autograder import KIT
 from autograder.engine.mistakes.diagnosis import public_message_ids
 from autograder.engine.course.torch_pin import CPU_INDEX, GRADING_TORCH
-from autograder.routes.public_view import public_step
+from autograder.publish.public_view import public_step
 from autograder.engine.course import config as grading_config
 from autograder.engine.course.secret import FILE_NAME as SECRET_FILE, read_secret
 from autograder.engine.judge import feedback
 from autograder.engine.checks import messages
 from autograder.engine.judge import results
-from autograder.routes.classroom import whole_points
+from autograder.engine.judge.score import whole_points
 
 
 SETUP_SH = """#!/usr/bin/env bash

@@ -7,14 +7,14 @@
   the compiled message catalogs (English, Korean) keep only the diagnoses those fingerprints and
   the probes can give.
 
-The Gradescope autograder zip is routes/gradescope.py's.
+The Gradescope autograder zip is publish/gradescope.py's.
 """
 
 import sys
 
-from autograder.routes.nbgrader_course import notebook_text
-from autograder.routes.student_notebook import student_notebook
-from autograder.routes.student_release import release_archive, release_files
+from autograder.publish.nbgrader_course import notebook_text
+from autograder.publish.student_notebook import student_notebook
+from autograder.publish.student_release import release_archive, release_files
 
 
 def release(out, classroom="command", assignment=None, notebooks=True, lang=None):
