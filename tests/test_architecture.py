@@ -1,4 +1,5 @@
-"""The layering rules of ARCHITECTURE.md: imports flow routes -> engine -> sandbox, what runs beside
+"""The layering rules of ARCHITECTURE.md: imports flow routes -> publish -> engine -> sandbox, a
+route imports no other route (routes are leaves; what two routes share is publish/'s), what runs beside
 student code (harness/, an assignment's observers/) imports nothing of the judge, no modules import
 each other in a circle, an assignment's check modules do not import one another, and the engine,
 the sandbox and the routes name no assignment (everything assignment-specific is in its folder).
@@ -17,13 +18,14 @@ import pytest
 from autograder import KIT
 from autograder.engine.course import assignment as assignments
 
-LAYERS = ("routes", "engine", "harness", "sandbox")
+LAYERS = ("routes", "publish", "engine", "harness", "sandbox")
 # What each part of the kit may import, besides itself and autograder's own top-level helpers:
-# routes -> engine -> sandbox; harness/ (beside student code) only the sandbox's plain-data wire,
+# routes -> publish -> engine -> sandbox; harness/ (beside student code) only the sandbox's plain-data wire,
 # and an assignment's observers/ (which the worker loads) the same; its checks and mistakes the
 # engine's check helpers and what the harness measures.
 ALLOWED = {
-    "routes": {"engine", "harness", "sandbox"},
+    "routes": {"publish", "engine", "harness", "sandbox"},
+    "publish": {"engine", "harness", "sandbox"},
     "engine": {"harness", "sandbox"},
     "harness": {"sandbox"},
     "sandbox": set(),
@@ -118,6 +120,36 @@ def against_the_layers(graph: dict) -> list:
             if source in ("assignments", "observers") and destination in ("assignments", "observers"):
                 allowed = allowed and name.split(".")[2:3] == target.split(".")[2:3]  # its own folder only
             if not allowed:
+                wrong.append(f"{name} (line {lines[0]}) -> {target}")
+    return sorted(wrong)
+
+
+# Routes that import others, each with its reason, until it no longer does.
+ROUTES_THAT_DISPATCH = {
+    "cli": "`python -m autograder` hands each command to its route: it becomes a table of commands",
+}
+
+
+def route_of(module: str) -> "str | None":
+    """The route a module belongs to: the module or package right under routes/ (report/ is one
+    route), None outside routes/ and for routes/__init__."""
+    parts = module.split(".")
+    return parts[2] if len(parts) > 2 and parts[1] == "routes" else None
+
+
+def routes_importing_routes(graph: dict, dispatching: dict = None) -> list:
+    """'module (line n) -> module' for each import from one route into another (late imports
+    count): a route is a leaf, and what two routes share belongs to publish/ or the engine.
+    `dispatching`: routes allowed to import others (ROUTES_THAT_DISPATCH)."""
+    dispatching = ROUTES_THAT_DISPATCH if dispatching is None else dispatching
+    wrong = []
+    for name, edges in graph.items():
+        route = route_of(name)
+        if route is None or route in dispatching:
+            continue
+        for target, lines in edges.items():
+            other = route_of(target)
+            if other is not None and other != route:
                 wrong.append(f"{name} (line {lines[0]}) -> {target}")
     return sorted(wrong)
 
@@ -256,6 +288,13 @@ def test_imports_flow_one_way():
     assert not wrong, "imports against the layering (routes -> engine -> sandbox):\n" + "\n".join(wrong)
 
 
+def test_no_route_imports_another():
+    """Routes are leaves: what one route shares with another (an artefact, a view, a format) is
+    publish/'s or the engine's. Late imports count."""
+    wrong = routes_importing_routes(import_graph(KIT / "autograder"))
+    assert not wrong, "a route importing another (move what they share to publish/):\n" + "\n".join(wrong)
+
+
 def test_the_engine_folders_import_downward():
     """checks <- scan <- course <- mistakes <- judge <- operations, build: late imports count."""
     wrong = up_the_engine(import_graph(KIT / "autograder"))
@@ -344,6 +383,11 @@ def test_the_rules_catch_planted_violations(tmp_path):
             "__main__.py": "from autograder.routes import cli\n",
             "routes/__init__.py": "",
             "routes/cli.py": "from autograder import KIT\nfrom autograder.engine.judge.runner import grade\n",
+            "routes/notebook.py": "def run():\n    from autograder.routes.report import html  # late\n",
+            "routes/report/__init__.py": "",
+            "routes/report/html.py": "from autograder.publish import view\n",
+            "publish/__init__.py": "",
+            "publish/view.py": "from autograder.engine.judge import runner\nfrom autograder.routes import notebook\n",
             "engine/__init__.py": "",
             "engine/judge/runner.py": "def grade():\n    from autograder.routes import cli  # late, and up\n",
             "harness/__init__.py": "",
@@ -375,14 +419,21 @@ def test_the_rules_catch_planted_violations(tmp_path):
         "autograder.assignments.b.checks.three (line 1) -> autograder.assignments.a.checks._shared",
         "autograder.engine.judge.runner (line 2) -> autograder.routes.cli",
         "autograder.harness.observe (line 1) -> autograder.engine.judge.runner",
+        "autograder.publish.view (line 2) -> autograder.routes.notebook",
     ]
+    assert routes_importing_routes(graph, {}) == [
+        "autograder.routes.notebook (line 2) -> autograder.routes.report.html"
+    ]
+    assert routes_importing_routes(graph, {"notebook": "a dispatcher"}) == []
     assert checks_importing_checks(graph) == [
         "autograder.assignments.a.checks.two (line 1) -> autograder.assignments.a.checks.one"
     ]
     assert cycle_paths(graph) == [
-        "autograder.engine.judge.runner (line 2) -> autograder.routes.cli (line 2) -> autograder.engine.judge.runner"
+        "autograder.engine.judge.runner (line 2) -> autograder.routes.cli (line 2) -> autograder.engine.judge.runner",
+        "autograder.publish.view (line 2) -> autograder.routes.notebook (line 2) -> autograder.routes.report.html "
+        "(line 1) -> autograder.publish.view",
     ]
-    assert late_imports(root) == [("autograder.engine.judge.runner", 2)]
+    assert late_imports(root) == [("autograder.engine.judge.runner", 2), ("autograder.routes.notebook", 2)]
     plant(root, {"engine/checks/check.py": "from autograder.engine.judge.runner import grade\n", "engine/loose.py": ""})
     assert up_the_engine(import_graph(root)) == [
         "autograder.engine.checks.check (line 1) -> autograder.engine.judge.runner",
