@@ -1,4 +1,4 @@
-"""`python -m autograder ...`: the command line (autograder/routes/cli.py)."""
+"""`python -m autograder ...`: the command line (autograder/routes/cli/)."""
 
 import logging
 import os

@@ -135,9 +135,9 @@ def main():
         (out / f"{sid}.json").write_text(json.dumps(data, indent=2))
     write_csv([load_result(out / f"{sid}.json") for sid in ids], ids, out / "grades.csv", [str(cls / s) for s in ids])
 
-    from autograder.routes.report import data as report, reading, similarity
-    from autograder.routes.report.cli import graded_assignment, skeleton_files
-    from autograder.routes.report.html import render
+    from autograder.publish.report import data as report, reading, similarity
+    from autograder.routes.cli.report import graded_assignment, skeleton_files
+    from autograder.publish.report.html import render
 
     timings = {}
     t = time.perf_counter()

@@ -17,7 +17,7 @@ PROSE = [KIT / "ARCHITECTURE.md", *sorted((KIT / "docs").glob("*.md"))]
 # `module.name`, not part of a path, a longer dotted name or a file name (`report.pdf`).
 CITED = re.compile(r"(?<![\w./$-])([a-z_][a-z_0-9]*)\.([A-Za-z_]\w*)\b(?!\.\w|[/\w-])")
 FILE_SUFFIXES = {"py", "md", "json", "yml", "yaml", "po", "mo", "pot", "wire", "ipynb", "zip", "txt", "html", "csv"}
-FILE_SUFFIXES |= {"pdf", "j2", "toml", "cfg", "sh", "js", "png", "svg", "xml", "log", "whl", "gz", "tar"}
+FILE_SUFFIXES |= {"pdf", "j2", "toml", "cfg", "sh", "sbatch", "js", "png", "svg", "xml", "log", "whl", "gz", "tar"}
 # Words that are also the kit's usual names of an instance, not of its module: `check.inputs` is
 # a Check's method; `runner.temp` is GitHub Actions' runner context.
 INSTANCES = {"check", "runner.temp"}

@@ -32,7 +32,12 @@ def kept_steps(assignment, status="pass"):
     steps = {}
     for step in classroom_workflow.graded_steps(assignment):
         test = {"name": f"{step.id}: x", "status": status, "message": None, "line_no": 0, "score": int(step.points)}
-        result = {"version": 1, "status": status, "max_score": classroom_workflow.reporter_number(step.points), "tests": [test]}
+        result = {
+            "version": 1,
+            "status": status,
+            "max_score": classroom_workflow.reporter_number(step.points),
+            "tests": [test],
+        }
         steps[step.id] = {"log": f"{step.id} log\n", "result": result}
     return steps
 

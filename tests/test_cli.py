@@ -128,3 +128,17 @@ def test_a_submission_holding_two_assignments_needs_assignment_where_one_result_
     completed = run("grade", SOLUTIONS, "--json", tmp_path / "r.json", "--public-only", "--in-process")
     assert completed.returncode == 2 and "--assignment" in completed.stderr and "mha" in completed.stderr
     assert not (tmp_path / "r.json").exists()
+
+
+def test_every_command_runs_from_its_module_of_the_table():
+    """The command line is a table: each command the parser takes has a module of routes/cli/
+    with `run(args)`, and the table names no command the parser does not take."""
+    import argparse
+
+    from autograder.routes import cli
+
+    parser = cli.command_line()
+    commands = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction)).choices
+    assert set(commands) == set(cli.COMMANDS)
+    for command in commands:
+        assert callable(cli.command_module(command).run), command

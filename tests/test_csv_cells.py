@@ -133,7 +133,7 @@ def test_a_hostile_id_survives_a_merge_and_the_report(tmp_path):
     from autograder.engine.judge.grades_csv import write_csv
     from autograder.engine.judge.results import write_json
     from autograder.engine.operations.shard import _csv_rows
-    from autograder.routes.report.reading import load_out_dirs
+    from autograder.publish.report.reading import load_out_dirs
 
     names = ["-1-2", "-cmd.A0", "plain"]  # batch ids: letters, digits, "-", "_", "." (batch.submission_ids)
     results = [graded(["padding"], [5.0]) for _ in names]

@@ -263,6 +263,7 @@ def test_fingerprints_equal_up_to_the_last_bits_are_not_rewritten(tmp_path, monk
     last bits of its floats (BLAS rounds differently on another machine): nothing."""
     from autograder.engine.generate import fingerprint_build
     from autograder.engine.mistakes import fingerprints
+    from autograder.routes.cli import make
 
     config = grading_config.load(assignment="mha")
     shipped = fingerprints.path_of(config.id)
@@ -284,7 +285,7 @@ def test_fingerprints_equal_up_to_the_last_bits_are_not_rewritten(tmp_path, monk
     monkeypatch.setattr(fingerprints, "path_of", lambda assignment_id: copy)
     monkeypatch.setattr(fingerprints, "_loaded", {})
     monkeypatch.setattr(grading_config, "load_all", lambda path=None: [config])
-    monkeypatch.setattr(cli, "KIT", tmp_path)  # where it says it wrote, relative to
+    monkeypatch.setattr(make, "KIT", tmp_path)  # where it says it wrote, relative to
     monkeypatch.setattr(cli, "student_kit", lambda: False)  # which it reads from KIT
     before = copy.read_bytes()
     assert cli.main(["fingerprints"]) == 0

@@ -7,7 +7,7 @@ import sys
 
 import pytest
 
-from autograder.routes import doctor
+from autograder.routes.cli import doctor
 from conftest import KIT, cuda_available
 
 

@@ -162,8 +162,8 @@ def test_the_gradescope_route_pads_only_when_hidden_checks_ran(monkeypatch, tmp_
     """run_gradescope pads a run with hidden checks (a reference), never a public-only one, and
     puts what the code printed in the hidden phase in the log only."""
     from autograder.engine.judge import runner
-    from autograder.routes import cli
     from autograder.publish import gradescope
+    from autograder.routes.cli import grade as grade_command
 
     result = next(hidden_outcome_variants())
     result.hidden_output = "printed in the hidden phase"
@@ -172,6 +172,6 @@ def test_the_gradescope_route_pads_only_when_hidden_checks_ran(monkeypatch, tmp_
     monkeypatch.setattr(gradescope, "pad_run", lambda started: padded.append(started))
     for reference, pads in ((tmp_path, 1), (None, 0)):
         padded.clear()
-        assert cli.run_gradescope(tmp_path, None, reference, 1, False, tmp_path / "results.json") == 0
+        assert grade_command.run_gradescope(tmp_path, None, reference, 1, False, tmp_path / "results.json") == 0
         assert len(padded) == pads
         assert "printed in the hidden phase" not in (tmp_path / "results.json").read_text()

@@ -80,7 +80,7 @@ def test_one_mistake_is_one_misconception_in_the_class_report(graded_mistakes, s
     """One mistake counts once where the instructor learns what the class missed: the class
     report built from its result names its diagnosis and nothing else (no symptom said in its
     support, no other step's diagnosis)."""
-    from autograder.routes.report import data as report
+    from autograder.publish.report import data as report
 
     _, _, result = graded_mistakes[(step, mistake.id)]
     rows = report.misconceptions([{"id": "student", "result": result.to_json()}], {})

@@ -1,4 +1,4 @@
-"""The sync's pieces (autograder/routes/nbgrader_sync.py, nbgrader_gradebook.py): what of a
+"""The sync's pieces (autograder/routes/cli/nbgrader_sync.py, nbgrader_gradebook.py): what of a
 submitted notebook is graded, and what a check cell's own result is compared with. The whole
 command runs on a real course in tests/test_nbgrader.py."""
 
@@ -8,7 +8,7 @@ import os
 import pytest
 
 from autograder.engine.scan.submission import NOTEBOOK_LIMIT, notebook_files
-from autograder.routes.nbgrader_sync import as_autograded
+from autograder.routes.cli.nbgrader_sync import as_autograded
 from conftest import SOLUTIONS
 
 if not os.environ.get("MHA_LAB_CI"):  # CI installs the instructor extra: never skip there

@@ -33,7 +33,7 @@ def test_the_check_cell_runs_public_checks_only_whatever_the_kernel_sets(submiss
     """A mistake only a hidden check catches (test_a_diagnosis_only_hidden_checks_give...), with
     every variable that ever switched hidden checks on set as at nbgrader autograde: the cell
     runs the public checks (full marks, as feedback, saying so) and never loads the reference;
-    the grade of record is the judge's (routes/nbgrader_sync.py)."""
+    the grade of record is the judge's (routes/cli/nbgrader_sync.py)."""
     from autograder.engine.judge import runner
     from planted import PLANTED
 

@@ -164,7 +164,7 @@ INSTRUCTOR_PARTS = [
     "publish/gradescope.py",
     "publish/nbgrader_course.py",
     "publish/nbgrader_gradebook.py",
-    "routes/report",
+    "publish/report",
     "publish/student_notebook.py",
     "engine/operations",
     "engine/generate",

@@ -21,8 +21,8 @@ from pathlib import Path
 import pytest
 
 from autograder.engine.course import config as grading_config
-from autograder.routes.report import data as report, html as report_html, reading, similarity
-from autograder.routes.report.html import REPORT_CATALOG, render
+from autograder.publish.report import data as report, html as report_html, reading, similarity
+from autograder.publish.report.html import REPORT_CATALOG, render
 from conftest import ASSIGNMENTS, KIT, SOLUTIONS
 from planted import PLANTED
 

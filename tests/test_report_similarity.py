@@ -11,7 +11,7 @@ import random
 
 import pytest
 
-from autograder.routes.report import dead_code, liveness, normalise, order, similarity
+from autograder.publish.report import dead_code, liveness, normalise, order, similarity
 from disguise import KINDS, disguise, independent_students, random_function, skeleton, synthetic_student
 
 SKELETON = skeleton()

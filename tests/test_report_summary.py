@@ -5,8 +5,8 @@ import re
 
 import pytest
 
-from autograder.routes.report import data as report
-from autograder.routes.report.html import render
+from autograder.publish.report import data as report
+from autograder.publish.report.html import render
 from test_report import check, entry, good, needs, result, step
 
 SAID = "mha/heads.py has a syntax error on line 3: '(' was never closed"

@@ -322,7 +322,7 @@ def test_a_seed_reached_through_yaml_merges_is_cut_too(defaults):
 
 
 def test_release_and_doctor_warn_of_defaults_seed(course, tmp_path, monkeypatch, capsys):
-    from autograder.routes import doctor
+    from autograder.routes.cli import doctor
 
     course("seeded")
     seeded = tmp_path / "grading.yml"
@@ -339,7 +339,7 @@ def test_release_and_doctor_warn_of_defaults_seed(course, tmp_path, monkeypatch,
 
 
 def test_doctor_says_where_the_hidden_inputs_come_from(course):
-    from autograder.routes import doctor
+    from autograder.routes.cli import doctor
 
     def lines():
         said = []

@@ -10,7 +10,7 @@ points (frozen: a later edit of grading.yml needs a regeneration, and check_step
 public checks, as feedback. Its nbgrader_config.py has autograde run each notebook in a confined
 kernel without the kit (routes/nbgrader_kernel.py) and then the sandboxed judge, whose scores are
 the gradebook's (routes/nbgrader_gradebook.py; `nbgrader-sync` does the same for a whole class,
-routes/nbgrader_sync.py), and feedback pages leave the kit out (routes/nbgrader_feedback.py).
+routes/cli/nbgrader_sync.py), and feedback pages leave the kit out (routes/nbgrader_feedback.py).
 A copy is kept in solutions/<id>.ipynb, and
 `python -m autograder skeleton --check` fails when it is out of date.
 
@@ -79,7 +79,7 @@ os.makedirs({package!r}, exist_ok=True)  # the solution cells write their files 
 NO_GRADER = "# (the course's notebook carries the grader here, for a hub where the kit is not installed)\n"
 
 # What a check cell says is feedback from the student's kernel: public checks only, always. The
-# grade of record is the sandboxed judge's (routes/nbgrader_sync.py); nbgrader autograde runs it
+# grade of record is the sandboxed judge's (routes/cli/nbgrader_sync.py); nbgrader autograde runs it
 # too, after the kernel (routes/nbgrader_gradebook.py JudgedScores). No hidden-tests region:
 # nbgrader's gradebook keeps a locked cell's checksum from before it cuts such a region, so every
 # check cell would be reported changed at autograde.

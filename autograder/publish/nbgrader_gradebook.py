@@ -1,5 +1,5 @@
 """The sandboxed judge's scores in nbgrader's gradebook: one rule, for the whole class
-(routes/nbgrader_sync.py) and for each notebook nbgrader autograde grades
+(routes/cli/nbgrader_sync.py) and for each notebook nbgrader autograde grades
 (routes/nbgrader_gradebook.py JudgedScores).
 
     record(gradebook, assignment, notebook, student, result, config, claims)  # -> Recorded

@@ -32,7 +32,7 @@ PROBES_MARKER = "# ### PROBES"
 # what they show of publish/ (the public view, pictures, the check cell, the workflow's steps), each
 # assignment's public checks, fingerprints and messages, and the sandbox (the Classroom workflow
 # grades in it, so that the student's code never runs in the process that writes the grade).
-# Not the known mistakes (a second reference), not the instructor's commands: routes/cli.py ships for
+# Not the known mistakes (a second reference), not the instructor's commands: routes/cli/grade.py ships for
 # `python -m autograder grade` and says that the others are the instructor's (cli.student_kit).
 STUDENT_PARTS = [
     "__init__.py",
@@ -54,7 +54,8 @@ STUDENT_PARTS = [
     "routes/pytest_plugin.py",
     "routes/nbgrader_cell.py",
     "routes/classroom.py",
-    "routes/cli.py",
+    "routes/cli/__init__.py",
+    "routes/cli/grade.py",
     "assignments/__init__.py",
 ]
 ASSIGNMENT_PARTS = ["__init__.py", "fingerprints.json", "stages.json", "warmup.py"]  # and its compiled catalogs

@@ -6,7 +6,7 @@
 
 What a check cell says is feedback: it runs in the student's kernel, on the public checks only,
 and says so. The hidden checks and the reference never load there (not even at nbgrader
-autograde): the grade of record is the sandboxed judge's, which routes/nbgrader_sync.py writes
+autograde): the grade of record is the sandboxed judge's, which routes/cli/nbgrader_sync.py writes
 into nbgrader's gradebook, and step_report (publish/check_cell.py) is what that judge's verdict looks like in the cell.
 
 Each solution cell of the notebook writes one file of the student's package (`%%writefile`), so a

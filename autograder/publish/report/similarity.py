@@ -26,7 +26,7 @@ from collections import defaultdict
 import numpy as np
 
 from autograder.engine.checks.text import printable
-from autograder.routes.report import normalise
+from autograder.publish.report import normalise
 
 K = 12  # tokens per k-gram: a short statement; shorter repeats are no evidence
 MIN_OVERLAP = 60  # matched tokens a pair needs at least (a function of a few lines)

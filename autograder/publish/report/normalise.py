@@ -33,7 +33,7 @@ import re
 import tokenize
 from dataclasses import dataclass, field
 
-from autograder.routes.report import dead_code, order, syntax
+from autograder.publish.report import dead_code, order, syntax
 
 NAME = "V"  # every name the submission binds
 STRING = "STR"  # every string literal

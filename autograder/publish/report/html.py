@@ -1,6 +1,6 @@
-"""The class report as one self-contained HTML file (autograder/routes/report/data.py makes its data).
+"""The class report as one self-contained HTML file (autograder/publish/report/data.py makes its data).
 
-Rendered with Jinja2 from autograder/routes/report/templates/report.html.j2, autoescaped: student code,
+Rendered with Jinja2 from autograder/publish/report/templates/report.html.j2, autoescaped: student code,
 messages and ids are text, never markup. Charts are inline SVG drawn by the template's own
 macros (bars from the histograms), so the file opens offline: no script, no CDN, no image files.
 The report's own words are keyed by id in REPORT_CATALOG, English and Korean, kept apart from

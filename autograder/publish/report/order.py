@@ -15,7 +15,7 @@ import ast
 import heapq
 from collections import defaultdict
 
-from autograder.routes.report.syntax import BLOCKS, DEFS, TERMINAL, blocks, inner_blocks
+from autograder.publish.report.syntax import BLOCKS, DEFS, TERMINAL, blocks, inner_blocks
 
 ORDERED_BLOCK = 200
 

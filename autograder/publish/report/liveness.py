@@ -16,7 +16,7 @@ reads (mark and sweep, so stores that only feed each other go together).
 import ast
 from collections import Counter, defaultdict
 
-from autograder.routes.report.syntax import BLOCKS, DEFS, FUNCTIONS, blocks, inner_blocks, walk
+from autograder.publish.report.syntax import BLOCKS, DEFS, FUNCTIONS, blocks, inner_blocks, walk
 
 
 def _own_parts(statement) -> list:

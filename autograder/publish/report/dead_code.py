@@ -17,8 +17,8 @@ iterative.
 
 import ast
 
-from autograder.routes.report import liveness
-from autograder.routes.report.syntax import TERMINAL, blocks, walk
+from autograder.publish.report import liveness
+from autograder.publish.report.syntax import TERMINAL, blocks, walk
 
 # Built-ins whose call as a statement changes nothing the program computes (print: only output).
 NO_EFFECT_CALLS = frozenset(

@@ -32,6 +32,9 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from autograder import KIT
+from autograder.engine.course import config as grading_config
+from autograder.engine.judge import results as results_io
+from autograder.engine.judge.results import points
 from autograder.engine.scan.submission import NOTEBOOK_LIMIT
 
 OUT = "judged"  # COURSE_DIR/judged/<assignment>/: the sync's batch
@@ -148,8 +151,6 @@ def sync(course: Path, assignment: str = None, workers: int = None, force: bool 
     """Grade the course's submissions into its gradebook (see the module); an exit code."""
     from nbgrader.api import Gradebook  # late: comes with nbgrader
 
-    from autograder.engine.course import config as grading_config  # late: not at the start of `python -m autograder`
-
     log = log or sys.stderr
     coursedir, nbconfig = course_directory(course)
     graded = {config.id: config for config in grading_config.load_all()}
@@ -173,10 +174,9 @@ def sync_assignment(coursedir, nbconfig, config, workers, force, log) -> int:
     """sync() of one assignment of grading.yml; an exit code."""
     from nbgrader.api import Gradebook, MissingEntry  # late: comes with nbgrader
 
-    from autograder.engine.judge.plan import default_seed  # late: not at the start of `python -m autograder`
+    from autograder.engine.judge.plan import default_seed  # late: torch, once there is a class to grade
     from autograder.engine.operations.batch import BatchBusy, grade_batch  # not in the student kit
     from autograder.engine.operations.shard import ShardError, read_manifest  # not in the student kit
-    from autograder.engine.judge import results as results_io  # late: not at the start of `python -m autograder`
 
     out = Path(coursedir.root) / OUT / config.id
     found = submissions(coursedir, config.id)
@@ -287,8 +287,6 @@ def late_penalty(coursedir, nbconfig, config, student: str):
 
 
 def summary_line(done, why: str) -> str:
-    from autograder.engine.judge.results import points  # late: not at the start of `python -m autograder`
-
     parts = [f"{done.student}: {points(done.total)} in the gradebook"]
     if why:
         parts.append(f"notebook {why}: scored 0")

@@ -10,11 +10,11 @@ import sys
 from autograder import KIT
 from autograder.engine.judge.results import WriteError, write_atomically
 from autograder.engine.operations.shard import IncompleteMerge, ShardError, merge
-from autograder.routes.report import data as report, reading, similarity
+from autograder.publish.report import data as report, reading, similarity
 from autograder.engine.course import config as grading_config
-from autograder.routes.report.reading import ReportError
-from autograder.routes.report.html import localised
-from autograder.routes.report.html import render
+from autograder.publish.report.reading import ReportError
+from autograder.publish.report.html import localised
+from autograder.publish.report.html import render
 
 
 def run(args) -> int:
@@ -24,7 +24,6 @@ def run(args) -> int:
 
 
 def run_merge(args) -> int:
-
     try:
         merged = merge(args.dirs, args.out, allow_missing=getattr(args, "allow_missing", False))
     except IncompleteMerge as error:  # not a mistake in the command: something to grade first
@@ -46,7 +45,6 @@ def build_report(dirs: list, threshold: float = 0.6, assignment: str = None) -> 
     """The report's data from the out directories alone (reading.py: never the submissions):
     report.build with the skeleton's paragraphs and the similarity of the code grading kept.
     `assignment`: its id in grading.yml (default: the one whose title the results carry)."""
-
     entries = reading.load_out_dirs(dirs)
     config = graded_assignment(entries, assignment)
     skeleton = KIT / "assignments" / config.package
@@ -68,7 +66,6 @@ def skeleton_files(skeleton) -> dict:
 def graded_assignment(entries: list, assignment: str = None):
     """The Assignment of grading.yml the results are of: `assignment`, else the one whose title
     the results carry, else the first."""
-
     graded = grading_config.load_all()
     if assignment is not None:
         return grading_config.choose(graded, assignment, grading_config.default_path())
@@ -77,7 +74,6 @@ def graded_assignment(entries: list, assignment: str = None):
 
 
 def run_report(args) -> int:
-
     if not args.html and not args.json:
         print("error: nothing to write: give --html FILE and/or --json FILE", file=sys.stderr)
         return 2

@@ -8,7 +8,7 @@ Everything here works on the entries reading.py makes (the result JSON dicts of 
 "JSON result", with what grading kept beside them), never on live grading objects nor on files:
 the report can be rebuilt at any time from the out directories alone, and the aggregates are
 pure functions that tests feed with hand-made dicts. Rendering (HTML, charts, the report's own
-words in English and Korean) lives in autograder/routes/report/html.py.
+words in English and Korean) lives in autograder/publish/report/html.py.
 """
 
 import ast
