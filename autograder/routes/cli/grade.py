@@ -4,17 +4,14 @@ results.json. The engine does the work; this module reads the options and prints
 
 import sys
 import warnings
-from pathlib import Path
 
 from autograder import KIT
 from autograder.engine.checks import messages
-from autograder.engine.course import config as grading_config
-from autograder.engine.course.secret import course_dir
 from autograder.engine.judge import results
 from autograder.engine.judge.grades_csv import tampering_summary
+from autograder.engine.judge.request import Request, RequestError
 from autograder.publish.plots import pictures_for
 from autograder.routes.cli import PLOTS_DEFAULT, student_kit
-from autograder.sandbox import fork_server, kit_view
 
 # The student kit ships this module without engine/operations/ nor publish/gradescope.py: what
 # only the instructor's options use is imported where they are used (`# instructor's:`).
@@ -63,51 +60,39 @@ def run(args):
     if len(paths) > 1 and not args.out:
         print("error: several submissions need --out DIR (one JSON each and grades.csv)", file=sys.stderr)
         return 2
-    # All of grading.yml (check ids, forbidden names: torch loads) is validated before the worker
-    # server starts, unless this very file passed that on this machine before: then the server's
-    # torch import overlaps ours, and a failure still ends the command with exit 2.
-    early = not args.in_process and grading_config.validated_before(args.config)
-    if not args.in_process:
-        # a reference, configuration or course folder (the secret) kept outside the kit: closed to the workers too
-        kit_view.SECRET_PATHS.update(str(p) for p in (args.reference, args.config, course_dir()) if p)
-    if early:
-        fork_server.start("autograder.harness.serve")  # it imports its torch while this process goes on
-    graded = grading_config.load_all(args.config)
-    if not early:  # an early start means the file is remembered already
-        grading_config.remember_valid(args.config)
-    if not args.in_process and not early:
-        fork_server.start("autograder.harness.serve")
-    from autograder.engine.judge.plan import seed_source  # late: torch, once the worker server imports its own
+    request = Request(
+        paths=paths,
+        config=args.config,
+        assignment=args.assignment,
+        reference=args.reference,
+        public_only=args.public_only,
+        seed=args.seed,
+        isolate=not args.in_process,
+    )
+    graded = request.load()
     from autograder.engine.judge.runner import grade  # late: torch, once the worker server imports its own
 
-    if args.assignment:
-        chosen = [grading_config.choose(graded, args.assignment, args.config or grading_config.default_path())]
-    else:
-        chosen = grading_config.found_in(graded, paths[0]) or graded[:1]
-    if len(chosen) > 1 and (args.out or args.json or args.gradescope):
-        print(
-            f"error: {paths[0]} holds several assignments ({', '.join(c.id for c in chosen)}): "
-            "choose one with --assignment",
-            file=sys.stderr,
-        )
+    chosen, found = request.assignments(graded)
+    try:
+        if args.out or args.json or args.gradescope:  # one result
+            request.one_assignment(chosen)
+    except RequestError as error:
+        print(f"error: {error}", file=sys.stderr)
         return 2
     if not args.assignment and (args.out or len(graded) > 1):
-        found = grading_config.found_in(graded, paths[0])
         print(
             f"assignment: {', '.join(c.id for c in chosen)} "
             + ("(found in " + str(paths[0]) + ")" if found else f"(the first of {len(graded)} in grading.yml)")
             + "; --assignment ID to choose",
             file=sys.stderr,
         )
-    reference = None if args.public_only else args.reference
-    for config in chosen:
-        if reference is not None and not (Path(reference) / config.package).is_dir():
-            print(
-                f"error: no reference {config.package}/ in {reference} (use --public-only without one)", file=sys.stderr
-            )
-            return 2
-    isolate = not args.in_process
-    seed, source = (args.seed, "--seed") if args.seed is not None else seed_source(chosen[0])
+    try:
+        request.check_reference(chosen)
+    except RequestError as error:
+        print(f"error: {error}", file=sys.stderr)
+        return 2
+    reference, isolate = request.hidden_reference, request.isolate
+    seed, source = request.hidden_seed(chosen[0])
     if reference is not None and source == "public":
         print(NO_SECRET, file=sys.stderr)
     warnings.simplefilter("ignore")  # warnings from torch or student code never reach our stderr
