@@ -11,6 +11,8 @@ import re
 import shutil
 import subprocess
 import sys
+import tempfile
+from functools import cache
 from pathlib import Path
 
 import pytest
@@ -18,6 +20,7 @@ from babel.messages.pofile import read_po, write_po
 
 from autograder.engine.course import assignment as assignments
 from autograder.engine.generate import catalogs
+from autograder.engine.generate.skeleton import LANGUAGES, write_skeletons
 from autograder.engine.checks import messages
 from autograder.engine.course import config as grading_config
 from autograder.engine.judge.results import CheckResult, GradeResult, StepResult, display_width, table
@@ -278,13 +281,26 @@ def paragraphs(path: Path) -> list:
     return [" ".join(block.split()).removeprefix("* ") for block in re.split(r"\n\s*\n", docstring) if block.strip()]
 
 
-def concept_problems(english: dict, korean: dict, skeletons: Path = ASSIGNMENTS) -> list:
+@cache
+def skeletons_by_language() -> dict:
+    """{language: a folder of the student files in that language} (`skeleton --lang`): a student
+    reads the paragraph an anchor names in the file of their own language."""
+    folder = Path(tempfile.mkdtemp(prefix="skeletons-"))
+    for lang in LANGUAGES:
+        for config in grading_config.load_all():
+            write_skeletons(SOLUTIONS / config.package, folder / lang / config.package, lang=lang)
+    return {lang: folder / lang for lang in LANGUAGES}
+
+
+def concept_problems(english: dict, korean: dict, skeletons: dict = None) -> list:
     """What is wrong with the concept anchors of `english` and `korean` (catalogs as {id: text}):
     a check of an assignment in grading.yml with no `concept.<step>[.<check>]`, an anchor whose
-    file is not the student's skeleton file or whose quote opens no paragraph of its docstring, an
+    file is not the student's skeleton file (in the anchor's language: `skeletons`, default
+    skeletons_by_language()) or whose quote opens no paragraph of its docstring, an
     anchor naming a step or check that does not exist, or a hidden check (the release ships them);
     the same for the anchors of the causes, `concept.cause.<diagnosis>`, whose diagnosis must exist."""
     found, known = [], set()
+    skeletons = skeletons or skeletons_by_language()
 
     def anchor_problems(name, package, ids):
         files = set()
@@ -296,7 +312,7 @@ def concept_problems(english: dict, korean: dict, skeletons: Path = ASSIGNMENTS)
                 continue
             file, quote = match["file"], " ".join(match["quote"].split())
             files.add(file)
-            skeleton = skeletons / file
+            skeleton = skeletons[lang] / file
             if not file.startswith(f"{package}/") or not skeleton.is_file():
                 found.append(f"{name} ({lang}): {file} is not a skeleton file")
             elif not any(paragraph.startswith(quote) for paragraph in paragraphs(skeleton)):

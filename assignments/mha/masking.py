@@ -1,6 +1,5 @@
-"""Step `masking` — 마스킹: 쿼리가 보면 안 되는 키는? / which keys may a query not look at?
+"""단계 `masking`: 쿼리가 보면 안 되는 키는?
 
-[한국어]
 마스크 두 가지를 만드세요, 둘 다 bool이고 True = 막힘:
 
   * 패딩 마스크: 어떤 쿼리도 패딩 토큰을 보면 안 됩니다. ids (B, L)에서 ids == pad_id인 곳이
@@ -13,67 +12,34 @@
     인과 마스크는 `device` 위에서 바로 만드세요: CPU에서 만든 마스크는 GPU에 있는 점수와 함께 쓸
     수 없습니다.
 
-[English]
-Build two masks, both bool with True = BLOCKED:
-
-  * padding mask: no query may attend to a padding token. From ids (B, L) it is True where
-    ids == pad_id, shaped (B, 1, 1, L) so that it broadcasts over heads (dim 1) and over queries
-    (dim 2) against scores of shape (B, H, Lq, Lk). The padding is on the KEY axis (the last).
-
-  * causal mask: in a language model token i may only see tokens 0..i. For scores (L, L) this
-    blocks everything above the diagonal (causal_mask(4) in the example below).
-
-    Create it directly on `device`: a mask built on the CPU cannot be combined with scores that
-    live on a GPU.
-
-예시 / Example:
+예시:
 
     >>> import torch
     >>> from mha.masking import causal_mask, padding_mask
     >>> ids = torch.tensor([[5, 2, 7], [3, 0, 0]])   # (B=2, L=3), pad_batch([[5, 2, 7], [3]])
-    >>> mask = padding_mask(ids)
-    >>> mask.shape                                   # (B, 1, 1, L)
+    >>> padding_mask(ids).shape                      # (B, 1, 1, L)
     torch.Size([2, 1, 1, 3])
-    >>> mask
-    tensor([[[[False, False, False]]],
-    <BLANKLINE>
-    <BLANKLINE>
-            [[[False,  True,  True]]]])
-    >>> torch.broadcast_shapes(mask.shape, (2, 4, 3, 3))   # 점수 / scores (B, H=4, Lq, Lk)
-    torch.Size([2, 4, 3, 3])
-    >>> causal_mask(4)                               # (L, L): 대각선 위 = True / above the diagonal
+    >>> padding_mask(ids)[:, 0, 0]                   # (B, L)
+    tensor([[False, False, False],
+            [False,  True,  True]])
+    >>> causal_mask(4)                               # (L, L): 대각선 위 = True
     tensor([[False,  True,  True,  True],
             [False, False,  True,  True],
             [False, False, False,  True],
             [False, False, False, False]])
-
-점수가 모두 같으면 인과 마스크 아래에서 토큰 i는 토큰 0..i의 평균을 냅니다 / with equal scores,
-under the causal mask token i averages tokens 0..i:
-
-    >>> from mha.attention import scaled_dot_product_attention
-    >>> q = k = torch.ones(3, 2)                     # (L=3, d_k=2): 모든 점수가 같음 / equal scores
-    >>> _, weights = scaled_dot_product_attention(q, k, torch.eye(3), mask=causal_mask(3))
-    >>> weights                                      # (Lq, Lk)
-    tensor([[1.0000, 0.0000, 0.0000],
-            [0.5000, 0.5000, 0.0000],
-            [0.3333, 0.3333, 0.3333]])
 """
 import torch
 
 
 def padding_mask(ids, pad_id=0):  # ids (B, L) -> (B, 1, 1, L)
-    """ids int64 (B, L) -> bool (B, 1, 1, L), ids == pad_id인 곳에서 True / True where ids == pad_id."""
+    """ids int64 (B, L) -> bool (B, 1, 1, L), ids == pad_id인 곳에서 True."""
     # TODO (masking)
-    #   [한국어] 패딩 위치에서 True인 bool 마스크를 (B, 1, 1, L) 모양으로 반환하세요.
-    #   [English] return the bool mask, True at the padding positions, shaped (B, 1, 1, L).
+    #   패딩 위치에서 True인 bool 마스크를 (B, 1, 1, L) 모양으로 반환하세요.
     raise NotImplementedError("TODO")
 
 
 def causal_mask(seq_len, device=None):  # -> (L, L)
-    """-> bool (seq_len, seq_len), `device` 위에, 대각선 바로 위부터 True.
-    -> bool (seq_len, seq_len) on `device`, True strictly above the diagonal."""
+    """-> bool (seq_len, seq_len), `device` 위에, 대각선 바로 위부터 True."""
     # TODO (masking)
-    #   [한국어] 대각선 위쪽이 True인 (L, L) bool 마스크를 `device` 위에서 바로 만들어 반환하세요.
-    #   [English] return the (L, L) bool mask, True strictly above the diagonal, created directly
-    #             on `device`.
+    #   대각선 위쪽이 True인 (L, L) bool 마스크를 `device` 위에서 바로 만들어 반환하세요.
     raise NotImplementedError("TODO")

@@ -1,6 +1,5 @@
-"""Step `qkv_projection` — 쿼리/키/밸류 프로젝션: 벡터 -> q, k, v / vectors -> queries, keys, values.
+"""단계 `qkv_projection`: 쿼리/키/밸류 프로젝션, 벡터 -> q, k, v.
 
-[한국어]
 학습되는 선형 변환 세 개로 x를 세 번 바꾸세요:  q = x W_q^T + b_q,  k = x W_k^T + b_k,
 v = x W_v^T + b_v. 셋 다 크기 d_model을 유지하므로 x (B, L, D)에서 q, k, v가 각각 (B, L, D)로
 나옵니다.
@@ -12,76 +11,44 @@ v = x W_v^T + b_v. 셋 다 크기 d_model을 유지하므로 x (B, L, D)에서 q
 
 흔한 버그: k와 v도 w_q로 계산하기. q, k, v는 각자 자기 가중치가 필요합니다.
 
-채점기는 여러분의 층에 가중치를 넣습니다: QKVProjection에서는 이름이 아니라 하는 일로 찾습니다 (각 층의
-출력이 q, k, v 중 어느 것이 되는지; 리스트나 nn.ModuleList에 두어도 되고, 이름이 달라도 됩니다).
-FusedQKVProjection에서는 c_attn에, 또는 이름과 상관없이 (3*D, D) 크기의 유일한 층에 넣습니다.
-nn.LazyLinear도 됩니다.
+채점기는 여러분의 층에 가중치를 넣습니다: 이름이 아니라 하는 일로 찾습니다 (받아들이는 방식은 모두
+노트북의 설명에 있습니다).
 
-[English]
-Map every token vector x (d_model numbers) three times, by three different learned linear maps:
-q = x W_q^T + b_q,  k = x W_k^T + b_k,  v = x W_v^T + b_v.  Each keeps the size d_model, so
-x (B, L, D) gives q, k, v each (B, L, D).
-
-Two ways to write it, both used in practice and both asked for here:
-  * three separate nn.Linear(D, D): w_q, w_k, w_v;
-  * one fused nn.Linear(D, 3*D) called c_attn (GPT-2 style): one bigger matmul, then cut the
-    last dimension into three consecutive pieces of size D — q first, then k, then v.
-
-A classic bug: projecting k and v with w_q too. Each of q, k, v needs its own weights.
-
-The grader loads its weights into your layers: in QKVProjection it finds them by what they do,
-not by their names (whose output becomes q, k or v; a list or an nn.ModuleList works too); in
-FusedQKVProjection into c_attn, or into the class's one (3*D, D) layer, whatever its name.
-nn.LazyLinear works too.
-
-예시 / Example: D = 2, bias 없음 / no bias; W_q = I, W_k = 2I, W_v는 두 특성을 맞바꿈 / W_v swaps
-the two features. 합친 층의 가중치 (3*D, D)는 W_q, W_k, W_v를 위에서 아래로 쌓은 것입니다 / the fused
-weight (3*D, D) is W_q, W_k, W_v stacked top to bottom, so both classes give the same q, k, v:
+예시: D = 2, bias 없음; W_q = I, W_k = 2I, W_v는 두 특성을 맞바꿈. 합친 층의 가중치 (3*D, D)는
+W_q, W_k, W_v를 위에서 아래로 쌓은 것이라 두 클래스가 같은 q, k, v를 냅니다:
 
     >>> import torch
     >>> from mha.projection import FusedQKVProjection, QKVProjection
     >>> W_q, W_k, W_v = torch.eye(2), 2 * torch.eye(2), torch.tensor([[0., 1.], [1., 0.]])
     >>> x = torch.tensor([[[1., 2.], [3., 4.]]])      # (B=1, L=2, D=2)
-    >>> proj = QKVProjection(2, bias=False).requires_grad_(False)   # grad_fn 없이 출력 / no grad_fn
+    >>> proj = QKVProjection(2, bias=False).requires_grad_(False)   # grad_fn 없이 출력
     >>> _ = proj.w_q.weight.copy_(W_q), proj.w_k.weight.copy_(W_k), proj.w_v.weight.copy_(W_v)
-    >>> q, k, v = proj(x)                             # 각각 / each (B, L, D)
+    >>> q, k, v = proj(x)                             # 각각 (B, L, D)
     >>> k
     tensor([[[2., 4.],
              [6., 8.]]])
-    >>> v
-    tensor([[[2., 1.],
-             [4., 3.]]])
     >>> fused = FusedQKVProjection(2, bias=False).requires_grad_(False)
-    >>> fused.c_attn.weight.shape                     # (3*D, D)
-    torch.Size([6, 2])
     >>> _ = fused.c_attn.weight.copy_(torch.cat([W_q, W_k, W_v]))
-    >>> fused(x)                                      # (q, k, v): 위와 같음 / the same as above
-    (tensor([[[1., 2.],
-             [3., 4.]]]), tensor([[[2., 4.],
-             [6., 8.]]]), tensor([[[2., 1.],
-             [4., 3.]]]))
+    >>> all(torch.equal(a, b) for a, b in zip(fused(x), proj(x)))   # 위와 같은 (q, k, v)
+    True
 """
 import torch.nn as nn
 
 
 class QKVProjection(nn.Module):
-    """따로 있는 프로젝션 세 개: forward(x (B, L, D)) -> (q, k, v), 각각 (B, L, D).
-    Three separate projections: forward(x (B, L, D)) -> (q, k, v), each (B, L, D)."""
+    """따로 있는 프로젝션 세 개: forward(x (B, L, D)) -> (q, k, v), 각각 (B, L, D)."""
 
     def __init__(self, d_model, bias=True):
         super().__init__()
         # TODO (qkv_projection)
-        #   [한국어] self.w_q, self.w_k, self.w_v를 만드세요: 각각
-        #            nn.Linear(d_model, d_model, bias=bias), 가중치 (D, D).
-        #   [English] create self.w_q, self.w_k, self.w_v: each nn.Linear(d_model, d_model, bias=bias),
-        #             weight (D, D).
+        #   self.w_q, self.w_k, self.w_v를 만드세요: 각각
+        #   nn.Linear(d_model, d_model, bias=bias), 가중치 (D, D).
         raise NotImplementedError("TODO")
 
     def forward(self, x):  # x (B, L, D) -> q, k, v each (B, L, D)
         # x: (B, L, D)
         # TODO (qkv_projection)
-        #   [한국어] (q, k, v)를 반환하세요. 각각 (B, L, D)이고, 각자 자기 프로젝션으로 계산합니다.
-        #   [English] return (q, k, v), each (B, L, D), each from its own projection.
+        #   (q, k, v)를 반환하세요. 각각 (B, L, D)이고, 각자 자기 프로젝션으로 계산합니다.
         q = ...  # (B, L, D)
         k = ...  # (B, L, D)
         v = ...  # (B, L, D)
@@ -89,23 +56,19 @@ class QKVProjection(nn.Module):
 
 
 class FusedQKVProjection(nn.Module):
-    """합친 프로젝션 c_attn 하나: forward(x (B, L, D)) -> (q, k, v), 각각 (B, L, D).
-    One fused projection c_attn: forward(x (B, L, D)) -> (q, k, v), each (B, L, D)."""
+    """합친 프로젝션 c_attn 하나: forward(x (B, L, D)) -> (q, k, v), 각각 (B, L, D)."""
 
     def __init__(self, d_model, bias=True):
         super().__init__()
         self.d_model = d_model
         # TODO (qkv_projection)
-        #   [한국어] self.c_attn = nn.Linear(d_model, 3 * d_model, bias=bias)를 만드세요.
-        #            가중치 (3*D, D).
-        #   [English] create self.c_attn = nn.Linear(d_model, 3 * d_model, bias=bias). Weight (3*D, D).
+        #   self.c_attn = nn.Linear(d_model, 3 * d_model, bias=bias)를 만드세요.
+        #   가중치 (3*D, D).
         raise NotImplementedError("TODO")
 
     def forward(self, x):  # x (B, L, D) -> q, k, v each (B, L, D)
         # x: (B, L, D)
         # TODO (qkv_projection)
-        #   [한국어] c_attn을 한 번 호출하면 (B, L, 3*D)가 나옵니다. 마지막 차원을 크기 D인 연속된
-        #            세 조각으로 잘라 q, k, v 순서로 반환하세요. 각각 (B, L, D).
-        #   [English] one call of c_attn gives (B, L, 3*D); cut its last dimension into three
-        #             consecutive pieces of size D and return them in the order q, k, v, each (B, L, D).
+        #   c_attn을 한 번 호출하면 (B, L, 3*D)가 나옵니다. 마지막 차원을 크기 D인 연속된
+        #   세 조각으로 잘라 q, k, v 순서로 반환하세요. 각각 (B, L, D).
         raise NotImplementedError("TODO")

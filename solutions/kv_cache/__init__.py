@@ -1,6 +1,8 @@
 """kv_cache — 한 토큰씩 빠르게 디코딩하기 / decoding fast, one token at a time (after multi-head attention).
 
 [한국어]
+kv_cache: 한 토큰씩 빠르게 디코딩하기 (멀티헤드 어텐션 다음 과제).
+
 아래 순서대로 파일마다 TODO를 채우고, 한 파일을 끝낼 때마다 `pytest assignments/`를 실행하세요.
 각 파일의 맨 위 설명에는 무엇을 작성할지와, 작은 텐서로 계산한 예시(`>>>`)가 있습니다.
 그 단계가 왜 필요한지는 노트북에서 각 파일의 설명 뒤에 이어집니다.
@@ -19,7 +21,16 @@
 이 파일은 일부러 아무것도 import하지 않습니다: 한 단계의 파일에 실수가 있어도 나머지 단계는
 채점되어야 하기 때문입니다.
 
+단계:
+
+    cache.py     KVCache                                 키-밸류 캐시: 계산한 키와 밸류를 저장
+    decode.py    offset_causal_mask, cached_attention    증분 디코딩: 새 쿼리가 캐시된 키 + 새 키를 봄
+    gqa.py       repeat_kv, grouped_query_attention      그룹 쿼리 어텐션: 쿼리 헤드보다 적은 키/밸류 헤드
+    decoder.py   CachedSelfAttention                     디코더 어텐션 블록: 위의 모든 것을 모듈 하나로
+
 [English]
+kv_cache: decoding fast, one token at a time (after multi-head attention).
+
 Fill in the TODOs file by file, in this order, and run `pytest assignments/` after each.
 The top of every file says what to write and shows a worked example on tiny tensors (`>>>`);
 why its step is needed follows each file's explanation in the notebook. The example's output is
@@ -38,14 +49,10 @@ Conventions used in every file:
 This file imports nothing on purpose: a mistake in one step's file must not stop the others
 from being graded.
 
-단계 / Steps:
+Steps:
 
-    cache.py     KVCache                                 키-밸류 캐시 / a key-value cache
-                 계산한 키와 밸류를 저장 / keep the keys and values already computed
-    decode.py    offset_causal_mask, cached_attention    증분 디코딩 / incremental decoding
-                 새 쿼리가 캐시된 키 + 새 키를 인과적으로 봄 / new queries against cached + new keys, causally
-    gqa.py       repeat_kv, grouped_query_attention      그룹 쿼리 어텐션 / grouped-query attention
-                 쿼리 헤드보다 적은 키/밸류 헤드 / fewer K/V heads than query heads
-    decoder.py   CachedSelfAttention                     디코더 어텐션 블록 / the decoder's attention block
-                 위의 모든 것을 모듈 하나로 / everything above in one module
+    cache.py     KVCache                                 a key-value cache: keep the keys and values computed
+    decode.py    offset_causal_mask, cached_attention    incremental decoding: new queries, cached + new keys
+    gqa.py       repeat_kv, grouped_query_attention      grouped-query attention: fewer K/V heads than Q heads
+    decoder.py   CachedSelfAttention                     the decoder's attention block: everything above
 """

@@ -1,6 +1,8 @@
 """mha — 멀티헤드 어텐션, 파일 하나에 한 단계씩 / multi-head attention, one step per file.
 
 [한국어]
+mha: 멀티헤드 어텐션, 파일 하나에 한 단계씩.
+
 아래 순서대로 파일마다 TODO를 채우고, 한 파일을 끝낼 때마다 `pytest assignments/`를 실행하세요.
 각 파일의 맨 위 설명에는 무엇을 작성할지와, 작은 텐서로 계산한 예시(`>>>`)가 있습니다.
 그 단계가 왜 필요한지는 노트북에서 각 파일의 설명 뒤에 이어집니다.
@@ -17,7 +19,20 @@
 이 파일은 일부러 아무것도 import하지 않습니다: 한 단계의 파일에 실수가 있어도 나머지 단계는
 채점되어야 하기 때문입니다.
 
+단계:
+
+    padding.py     pad_batch                          패딩: 토큰 id 리스트 -> (B, L) 텐서 + 패딩 마스크
+    embedding.py   TokenEmbedding                     임베딩: 토큰 id -> 벡터 (B, L, d_model)
+    projection.py  QKVProjection, FusedQKVProjection  쿼리/키/밸류 프로젝션
+    heads.py       split_heads, merge_heads           헤드 분할과 결합: (B, L, D) <-> (B, H, L, d_k)
+    attention.py   scaled_dot_product_attention       스케일드 닷-프로덕트 어텐션
+    masking.py     padding_mask, causal_mask          마스킹: 쿼리가 보면 안 되는 키
+    output.py      OutputProjection                   출력 프로젝션: 헤드 결합 후 w_o
+    mha.py         MultiHeadAttention                 멀티헤드 어텐션: 위의 모든 것을 모듈 하나로
+
 [English]
+mha: multi-head attention, one step per file.
+
 Fill in the TODOs file by file, in this order, and run `pytest assignments/` after each.
 The top of every file says what to write and shows a worked example on tiny tensors (`>>>`);
 why its step is needed follows each file's explanation in the notebook. The example's output is
@@ -34,22 +49,14 @@ Conventions used in every file:
 This file imports nothing on purpose: a mistake in one step's file must not stop the others
 from being graded.
 
-단계 / Steps:
+Steps:
 
-    padding.py     pad_batch                          패딩 / padding
-                   토큰 id 리스트 -> (B, L) 텐서 + 패딩 마스크 / token-id lists -> (B, L) tensor + pad mask
-    embedding.py   TokenEmbedding                     임베딩 / embedding
-                   토큰 id -> 벡터 / token ids -> vectors (B, L, d_model)
-    projection.py  QKVProjection, FusedQKVProjection  쿼리/키/밸류 프로젝션 / Q, K, V projections
-                   벡터 -> 쿼리, 키, 밸류 / vectors -> queries, keys, values
-    heads.py       split_heads, merge_heads           헤드 분할과 결합 / split and merge heads
-                   (B, L, D) <-> (B, H, L, d_k)
-    attention.py   scaled_dot_product_attention       스케일드 닷-프로덕트 어텐션 / attention
-                   softmax(q k^T / sqrt(d_k)) v
-    masking.py     padding_mask, causal_mask          마스킹 / masking
-                   쿼리가 보면 안 되는 키 / which keys a query may not look at
-    output.py      OutputProjection                   출력 프로젝션 / output projection
-                   헤드 결합 후 w_o / merge the heads, then w_o
-    mha.py         MultiHeadAttention                 멀티헤드 어텐션 / multi-head attention
-                   위의 모든 것을 모듈 하나로 / everything above in one module
+    padding.py     pad_batch                          padding: token-id lists -> (B, L) + pad mask
+    embedding.py   TokenEmbedding                     embedding: token ids -> vectors (B, L, d_model)
+    projection.py  QKVProjection, FusedQKVProjection  Q, K, V projections
+    heads.py       split_heads, merge_heads           split and merge heads: (B, L, D) <-> (B, H, L, d_k)
+    attention.py   scaled_dot_product_attention       attention: softmax(q k^T / sqrt(d_k)) v
+    masking.py     padding_mask, causal_mask          masking: which keys a query may not look at
+    output.py      OutputProjection                   output projection: merge the heads, then w_o
+    mha.py         MultiHeadAttention                 multi-head attention: everything above in one module
 """

@@ -1,6 +1,8 @@
 """Steps `attention` and `masking` — 스케일드 닷-프로덕트 어텐션 / scaled dot-product attention.
 
 [한국어]
+단계 `attention`, `masking`: 스케일드 닷-프로덕트 어텐션.
+
 쿼리마다 모든 키와 비교하고(내적), 점수를 키 방향(마지막 차원)으로 소프트맥스한 뒤 밸류의 가중합을
 반환하세요:
 
@@ -17,7 +19,26 @@ F.scaled_dot_product_attention은 쓸 수 없습니다.
 정밀도: 채점은 float64 입력을 쓰고 float32 계산만큼 가까운 결과도 인정합니다. 단, out과 weights는
 입력의 dtype으로 돌려주세요.
 
+예시: d_k = 4이므로 sqrt(d_k) = 2. 쿼리 0은 키 0과 닮았고, 쿼리 1은 0 벡터라 어느 키와도 점수가
+같습니다. 키 2를 막으면 그 가중치는 0이 되고 각 행의 합은 여전히 1입니다.
+
+    >>> import torch
+    >>> from mha.attention import scaled_dot_product_attention
+    >>> q = torch.tensor([[2., 0., 0., 0.], [0., 0., 0., 0.]])                      # (Lq=2, d_k=4)
+    >>> k = torch.tensor([[2., 0., 0., 0.], [0., 2., 0., 0.], [0., 0., 2., 0.]])    # (Lk=3, d_k=4)
+    >>> v = torch.tensor([[1., 0.], [0., 1.], [5., 5.]])                            # (Lk=3, d_v=2)
+    >>> out, weights = scaled_dot_product_attention(q, k, v)
+    >>> weights      # (Lq, Lk): 점수 [2, 0, 0], [0, 0, 0]의 소프트맥스
+    tensor([[0.7870, 0.1065, 0.1065],
+            [0.3333, 0.3333, 0.3333]])
+    >>> out, weights = scaled_dot_product_attention(q, k, v, mask=torch.tensor([False, False, True]))
+    >>> weights      # 마스크 (Lk,)가 (Lq, Lk)로 브로드캐스트
+    tensor([[0.8808, 0.1192, 0.0000],
+            [0.5000, 0.5000, 0.0000]])
+
 [English]
+Steps `attention`, `masking`: scaled dot-product attention.
+
 For every query, compare it with every key (a dot product), softmax the scores over the keys (the
 LAST dim), and return the weighted sum of the values:
 
@@ -34,9 +55,8 @@ are all blocked comes out finite. F.scaled_dot_product_attention is not allowed.
 Precision: the checks use float64 inputs and accept a result as close as float32 arithmetic gets;
 return out and weights in the input's dtype.
 
-예시 / Example: d_k = 4이므로 sqrt(d_k) = 2 / so sqrt(d_k) = 2. 쿼리 0은 키 0과 닮았고, 쿼리 1은
-0 벡터라 어느 키와도 점수가 같습니다 / query 0 resembles key 0; query 1 is zero, so it scores every key
-the same.
+Example: d_k = 4, so sqrt(d_k) = 2. Query 0 resembles key 0; query 1 is zero, so it scores every
+key the same. Blocking key 2 gives it weight 0, and every row still sums to 1.
 
     >>> import torch
     >>> from mha.attention import scaled_dot_product_attention
@@ -44,37 +64,13 @@ the same.
     >>> k = torch.tensor([[2., 0., 0., 0.], [0., 2., 0., 0.], [0., 0., 2., 0.]])    # (Lk=3, d_k=4)
     >>> v = torch.tensor([[1., 0.], [0., 1.], [5., 5.]])                            # (Lk=3, d_v=2)
     >>> out, weights = scaled_dot_product_attention(q, k, v)
-    >>> weights      # (Lq, Lk): 점수 / scores [2, 0, 0], [0, 0, 0]의 소프트맥스 / softmax
+    >>> weights      # (Lq, Lk): the softmax of the scores [2, 0, 0], [0, 0, 0]
     tensor([[0.7870, 0.1065, 0.1065],
             [0.3333, 0.3333, 0.3333]])
-    >>> out          # (Lq, d_v): 밸류의 가중합 / weighted sum of the values
-    tensor([[1.3195, 0.6390],
-            [2.0000, 2.0000]])
-
-마스킹 / Masking: 키 2를 막으면 그 가중치는 0이 되고 각 행의 합은 여전히 1입니다 / block key 2:
-its weight becomes 0 and every row still sums to 1. 모든 키가 막힌 행도 유한합니다 / a row with
-every key blocked stays finite.
-
     >>> out, weights = scaled_dot_product_attention(q, k, v, mask=torch.tensor([False, False, True]))
-    >>> weights      # mask (Lk,)가 (Lq, Lk)로 브로드캐스트 / the mask broadcasts to (Lq, Lk)
+    >>> weights      # the mask (Lk,) broadcasts to (Lq, Lk)
     tensor([[0.8808, 0.1192, 0.0000],
             [0.5000, 0.5000, 0.0000]])
-    >>> out
-    tensor([[0.8808, 0.1192],
-            [0.5000, 0.5000]])
-    >>> all_blocked = torch.tensor([[False, False, True], [True, True, True]])   # (Lq, Lk)
-    >>> out, weights = scaled_dot_product_attention(q, k, v, mask=all_blocked)
-    >>> torch.isfinite(out).all()
-    tensor(True)
-
-스케일링 / Scaling: d_k = 64이면 무작위 점수의 표준편차가 약 8입니다 / with d_k = 64 random scores have
-a standard deviation of about 8. 나누지 않은 점수와 sqrt(64) = 8로 나눈 점수 / scores as they are, and
-divided by sqrt(64) = 8:
-
-    >>> torch.softmax(torch.tensor([8., 0., -8.]), dim=-1)       # 포화 / saturated
-    tensor([9.9966e-01, 3.3535e-04, 1.1250e-07])
-    >>> torch.softmax(torch.tensor([8., 0., -8.]) / 8, dim=-1)
-    tensor([0.6652, 0.2447, 0.0900])
 """
 import math
 
@@ -82,10 +78,10 @@ import torch
 
 
 def scaled_dot_product_attention(q, k, v, mask=None):  # -> out (..., Lq, d_v), weights (..., Lq, Lk)
-    """q (..., Lq, d_k), k (..., Lk, d_k), v (..., Lk, d_v), mask: (..., Lq, Lk)로 브로드캐스트되는
-    bool, True = 막힘 / bool broadcastable to (..., Lq, Lk) with True = blocked.
-
-    (out, weights)를 반환 / Returns (out, weights): out (..., Lq, d_v), weights (..., Lq, Lk).
+    """[한국어] q (..., Lq, d_k), k (..., Lk, d_k), v (..., Lk, d_v), mask: (..., Lq, Lk)로
+    브로드캐스트되는 bool, True = 막힘. (out, weights)를 반환: out (..., Lq, d_v), weights (..., Lq, Lk).
+    [English] q (..., Lq, d_k), k (..., Lk, d_k), v (..., Lk, d_v), mask: bool broadcastable to
+    (..., Lq, Lk), True = blocked. Returns (out, weights): out (..., Lq, d_v), weights (..., Lq, Lk).
     """
     # TODO (attention)
     #   [한국어] 스케일된 점수 q k^T / sqrt(d_k)를 계산하세요. 모양 (..., Lq, Lk).

@@ -1,61 +1,63 @@
-"""Step `embedding` — 임베딩: 토큰 id -> 벡터 / token ids -> vectors.
+"""Step `embedding` — 임베딩 / embedding.
 
 [한국어]
-각 토큰 id를 d_model개의 숫자로 된 벡터로 바꾸세요: (B, L) -> (B, L, d_model).
+단계 `embedding`: 임베딩, 토큰 id -> 벡터, (B, L) -> (B, L, d_model).
 
-`nn.Embedding(vocab_size, d_model)`은 조회 테이블(lookup table)입니다. 가중치 (vocab_size, d_model)의
-i번째 행이 토큰 i의 벡터이고, (B, L) 모양의 id 텐서를 조회하면 (B, L, d_model)이 나옵니다.
+`nn.Embedding(vocab_size, d_model)`은 조회 테이블(lookup table)입니다. 가중치 (vocab_size,
+d_model)의 i번째 행이 토큰 i의 벡터입니다.
 
-패딩 토큰은 의미가 없으므로 그 벡터는 0이어야 하고, 학습되어서도 안 됩니다.
-`nn.Embedding(..., padding_idx=pad_id)`가 두 가지를 모두 해 줍니다: 만들 때 그 행을 0으로 채우고,
-그 행에는 그래디언트(gradient)를 주지 않습니다. 아래 예시에서 패딩 id 0이 두 번 쓰였는데도
-0번 행의 그래디언트는 0입니다.
+패딩 토큰은 의미가 없으므로 그 벡터는 0이어야 하고, 학습되어서도 안 됩니다. `nn.Embedding(...,
+padding_idx=pad_id)`가 두 가지를 모두 해 줍니다: 만들 때 그 행을 0으로 채우고, 그 행에는
+그래디언트(gradient)를 주지 않습니다. 채점기는 테이블을 이름이 아니라 forward가 id를 조회하는 곳으로
+찾습니다 (어떤 이름의 nn.Embedding이든, 모듈의 파라미터에 적용한 F.embedding이든).
 
-채점기는 테이블을 이름이 아니라 forward가 id를 조회하는 곳으로 찾습니다: 어떤 이름의 nn.Embedding이든
-(하위 클래스, nn.Sequential 안도 됩니다), 모듈의 파라미터에 적용한 F.embedding이든 괜찮습니다.
-
-[English]
-Turn each token id into a vector of d_model numbers: (B, L) -> (B, L, d_model).
-
-`nn.Embedding(vocab_size, d_model)` is a lookup table: row i of its weight (vocab_size, d_model)
-is the vector of token i. Looking up a (B, L) tensor of ids gives (B, L, d_model).
-
-Padding tokens carry no meaning, so their vector should be all zeros and should never be
-trained. `nn.Embedding(..., padding_idx=pad_id)` does both: it zeroes that row at creation and
-gives it no gradient. In the example below the pad id 0 is used twice, yet row 0 gets a zero
-gradient.
-
-The grader finds the table by where forward looks the ids up, not by its name: an nn.Embedding
-of any name (a subclass, one inside an nn.Sequential) or F.embedding on a parameter of the module.
-
-예시 / Example (이 예시는 TODO가 정한 이름 `self.embedding`을 씁니다 / uses the name the TODO asks
-for, `self.embedding`):
+예시 (TODO가 정한 이름 `self.embedding`을 씁니다):
 
     >>> import torch
     >>> from mha.embedding import TokenEmbedding
     >>> emb = TokenEmbedding(vocab_size=4, d_model=2, pad_id=0)
-    >>> emb.embedding.weight.shape        # (vocab_size, d_model)
-    torch.Size([4, 2])
-    >>> ids = torch.tensor([[1, 0, 0]])   # (B=1, L=3): 토큰 1, 패딩 두 개 / token 1, two pads
+    >>> ids = torch.tensor([[1, 0, 0]])   # (B=1, L=3): 토큰 1, 패딩 두 개
     >>> vectors = emb(ids)
     >>> vectors.shape                     # (B, L, d_model)
     torch.Size([1, 3, 2])
-    >>> vectors[0, 1:]                    # 패딩 벡터는 0 / the pad vectors are zero
+    >>> vectors[0, 1:]                    # 패딩 벡터는 0
     tensor([[0., 0.],
             [0., 0.]], grad_fn=<SliceBackward0>)
     >>> vectors.sum().backward()
-    >>> emb.embedding.weight.grad   # 0번 행(패딩)은 두 번 쓰였어도 그래디언트 0 / row 0 (pad) gets none, though used twice
+    >>> emb.embedding.weight.grad[0]      # 0번 행(패딩)은 두 번 쓰였어도 그래디언트 0
+    tensor([0., 0.])
+
+[English]
+Step `embedding`: token ids -> vectors, (B, L) -> (B, L, d_model).
+
+`nn.Embedding(vocab_size, d_model)` is a lookup table: row i of its weight (vocab_size, d_model) is
+the vector of token i.
+
+Padding tokens carry no meaning, so their vector should be all zeros and never trained.
+`nn.Embedding(..., padding_idx=pad_id)` does both: it zeroes that row at creation and gives it no
+gradient. The grader finds the table by where forward looks the ids up, not by its name (an
+nn.Embedding of any name, or F.embedding on a parameter of the module).
+
+Example (with the name the TODO asks for, `self.embedding`):
+
+    >>> import torch
+    >>> from mha.embedding import TokenEmbedding
+    >>> emb = TokenEmbedding(vocab_size=4, d_model=2, pad_id=0)
+    >>> ids = torch.tensor([[1, 0, 0]])   # (B=1, L=3): token 1, two pads
+    >>> vectors = emb(ids)
+    >>> vectors[0, 1:]                    # the pad vectors are zero
     tensor([[0., 0.],
-            [1., 1.],
-            [0., 0.],
-            [0., 0.]])
+            [0., 0.]], grad_fn=<SliceBackward0>)
+    >>> vectors.sum().backward()
+    >>> emb.embedding.weight.grad[0]      # row 0 (pad) gets no gradient, though used twice
+    tensor([0., 0.])
 """
 import torch.nn as nn
 
 
 class TokenEmbedding(nn.Module):
-    """토큰 id (B, L) -> 벡터 (B, L, d_model); 패딩 벡터는 0이고 학습되지 않습니다.
-    Token ids (B, L) -> vectors (B, L, d_model); the pad vector is zero and never trained."""
+    """[한국어] 토큰 id (B, L) -> 벡터 (B, L, d_model); 패딩 벡터는 0이고 학습되지 않습니다.
+    [English] Token ids (B, L) -> vectors (B, L, d_model); the pad vector is zero and never trained."""
 
     def __init__(self, vocab_size, d_model, pad_id=0):
         super().__init__()

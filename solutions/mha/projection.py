@@ -1,6 +1,8 @@
 """Step `qkv_projection` — 쿼리/키/밸류 프로젝션: 벡터 -> q, k, v / vectors -> queries, keys, values.
 
 [한국어]
+단계 `qkv_projection`: 쿼리/키/밸류 프로젝션, 벡터 -> q, k, v.
+
 학습되는 선형 변환 세 개로 x를 세 번 바꾸세요:  q = x W_q^T + b_q,  k = x W_k^T + b_k,
 v = x W_v^T + b_v. 셋 다 크기 d_model을 유지하므로 x (B, L, D)에서 q, k, v가 각각 (B, L, D)로
 나옵니다.
@@ -12,12 +14,30 @@ v = x W_v^T + b_v. 셋 다 크기 d_model을 유지하므로 x (B, L, D)에서 q
 
 흔한 버그: k와 v도 w_q로 계산하기. q, k, v는 각자 자기 가중치가 필요합니다.
 
-채점기는 여러분의 층에 가중치를 넣습니다: QKVProjection에서는 이름이 아니라 하는 일로 찾습니다 (각 층의
-출력이 q, k, v 중 어느 것이 되는지; 리스트나 nn.ModuleList에 두어도 되고, 이름이 달라도 됩니다).
-FusedQKVProjection에서는 c_attn에, 또는 이름과 상관없이 (3*D, D) 크기의 유일한 층에 넣습니다.
-nn.LazyLinear도 됩니다.
+채점기는 여러분의 층에 가중치를 넣습니다: 이름이 아니라 하는 일로 찾습니다 (받아들이는 방식은 모두
+노트북의 설명에 있습니다).
+
+예시: D = 2, bias 없음; W_q = I, W_k = 2I, W_v는 두 특성을 맞바꿈. 합친 층의 가중치 (3*D, D)는
+W_q, W_k, W_v를 위에서 아래로 쌓은 것이라 두 클래스가 같은 q, k, v를 냅니다:
+
+    >>> import torch
+    >>> from mha.projection import FusedQKVProjection, QKVProjection
+    >>> W_q, W_k, W_v = torch.eye(2), 2 * torch.eye(2), torch.tensor([[0., 1.], [1., 0.]])
+    >>> x = torch.tensor([[[1., 2.], [3., 4.]]])      # (B=1, L=2, D=2)
+    >>> proj = QKVProjection(2, bias=False).requires_grad_(False)   # grad_fn 없이 출력
+    >>> _ = proj.w_q.weight.copy_(W_q), proj.w_k.weight.copy_(W_k), proj.w_v.weight.copy_(W_v)
+    >>> q, k, v = proj(x)                             # 각각 (B, L, D)
+    >>> k
+    tensor([[[2., 4.],
+             [6., 8.]]])
+    >>> fused = FusedQKVProjection(2, bias=False).requires_grad_(False)
+    >>> _ = fused.c_attn.weight.copy_(torch.cat([W_q, W_k, W_v]))
+    >>> all(torch.equal(a, b) for a, b in zip(fused(x), proj(x)))   # 위와 같은 (q, k, v)
+    True
 
 [English]
+Step `qkv_projection`: vectors -> queries, keys, values.
+
 Map every token vector x (d_model numbers) three times, by three different learned linear maps:
 q = x W_q^T + b_q,  k = x W_k^T + b_k,  v = x W_v^T + b_v.  Each keeps the size d_model, so
 x (B, L, D) gives q, k, v each (B, L, D).
@@ -29,44 +49,33 @@ Two ways to write it, both used in practice and both asked for here:
 
 A classic bug: projecting k and v with w_q too. Each of q, k, v needs its own weights.
 
-The grader loads its weights into your layers: in QKVProjection it finds them by what they do,
-not by their names (whose output becomes q, k or v; a list or an nn.ModuleList works too); in
-FusedQKVProjection into c_attn, or into the class's one (3*D, D) layer, whatever its name.
-nn.LazyLinear works too.
+The grader loads its weights into your layers, found by what they do, not by their names (the
+notebook's notes list every accepted way).
 
-예시 / Example: D = 2, bias 없음 / no bias; W_q = I, W_k = 2I, W_v는 두 특성을 맞바꿈 / W_v swaps
-the two features. 합친 층의 가중치 (3*D, D)는 W_q, W_k, W_v를 위에서 아래로 쌓은 것입니다 / the fused
-weight (3*D, D) is W_q, W_k, W_v stacked top to bottom, so both classes give the same q, k, v:
+Example: D = 2, no bias; W_q = I, W_k = 2I, W_v swaps the two features. The fused weight (3*D, D) is
+W_q, W_k, W_v stacked top to bottom, so both classes give the same q, k, v:
 
     >>> import torch
     >>> from mha.projection import FusedQKVProjection, QKVProjection
     >>> W_q, W_k, W_v = torch.eye(2), 2 * torch.eye(2), torch.tensor([[0., 1.], [1., 0.]])
     >>> x = torch.tensor([[[1., 2.], [3., 4.]]])      # (B=1, L=2, D=2)
-    >>> proj = QKVProjection(2, bias=False).requires_grad_(False)   # grad_fn 없이 출력 / no grad_fn
+    >>> proj = QKVProjection(2, bias=False).requires_grad_(False)   # no grad_fn
     >>> _ = proj.w_q.weight.copy_(W_q), proj.w_k.weight.copy_(W_k), proj.w_v.weight.copy_(W_v)
-    >>> q, k, v = proj(x)                             # 각각 / each (B, L, D)
+    >>> q, k, v = proj(x)                             # each (B, L, D)
     >>> k
     tensor([[[2., 4.],
              [6., 8.]]])
-    >>> v
-    tensor([[[2., 1.],
-             [4., 3.]]])
     >>> fused = FusedQKVProjection(2, bias=False).requires_grad_(False)
-    >>> fused.c_attn.weight.shape                     # (3*D, D)
-    torch.Size([6, 2])
     >>> _ = fused.c_attn.weight.copy_(torch.cat([W_q, W_k, W_v]))
-    >>> fused(x)                                      # (q, k, v): 위와 같음 / the same as above
-    (tensor([[[1., 2.],
-             [3., 4.]]]), tensor([[[2., 4.],
-             [6., 8.]]]), tensor([[[2., 1.],
-             [4., 3.]]]))
+    >>> all(torch.equal(a, b) for a, b in zip(fused(x), proj(x)))   # the same (q, k, v) as above
+    True
 """
 import torch.nn as nn
 
 
 class QKVProjection(nn.Module):
-    """따로 있는 프로젝션 세 개: forward(x (B, L, D)) -> (q, k, v), 각각 (B, L, D).
-    Three separate projections: forward(x (B, L, D)) -> (q, k, v), each (B, L, D)."""
+    """[한국어] 따로 있는 프로젝션 세 개: forward(x (B, L, D)) -> (q, k, v), 각각 (B, L, D).
+    [English] Three separate projections: forward(x (B, L, D)) -> (q, k, v), each (B, L, D)."""
 
     def __init__(self, d_model, bias=True):
         super().__init__()
@@ -95,8 +104,8 @@ class QKVProjection(nn.Module):
 
 
 class FusedQKVProjection(nn.Module):
-    """합친 프로젝션 c_attn 하나: forward(x (B, L, D)) -> (q, k, v), 각각 (B, L, D).
-    One fused projection c_attn: forward(x (B, L, D)) -> (q, k, v), each (B, L, D)."""
+    """[한국어] 합친 프로젝션 c_attn 하나: forward(x (B, L, D)) -> (q, k, v), 각각 (B, L, D).
+    [English] One fused projection c_attn: forward(x (B, L, D)) -> (q, k, v), each (B, L, D)."""
 
     def __init__(self, d_model, bias=True):
         super().__init__()

@@ -235,9 +235,9 @@ def in_language(source, lang):
     return "".join(out)
 
 
-def write_skeletons(solutions, assignments, dry_run=False, lang=None):
-    """Regenerate assignments/*.py from solutions/*.py (in language `lang`; None keeps both);
-    return the paths that changed (or would)."""
+def write_skeletons(solutions, assignments, dry_run=False, lang=DEFAULT_LANGUAGE):
+    """Regenerate assignments/*.py from solutions/*.py, their texts in language `lang` (None
+    keeps both); return the paths that changed (or would)."""
     changed = []
     for source_path in sorted(Path(solutions).glob("*.py")):
         target = Path(assignments) / source_path.name

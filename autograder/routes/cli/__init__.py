@@ -39,10 +39,9 @@ from autograder.engine.course.config import ConfigError, precheck
 from autograder.engine.course.secret import SecretError
 
 PLOTS_DEFAULT = Path("plots")  # --plots without DIR (a batch: OUT/pictures/)
-# The languages of a student file's texts (engine/generate/skeleton.LANGUAGES; not imported here:
-# not at the start of `python -m autograder`).
+# The languages of a student file's texts, the default first (engine/generate/skeleton.LANGUAGES;
+# not imported here: not at the start of `python -m autograder`).
 LANGUAGES = ("ko", "en")
-LANG_HELP = "the one language of the student files' docstrings and TODOs (default: both, as solutions/ has them)"
 
 
 # What the student release leaves out of this command line: the instructor's commands, and the
@@ -190,7 +189,11 @@ def command_line() -> argparse.ArgumentParser:
         "scores ('private' is gone: see docs/classroom.md)",
     )
     release.add_argument("--assignment", help="release only this assignment (default: every one in grading.yml)")
-    release.add_argument("--lang", choices=LANGUAGES, help=LANG_HELP)
+    release.add_argument(
+        "--lang",
+        choices=LANGUAGES,
+        help="the one language of the skeletons' docstrings and TODOs (default: assignments/ as it is, ko)",
+    )
     gradescope = commands.add_parser("gradescope", help="write a Gradescope autograder zip")
     gradescope.add_argument("out", type=Path, help="the zip file to write")
     gradescope.add_argument("--assignment", help="the assignment it grades (default: the first in grading.yml)")
@@ -215,7 +218,12 @@ def command_line() -> argparse.ArgumentParser:
         "skeleton", help="regenerate assignments/<id>/ and solutions/<id>.ipynb from solutions/<id>/"
     )
     skeleton.add_argument("--check", action="store_true", help="only report whether they are up to date")
-    skeleton.add_argument("--lang", choices=LANGUAGES, help=LANG_HELP)
+    skeleton.add_argument(
+        "--lang",
+        choices=LANGUAGES,
+        default=LANGUAGES[0],
+        help=f"the one language of the skeletons' docstrings and TODOs (default: {LANGUAGES[0]})",
+    )
 
     fingerprints = commands.add_parser(
         "fingerprints", help="regenerate each assignment's fingerprints.json: the known mistakes on the public checks"

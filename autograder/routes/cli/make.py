@@ -9,7 +9,7 @@ from autograder import KIT
 from autograder.engine.course import config as grading_config
 from autograder.engine.generate import generated
 from autograder.engine.generate import fingerprint_build
-from autograder.engine.generate.skeleton import write_skeletons
+from autograder.engine.generate.skeleton import DEFAULT_LANGUAGE, write_skeletons
 from autograder.engine.mistakes import fingerprints
 from autograder.publish.nbgrader_course import write_course_notebook
 
@@ -29,7 +29,7 @@ def run_skeleton(args):
             KIT / "solutions" / config.package,
             KIT / "assignments" / config.package,
             dry_run=args.check,
-            lang=getattr(args, "lang", None),  # `generate` writes what `skeleton` does by default
+            lang=getattr(args, "lang", DEFAULT_LANGUAGE),  # `generate` writes what `skeleton` does by default
         )
         try:
             changed += write_course_notebook(config, dry_run=args.check)
