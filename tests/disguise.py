@@ -37,8 +37,18 @@ def skeleton() -> dict:
 
 
 def api_names() -> set:
-    """Names the grader calls or reads: every identifier of the skeleton's code."""
-    return set(re.findall(r"[A-Za-z_]\w*", "\n".join(skeleton().values())))
+    """Names a disguise keeps: every identifier of the skeleton (what the grader calls or reads)
+    and the libraries' names (torch, torch.nn, torch.nn.functional, a tensor's, math, builtins).
+    The skeleton's docstrings are in one language now, so its text no longer lists them all."""
+    import builtins
+    import math
+
+    import torch
+
+    names = set(re.findall(r"[A-Za-z_]\w*", "\n".join(skeleton().values())))
+    for namespace in (torch, torch.nn, torch.nn.functional, torch.Tensor, math, builtins):
+        names.update(dir(namespace))
+    return names
 
 
 def styles_by_file() -> dict:

@@ -65,7 +65,7 @@ export MHA_LAB_LANG=ko               # --lang ko 대신: 이 셸에서 실행하
 그 뒤에 `pip install -r requirements.txt`를 실행해도 그 torch는 그대로 남습니다. 다른 버전의 torch를 쓰면
 `pytest`와 노트북이 처음에 그렇게 알려 줍니다 (점수가 공식 채점과 다를 수 있습니다).
 
-{korean_notebooks}각 파일은 그 단계의 설명으로 시작합니다 (한국어, 그다음 영어). 텐서는 배치가 먼저이고, 마스크는
+{korean_notebooks}각 파일은 그 단계의 설명과 작은 예시로 시작합니다. 텐서는 배치가 먼저이고, 마스크는
 **True = 막힘**인 bool 텐서입니다 (`nn.MultiheadAttention`과 같고, `F.scaled_dot_product_attention`은
 반대입니다). 점수를 잃은 단계 아래의 첫 줄(`x`)은 가장 가능성이 큰 원인과 고치는 방법을 알려 줍니다.
 그다음 줄들은 어떤 검사가 어떻게 실패했는지를 실패 종류마다 한 번씩 요약하고, `→`로 시작하는 줄은 그
@@ -103,7 +103,7 @@ pytest assignments/ --lang ko        # 메시지와 점수표를 한국어로 (o
 `pip install -r requirements.txt` keeps it. With another torch, `pytest` and the notebooks say so
 first (your scores may differ from the official grading's).
 
-{english_notebooks}Each file starts with an explanation of its step (in Korean, then in English). Tensors are
+{english_notebooks}Each file starts with an explanation of its step and a worked example. Tensors are
 batch-first, and a mask is a bool tensor with **True = blocked** (as in `nn.MultiheadAttention`;
 `F.scaled_dot_product_attention` uses the opposite). Under a step that lost points, the first line
 (`x`) names the likely cause and how to fix it. The lines after it sum up what failed, once per kind
