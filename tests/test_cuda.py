@@ -82,10 +82,29 @@ NOT_DEVICE_MISTAKES = [
     "mha_out_missing_bias",
     "rb_heads_summed",  # wrong values and shapes, the same on both devices
     "rb_mha_layers_made_in_forward",  # fresh layers in forward: the same seed on both runs
-    "rb_mha_mask_missing_head_axis",  # raises on the CPU as on the device, at the same line
     "merge_view_not_contiguous",
     "k_not_transposed",
 ]
+# The module's own code raises on the CPU as on the device, at the same line: nothing shows that
+# it runs on the device, so the cuda check fails too, the exception named (it agrees only on values).
+RAISES_ON_BOTH_DEVICES = {
+    # a device mistake (a mask made on the CPU) behind an exception both devices raise before it
+    "raises_before_a_cpu_mask": {
+        "mha.py": [
+            (
+                "        scores = q @ k.transpose(-2, -1) / math.sqrt(q.size(-1))  # (B, H, Lq, Lk)\n",
+                "        if pad_mask is not None and bool(pad_mask.any()):\n"
+                "            raise ValueError('padding is not supported')\n"
+                "        scores = q @ k.transpose(-2, -1) / math.sqrt(q.size(-1))  # (B, H, Lq, Lk)\n",
+            ),
+            (
+                "blocked = torch.zeros(Lq, Lk, dtype=torch.bool, device=scores.device)  # (Lq, Lk)",
+                "blocked = torch.zeros(Lq, Lk, dtype=torch.bool)  # (Lq, Lk)",
+            ),
+        ]
+    },
+    "rb_mha_mask_missing_head_axis": "rb_mha_mask_missing_head_axis",  # a shape error, the same on both
+}
 # A plain tensor attribute that the module moves itself, in _apply (which .to() calls): right on a GPU.
 MOVED_IN_APPLY = {
     "mha.py": [
@@ -204,6 +223,23 @@ def test_a_mistake_that_is_not_about_the_device_costs_nothing_in_cuda(submission
     assert mistake.step in full_marks(result)
 
 
+@pytest.mark.parametrize("name", sorted(RAISES_ON_BOTH_DEVICES))
+def test_code_that_raises_on_both_devices_fails_the_cuda_check_with_the_error_named(submission, name):
+    """The cuda step agrees only on values: the module's own code raising the same exception at the
+    same place on the CPU and on the device shows nothing of the device (a mask made on the CPU may
+    wait behind it), so the module's cuda check fails, naming the exception and where it was raised."""
+    changes = RAISES_ON_BOTH_DEVICES[name]
+    if isinstance(changes, str):
+        path = submission(next(m for m in PLANTED + REAL_BUGS if m.name == changes))
+    else:
+        path = make(submission, changes)
+    result = grade_with_hidden(path, with_mode("simulated"))
+    check = next(c for c in result.step("cuda").checks if c.id == "multi_head_attention")
+    assert check.passed is False and check.message_id == "failed_on_both_devices", check.message
+    assert "mha/mha.py, line" in check.message and "Error" in check.message
+    assert [c.id for c in result.step("cuda").checks if c.passed is False] == ["multi_head_attention"]
+
+
 def test_a_module_that_moves_its_own_tensors_in_apply_passes(submission):
     """.to() on the simulated device is the module's own .to(): a module that moves a plain tensor
     attribute in _apply, as .to() on a GPU then does, gets full marks."""
@@ -258,6 +294,7 @@ AGREEING = {
     "moved_in_apply": MOVED_IN_APPLY,
     "legal_item": LEGAL_ITEM,
     **{name: name for name in NOT_DEVICE_MISTAKES},
+    **RAISES_ON_BOTH_DEVICES,
 }
 
 

@@ -16,7 +16,12 @@ simulated):
   device cannot be built (no C++ compiler), fake tensors on 'meta' check devices and shapes only.
 
 Only device handling is judged here: a wrong value that the CPU run shares is another step's
-mistake, and so is an exception both runs raise at the same place.
+mistake. The step agrees only on values: a scenario that raises on both devices (the same
+exception at the same place) shows nothing of the device and fails, with the exception named,
+unless an earlier step's function explains it: the scenario runs again with the wrong earlier
+functions written out (harness/earlier.py, as the module step does) and is judged on that run;
+or unless a step that judges the raising code alone (not the module's) charges the same exception
+at the same place (engine/judge/charged_once.py).
 """
 
 import torch
@@ -24,6 +29,7 @@ import torch
 from autograder.assignments.mha.observers import cuda as observers
 from autograder.engine.checks.check import Check, Fail, compare_tensor, randint, randn
 from ._shared import causal_by_hand
+from .multi_head_attention import judge_with_earlier_steps
 
 OPTIONS = {"mode": ("auto", "real", "simulated", "off")}
 FILES = []
@@ -39,7 +45,10 @@ class OnCuda(Check):
     """Helper: a scenario run on the CPU and on the graded device, then compared."""
 
     requires = "cuda"
-    observer = observers.on_device
+    charged_where_raised = (
+        True  # raising on both devices is excused only where its own step charges it (charged_once.py)
+    )
+    observer = observers.on_device_with_earlier_steps
     random_outputs = ()  # outputs drawn at random (dropout): a real GPU draws other numbers than the CPU
 
     @property
@@ -47,10 +56,16 @@ class OnCuda(Check):
         return {"scenario": self.id}  # observers.SCENARIOS
 
     def judge(self, inputs, got, expected, tol):
+        return judge_with_earlier_steps(got, lambda own: self.judge_own(own, tol), tol)
+
+    def judge_own(self, got, tol):
+        """The verdict on one run of the scenario on both devices (the student's own, or the one
+        with the earlier steps' wrong functions written out)."""
         if got.get("stopped_at_data_dependent_op"):  # the 'meta' fallback could not finish: no verdict, no points
             return Fail("simulation_stopped", {"mode": got["mode"]})
-        if got.get("same_failure"):  # the code fails the same way on the CPU: its own step says so
-            return None
+        if got.get("failed_on_both"):  # no run to compare: nothing shows that it runs on the device
+            said = {"name": self.id, "error": got["failed_on_both"], "type": got["type"], "where": got["where"]}
+            return Fail("failed_on_both_devices", said)
         if got.get("failed_on_cpu_only"):
             return Fail("failed_on_cpu_only", {"name": self.id, "error": got["failed_on_cpu_only"]})
         for name, seen in got["outputs"].items():

@@ -14,6 +14,7 @@ import copy
 
 import torch
 
+from autograder.assignments.mha.observers.multi_head_attention import with_earlier_steps
 from autograder.harness.contract import ContractError
 from autograder.harness.fake_cuda import Simulation, is_data_dependent, is_device_mismatch
 from autograder.harness.observe import where, where_text
@@ -208,7 +209,8 @@ def on_device(mha, mode, scenario, seed=0, **inputs):
     """The scenario on the CPU and on the graded device, with copies of the same module:
     {"mode", "outputs": {name: {"device", "shape", "cpu_shape", "cpu_values", "device_values"} (or
     {"device": None, "type", "cpu_type"} for a result that is not a tensor)}}, or instead of
-    outputs "same_failure" (both runs raised the same exception at the same place),
+    outputs "failed_on_both" and "where" (both runs raised the same exception at the same place:
+    nothing shows that the code runs on the device),
     "failed_on_cpu_only" (the CPU run raised, the device run did not) or
     "stopped_at_data_dependent_op" (fake tensors without values met .item() and the like).
     A device mismatch is a ContractError that says where."""
@@ -237,13 +239,32 @@ def on_device(mha, mode, scenario, seed=0, **inputs):
                 detail=str(error).splitlines()[0][:160],
             ) from None
         if cpu_error is not None and _same_failure(cpu_error, error, mha):
-            return {"mode": mode, "same_failure": type(error).__name__, "outputs": {}}
+            return {
+                "mode": mode,
+                "failed_on_both": _said(error),
+                "type": type(error).__name__,
+                "where": where_text(error, mha),
+                "outputs": {},
+            }
         raise error
     if cpu_error is not None:
-        text = f"{type(cpu_error).__name__}: {str(cpu_error).strip().splitlines()[0] if str(cpu_error).strip() else ''}"
-        return {"mode": mode, "failed_on_cpu_only": text[:200], "outputs": {}}
+        return {"mode": mode, "failed_on_cpu_only": _said(cpu_error), "outputs": {}}
     outputs = {name: _described(name, value, cpu.get(name), place) for name, value in seen.items()}
     return {"mode": mode, "outputs": outputs}
+
+
+def on_device_with_earlier_steps(mha, mode, scenario, seed=0, **inputs):
+    """on_device(), and where an earlier step's function is wrong on its probe, the scenario again
+    with it written out (harness/earlier.py, as the module step does): an exception both devices
+    raise because of an earlier step's function is that step's to charge, and the device is
+    judged on the run without it (one mistake, one charge)."""
+    return with_earlier_steps(mha, lambda: on_device(mha, mode, scenario, seed, **inputs))
+
+
+def _said(error) -> str:
+    """ "TypeError: the first line of its message" (at most 200 characters)."""
+    text = str(error).strip()
+    return f"{type(error).__name__}: {text.splitlines()[0] if text else ''}"[:200]
 
 
 def plain_tensor_attributes(module):
