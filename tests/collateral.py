@@ -46,6 +46,7 @@ class Measure:
     scores: dict  # step id -> (score, max_score) as graded
     points: dict  # step id -> the step's points in grading.yml
     diagnosis: list = field(default_factory=list)  # the own step's diagnoses: [(id, first line)]
+    failed: dict = field(default_factory=dict)  # step id -> [(message id, message)] of its failing checks
 
     @property
     def own_loss(self) -> float:
@@ -105,6 +106,7 @@ def measure_planted(mistake, config, root: Path, seed=SEED) -> Measure:
         {step.id: (step.score, step.max_score) for step in result.steps},
         points_of(config),
         [(d["id"], d["message"].splitlines()[0][:160]) for d in own.diagnoses],
+        {step.id: [(c.message_id, c.message) for c in step.checks if c.passed is False] for step in result.steps},
     )
 
 
