@@ -333,7 +333,7 @@ class StudentPlugin:
         modules = config.step_modules()
         return [
             fail
-            for check, fail in self.verdicts.items()
+            for check, (_, fail) in self.outcomes.items()
             if check.assignment == assignment_id and not getattr(modules[check.step], "INTEGRATES", False)
         ]
 
