@@ -18,8 +18,9 @@ simulated):
 Only device handling is judged here: a wrong value that the CPU run shares is another step's
 mistake. The step agrees only on values: a scenario that raises on both devices (the same
 exception at the same place) shows nothing of the device and fails, with the exception named,
-unless an earlier step's function explains it: the scenario runs again with the wrong earlier
-functions written out (harness/earlier.py, as the module step does) and is judged on that run;
+unless an earlier step's function explains it: the module's scenario runs again with the wrong
+earlier functions written out (harness/earlier.py, as the module step does) and is judged on that
+run (never a scenario of an earlier step's own code: written out, it would judge the reference);
 or unless a step that judges the raising code alone (not the module's) charges the same exception
 at the same place (engine/judge/charged_once.py).
 """
@@ -27,9 +28,10 @@ at the same place (engine/judge/charged_once.py).
 import torch
 
 from autograder.assignments.mha.observers import cuda as observers
+from autograder.assignments.mha.observers.multi_head_attention import EARLIER
+from autograder.engine.checks import earlier
 from autograder.engine.checks.check import Check, Fail, compare_tensor, randint, randn
 from ._shared import causal_by_hand
-from .multi_head_attention import judge_with_earlier_steps
 
 OPTIONS = {"mode": ("auto", "real", "simulated", "off")}
 FILES = []
@@ -48,7 +50,7 @@ class OnCuda(Check):
     charged_where_raised = (
         True  # raising on both devices is excused only where its own step charges it (charged_once.py)
     )
-    observer = observers.on_device_with_earlier_steps
+    observer = observers.on_device
     random_outputs = ()  # outputs drawn at random (dropout): a real GPU draws other numbers than the CPU
 
     @property
@@ -56,7 +58,7 @@ class OnCuda(Check):
         return {"scenario": self.id}  # observers.SCENARIOS
 
     def judge(self, inputs, got, expected, tol):
-        return judge_with_earlier_steps(got, lambda own: self.judge_own(own, tol), tol)
+        return earlier.judge_with_earlier_steps(got, lambda own: self.judge_own(own, tol), EARLIER, tol)
 
     def judge_own(self, got, tol):
         """The verdict on one run of the scenario on both devices (the student's own, or the one
@@ -99,6 +101,7 @@ class MultiHeadAttentionOnCuda(OnCuda):
     train() with dropout; on a real GPU also backward, with gradients on the GPU."""
 
     id = "multi_head_attention"
+    observer = observers.on_device_with_earlier_steps  # the module: a function written out is not its code
     weight = 3
     random_outputs = ("train",)
 
