@@ -757,9 +757,9 @@ def test_grade_json_in_korean(tmp_path):
     steps = {step["id"]: step for step in result["steps"]}
     failed = [c for c in steps["attention"]["checks"] if c["passed"] is False]
     assert failed and all("허용 오차를 벗어났습니다" in c["message"] for c in failed)
-    assert [d["message"] for d in steps["attention"]["diagnoses"]] == [
-        messages.render("diagnosis.scale_by_d_model", lang="ko")
-    ]
+    causes = [d for d in steps["attention"]["diagnoses"] if not d.get("symptom")]
+    assert [d["message"] for d in causes] == [messages.render("diagnosis.scale_by_d_model", lang="ko")]
+    assert steps["attention"]["diagnoses"][0] == causes[0]  # the cause first; what localisation saw in support
     assert steps["padding"]["score"] == 10 and all(c["message"] == "" for c in steps["padding"]["checks"])
     assert "mode_note" not in steps["cuda"] or "장치에서 채점했습니다" in steps["cuda"]["mode_note"]
 
