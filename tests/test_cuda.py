@@ -80,30 +80,88 @@ DIFFERS_FROM_CPU = {
 NOT_DEVICE_MISTAKES = [
     "out_missing_bias",  # a bias-less layer: the grader's biased weights no longer need to fit
     "mha_out_missing_bias",
-    "rb_heads_summed",  # wrong values and shapes, the same on both devices
     "rb_mha_layers_made_in_forward",  # fresh layers in forward: the same seed on both runs
     "merge_view_not_contiguous",
-    "k_not_transposed",
 ]
-# The module's own code raises on the CPU as on the device, at the same line: nothing shows that
-# it runs on the device, so the cuda check fails too, the exception named (it agrees only on values).
+# Code that raises the same exception at the same place on the CPU and on the device: nothing shows
+# that it runs on the device, so the scenario's cuda check fails too, the exception named (the step
+# agrees only on values; cuda is an integration step). name -> (changes or a planted mistake's
+# name, the failing cuda check, the file named).
 RAISES_ON_BOTH_DEVICES = {
     # a device mistake (a mask made on the CPU) behind an exception both devices raise before it
-    "raises_before_a_cpu_mask": {
-        "mha.py": [
-            (
-                "        scores = q @ k.transpose(-2, -1) / math.sqrt(q.size(-1))  # (B, H, Lq, Lk)\n",
-                "        if pad_mask is not None and bool(pad_mask.any()):\n"
-                "            raise ValueError('padding is not supported')\n"
-                "        scores = q @ k.transpose(-2, -1) / math.sqrt(q.size(-1))  # (B, H, Lq, Lk)\n",
+    "raises_before_a_cpu_mask": (
+        {
+            "mha.py": [
+                (
+                    "        scores = q @ k.transpose(-2, -1) / math.sqrt(q.size(-1))  # (B, H, Lq, Lk)\n",
+                    "        if pad_mask is not None and bool(pad_mask.any()):\n"
+                    "            raise ValueError('padding is not supported')\n"
+                    "        scores = q @ k.transpose(-2, -1) / math.sqrt(q.size(-1))  # (B, H, Lq, Lk)\n",
+                ),
+                (
+                    "blocked = torch.zeros(Lq, Lk, dtype=torch.bool, device=scores.device)  # (Lq, Lk)",
+                    "blocked = torch.zeros(Lq, Lk, dtype=torch.bool)  # (Lq, Lk)",
+                ),
+            ]
+        },
+        "multi_head_attention",
+        "mha/mha.py",
+    ),
+    # the same, raised in a helper of another step's file (a red team's: a padding check that raises
+    # at that place too excused every scenario while a step's charge excused it)
+    "raises_in_another_steps_helper": (
+        {
+            "padding.py": (
+                "def pad_batch(",
+                "def tripwire(flag):\n    if flag:\n        raise ValueError('bad batch')\n\n\ndef pad_batch(",
             ),
-            (
-                "blocked = torch.zeros(Lq, Lk, dtype=torch.bool, device=scores.device)  # (Lq, Lk)",
-                "blocked = torch.zeros(Lq, Lk, dtype=torch.bool)  # (Lq, Lk)",
-            ),
-        ]
-    },
-    "rb_mha_mask_missing_head_axis": "rb_mha_mask_missing_head_axis",  # a shape error, the same on both
+            "mha.py": [
+                (
+                    "from .heads import merge_heads, split_heads",
+                    "from .heads import merge_heads, split_heads\nfrom .padding import tripwire",
+                ),
+                (
+                    "        scores = q @ k.transpose(-2, -1) / math.sqrt(q.size(-1))  # (B, H, Lq, Lk)\n",
+                    "        tripwire(pad_mask is not None and bool(pad_mask.any()))\n"
+                    "        scores = q @ k.transpose(-2, -1) / math.sqrt(q.size(-1))  # (B, H, Lq, Lk)\n",
+                ),
+                (
+                    "blocked = torch.zeros(Lq, Lk, dtype=torch.bool, device=scores.device)  # (Lq, Lk)",
+                    "blocked = torch.zeros(Lq, Lk, dtype=torch.bool)  # (Lq, Lk)",
+                ),
+            ],
+        },
+        "multi_head_attention",
+        "mha/padding.py",
+    ),
+    "rb_mha_mask_missing_head_axis": ("rb_mha_mask_missing_head_axis", "multi_head_attention", "mha/mha.py"),
+    "rb_heads_summed": ("rb_heads_summed", "output_projection", "mha/output.py"),  # output_projection's too
+    "k_not_transposed": ("k_not_transposed", "attention", "mha/attention.py"),  # the attention step's too
+}
+# An earlier function wrong only on the judge's probe, so that the module's scenario would be judged
+# with it written out, while it moves the module's result to the CPU (a red team's): the device
+# mistake is the student's own, on the device alone, and is never excused.
+WRONG_ON_THE_PROBE_ONLY = {
+    "heads.py": [
+        ("def merge_heads(x):", "import torch\n\n\ndef merge_heads(x):"),
+        (
+            "    return x.view(B, L, H * d_k)  # (B, L, D)",
+            "    out = x.view(B, L, H * d_k)  # (B, L, D)\n"
+            "    if out.dtype == torch.float64 and tuple(out.shape) == (2, 3, 6) and float(out.sum()) == 630.0:\n"
+            "        return out + 1\n"
+            "    return out.cpu()",
+        ),
+    ],
+    "mha.py": [
+        (
+            "        out = merge_heads(weights @ v)  # (B, Lq, D)\n",
+            "        out = (weights @ v).transpose(1, 2).reshape(query.shape[0], Lq, self.d_model)  # (B, Lq, D)\n",
+        ),
+        (
+            "        return self.w_o(out)  # (B, Lq, D)",
+            "        return merge_heads(split_heads(self.w_o(out), self.num_heads))  # (B, Lq, D)",
+        ),
+    ],
 }
 # A plain tensor attribute that the module moves itself, in _apply (which .to() calls): right on a GPU.
 MOVED_IN_APPLY = {
@@ -225,19 +283,28 @@ def test_a_mistake_that_is_not_about_the_device_costs_nothing_in_cuda(submission
 
 @pytest.mark.parametrize("name", sorted(RAISES_ON_BOTH_DEVICES))
 def test_code_that_raises_on_both_devices_fails_the_cuda_check_with_the_error_named(submission, name):
-    """The cuda step agrees only on values: the module's own code raising the same exception at the
-    same place on the CPU and on the device shows nothing of the device (a mask made on the CPU may
-    wait behind it), so the module's cuda check fails, naming the exception and where it was raised."""
-    changes = RAISES_ON_BOTH_DEVICES[name]
+    """The cuda step agrees only on values: code raising the same exception at the same place on
+    the CPU and on the device shows nothing of the device (a mask made on the CPU may wait behind
+    it), so the scenario's cuda check fails, naming the exception and where it was raised."""
+    changes, check_id, file = RAISES_ON_BOTH_DEVICES[name]
     if isinstance(changes, str):
         path = submission(next(m for m in PLANTED + REAL_BUGS if m.name == changes))
     else:
         path = make(submission, changes)
     result = grade_with_hidden(path, with_mode("simulated"))
+    failed = [c for c in result.step("cuda").checks if c.passed is False]
+    assert [c.id for c in failed] == [check_id], [(c.id, c.message) for c in failed]
+    assert failed[0].message_id == "failed_on_both_devices", failed[0].message
+    assert f"{file}, line" in failed[0].message and "Error" in failed[0].message
+
+
+def test_a_device_mistake_beside_an_earlier_function_wrong_on_its_probe_is_not_excused(submission):
+    """The written-out run judges the module only where the module's own run raised on both devices
+    inside the function written out: a result moved to the CPU fails, wrong probe or not."""
+    changes = WRONG_ON_THE_PROBE_ONLY
+    result = grade_with_hidden(make(submission, changes), with_mode("simulated"))
     check = next(c for c in result.step("cuda").checks if c.id == "multi_head_attention")
-    assert check.passed is False and check.message_id == "failed_on_both_devices", check.message
-    assert "mha/mha.py, line" in check.message and "Error" in check.message
-    assert [c.id for c in result.step("cuda").checks if c.passed is False] == ["multi_head_attention"]
+    assert check.passed is False and check.message_id == "device", check.message
 
 
 def test_a_module_that_moves_its_own_tensors_in_apply_passes(submission):
@@ -294,7 +361,8 @@ AGREEING = {
     "moved_in_apply": MOVED_IN_APPLY,
     "legal_item": LEGAL_ITEM,
     **{name: name for name in NOT_DEVICE_MISTAKES},
-    **RAISES_ON_BOTH_DEVICES,
+    **{name: changes for name, (changes, _, _) in RAISES_ON_BOTH_DEVICES.items()},
+    "wrong_on_the_probe_only": WRONG_ON_THE_PROBE_ONLY,
 }
 
 

@@ -114,19 +114,17 @@ def test_student_exception_shows_a_traceback_into_their_file(tmp_path):
 
 
 @pytest.mark.slow  # two end-to-end runs of tens of seconds: CI runs it (pytest -m "")
-def test_an_exception_on_both_devices_is_charged_as_the_grader_charges_it(tmp_path):
-    """A student's own run asks engine/judge/charged_once.py as the grade of record does: an
-    exception that output_projection's own checks raise at the same place costs the cuda step
-    nothing; one that the module's own code raises fails its cuda check, named."""
+def test_an_exception_on_both_devices_fails_the_cuda_check_in_a_students_own_run(tmp_path):
+    """`pytest assignments/ --cuda` judges as the grade of record does: code that raises the same
+    exception on the CPU and on the device fails the scenario's cuda check, named, whichever step's
+    file raised it."""
     from planted import PLANTED, REAL_BUGS
 
-    for name, cuda_full in (("rb_heads_summed", True), ("rb_mha_mask_missing_head_axis", False)):
+    for name, file in (("rb_heads_summed", "mha/output.py"), ("rb_mha_mask_missing_head_axis", "mha/mha.py")):
         mistake = next(m for m in PLANTED + REAL_BUGS if m.name == name)
         source = tmp_path / name / "mha"
         shutil.copytree(SOLUTIONS / "mha", source)
         (source / mistake.file).write_text(mistake.apply((source / mistake.file).read_text()))
-        completed = pytest_in(student_copy(tmp_path / name, source), "--cuda")
-        line = table_line(completed.stdout, "cuda")
-        assert ("5.00 / 5.00" in line) == cuda_full, (name, completed.stdout[-3000:])
-        if not cuda_full:
-            assert "raises" in completed.stdout and "mha/mha.py" in completed.stdout, completed.stdout[-3000:]
+        completed = pytest_in(student_copy(tmp_path / name, source), "--cuda", "-v")
+        assert "5.00 / 5.00" not in table_line(completed.stdout, "cuda"), (name, completed.stdout[-3000:])
+        assert f"on the CPU and on cuda alike ({file}, line" in completed.stdout, (name, completed.stdout[-3000:])

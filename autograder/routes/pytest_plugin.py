@@ -34,7 +34,6 @@ from autograder.engine.judge.plan import (
     mode_note,
     warm_up_grader,
 )
-from autograder.engine.judge.charged_once import charged_elsewhere
 from autograder.engine.judge.verdict import charged_forbidden, judge, not_checked
 from autograder.engine.scan.forbidden import SourceScan
 from autograder.engine.judge.score import score_step
@@ -238,8 +237,6 @@ def run_public_check(check, lab):
         expected = check.expected(**clone(inputs))
     if fail is None:
         fail = judge(check, inputs, observation, expected, step.tolerance)
-    if charged_elsewhere(check, fail, lab.verdicts_alone(check.assignment, config)):
-        fail = None  # its own step charges the exception (charged_once.py)
     lab.records[check] = Record(check, inputs, observation, fail, expected=expected)
     if not_checked(fail):
         lab.verdicts[check] = fail  # scored as not checked (score.score_step), not left out as a partial run
@@ -326,16 +323,6 @@ class StudentPlugin:
 
     def config(self, assignment_id):
         return self.configs[assignment_id]
-
-    def verdicts_alone(self, assignment_id, config):
-        """The failures so far of the checks of `assignment_id`'s steps that judge their code
-        alone (not an integration step's): what charged_once.charged_elsewhere reads."""
-        modules = config.step_modules()
-        return [
-            fail
-            for check, (_, fail) in self.outcomes.items()
-            if check.assignment == assignment_id and not getattr(modules[check.step], "INTEGRATES", False)
-        ]
 
     def reference(self, config):
         """The reference solutions beside grading.yml, if this copy of the kit has them

@@ -11,7 +11,6 @@ only exchange plain data, the inputs and the observations. The stages, in the or
     plan.plan_step        what each step runs; outcomes known without a run (plan.py)
     observe               every step's tasks, in one stream from the executor
     judge                 each observation against its expectation, as it arrives (verdict.py)
-    charged_once          an exception raised on every device, excused where its own step charges it
     score                 each step's points (score.py)
     explain               the likely mistake, pictures, the smallest failing input
 """
@@ -23,7 +22,7 @@ from pathlib import Path
 from autograder.engine.checks import messages
 from autograder.engine.checks.check import Fail
 from autograder.engine.checks.text import printable
-from autograder.engine.judge import charged_once, feedback, kept_code
+from autograder.engine.judge import feedback, kept_code
 from autograder.engine.judge.in_process import InProcess, observe
 from autograder.engine.judge.plan import (
     check_seed,
@@ -171,7 +170,6 @@ def grade_package(submission, config, reference, seed, steps, isolate, memory_by
         # Explaining spends none of the budget (budget.py): it never leaves a check less time.
         with phases.phase("judging"):
             observe_and_judge(runs, grading, hidden=False)
-            charged_once.excuse(runs, hidden=False)
         with executor.budget.paused():
             for run in runs:
                 explain_public(run, grading, pictures)  # the worker is free for probes and the smallest example
@@ -180,7 +178,6 @@ def grade_package(submission, config, reference, seed, steps, isolate, memory_by
                 executor.hide()  # a fresh worker (in-process: the printing held back)
             with phases.phase("judging"):
                 observe_and_judge(runs, grading, hidden=True)
-                charged_once.excuse(runs, hidden=True)
         with executor.budget.paused(), phases.phase("scoring and results"):
             results = [explain(run, score(run), grading, pictures) for run in runs]
         output, hidden_output = executor.output(), executor.hidden_output()

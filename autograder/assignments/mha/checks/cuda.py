@@ -18,11 +18,11 @@ simulated):
 Only device handling is judged here: a wrong value that the CPU run shares is another step's
 mistake. The step agrees only on values: a scenario that raises on both devices (the same
 exception at the same place) shows nothing of the device and fails, with the exception named,
-unless an earlier step's function explains it: the module's scenario runs again with the wrong
-earlier functions written out (harness/earlier.py, as the module step does) and is judged on that
-run (never a scenario of an earlier step's own code: written out, it would judge the reference);
-or unless a step that judges the raising code alone (not the module's) charges the same exception
-at the same place (engine/judge/charged_once.py).
+unless an earlier step's function that the judge finds wrong raised it: then the module's scenario
+runs again with the wrong earlier functions written out (harness/earlier.py, as the module step
+does) and is judged on that run. Nothing else excuses it: where the code raises is the student's
+to choose, so a place that another step charges proves nothing (a scenario of an earlier step's
+own code is never written out: it would judge the reference).
 """
 
 import torch
@@ -30,6 +30,7 @@ import torch
 from autograder.assignments.mha.observers import cuda as observers
 from autograder.assignments.mha.observers.multi_head_attention import EARLIER
 from autograder.engine.checks import earlier
+from autograder.harness.earlier import WRITTEN_OUT
 from autograder.engine.checks.check import Check, Fail, compare_tensor, randint, randn
 from ._shared import causal_by_hand
 
@@ -47,9 +48,6 @@ class OnCuda(Check):
     """Helper: a scenario run on the CPU and on the graded device, then compared."""
 
     requires = "cuda"
-    charged_where_raised = (
-        True  # raising on both devices is excused only where its own step charges it (charged_once.py)
-    )
     observer = observers.on_device
     random_outputs = ()  # outputs drawn at random (dropout): a real GPU draws other numbers than the CPU
 
@@ -58,7 +56,17 @@ class OnCuda(Check):
         return {"scenario": self.id}  # observers.SCENARIOS
 
     def judge(self, inputs, got, expected, tol):
-        return earlier.judge_with_earlier_steps(got, lambda own: self.judge_own(own, tol), EARLIER, tol)
+        def judge_own(own):
+            return self.judge_own(own, tol)
+
+        written_out = got.get(WRITTEN_OUT) if isinstance(got, dict) else None
+        own = {key: value for key, value in got.items() if key != WRITTEN_OUT} if isinstance(got, dict) else got
+        fail = earlier.judge_with_earlier_steps(own, judge_own, EARLIER, tol)
+        if fail is None or fail.message_id != "failed_on_both_devices" or not isinstance(written_out, dict):
+            return fail  # a device mistake, or an exception on the device alone: never another step's
+        if not inside_written_out(fail.params.get("where", ""), written_out):
+            return fail  # raised outside every function the judge writes out: nothing shows the device
+        return earlier.judge_with_earlier_steps(got, judge_own, EARLIER, tol)
 
     def judge_own(self, got, tol):
         """The verdict on one run of the scenario on both devices (the student's own, or the one
@@ -94,6 +102,21 @@ class OnCuda(Check):
                 "device_run_differs", {"name": name, "cpu": str(found.get("expected")), "got": str(found.get("got"))}
             )
         return None
+
+
+def inside_written_out(where: str, written_out: dict) -> bool:
+    """Whether `where` ('mha/heads.py, line 9, in merge_heads') is in an earlier function that the
+    judge writes out: the exception is then that function's, and the scenario is judged with it
+    written out."""
+    functions = written_out.get("functions")
+    if not isinstance(functions, (list, tuple)):
+        return False
+    return any(
+        entry.name in functions
+        and where.startswith(f"mha/{entry.file}.py, line ")
+        and where.endswith(f" in {entry.name}")
+        for entry in EARLIER
+    )
 
 
 class MultiHeadAttentionOnCuda(OnCuda):
