@@ -8,7 +8,7 @@ that lose points besides its own. The rules asserted, each per mistake:
   loses points for another step's mistake;
 * no step at all does for a mistake of an earlier (non-integration) step: the integration steps
   judge the earlier steps' functions as correct (issue 22, "No double charge, as a rule of the
-  engine");
+  engine"), the cuda step's scenarios of an exception raised on both devices aside (below);
 * the cuda step loses points only for its own (device) mistakes: it judges the device, not the
   values other steps judge; and for an exception raised on both devices (it agrees only on
   values: nothing shows the device), with that exception named;
@@ -120,7 +120,14 @@ def test_no_collateral_outside_the_integration_steps(measured, mistake):
     "mistake", cases([m for m in SOURCE if m.step not in INTEGRATION_STEPS], INTEGRATION_TODAY), ids=lambda m: m.name
 )
 def test_no_collateral_at_all_for_an_earlier_step(measured, mistake):
-    assert measured[mistake.name].collateral == []
+    assert beyond_raising(measured[mistake.name]) == []
+
+
+def beyond_raising(measure) -> list:
+    """The collateral steps but the cuda step where all it charged is an exception raised on both
+    devices (failed_on_both_devices): it agrees only on values (issue 31)."""
+    raised = measure.failed.get("cuda") and all(m == "failed_on_both_devices" for m, _ in measure.failed["cuda"])
+    return [step for step in measure.collateral if not (step == "cuda" and raised)]
 
 
 @pytest.mark.parametrize("mistake", cases([m for m in SOURCE if m.step != "cuda"], CUDA_TODAY), ids=lambda m: m.name)
