@@ -28,6 +28,7 @@ NOT_EVIDENCE = {
     "syntax_error_in_import",
     "near_miss",
     "mask_needs_attention",
+    "failed_on_both_devices",  # the cuda step: an exception both devices raise is diagnosed where it is raised
     "from_earlier_step",
     "depends_on_earlier",
 }
