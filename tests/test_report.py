@@ -721,6 +721,7 @@ def test_a_graded_class_gives_the_numbers_of_its_jsons(tmp_path):
     softmax = next(s for s in results["softmax"]["steps"] if s["id"] == "attention")["diagnoses"]
     assert [(d["id"], d.get("symptom", False)) for d in softmax] == [
         ("softmax_wrong_dim", False),
+        ("localised.weights.softmax_axis", True),  # where it happens, in support of the cause
         ("rows_not_normalised", True),
     ]
     assert "rows_not_normalised" not in mis  # one mistake, one misconception

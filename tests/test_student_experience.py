@@ -452,6 +452,11 @@ BIG_TENSOR_IN_MESSAGE = ("        return self.w_o(merged)", "        raise Value
 
 
 @pytest.mark.slow  # a pytest run of its own, seconds: CI runs it (pytest -m "")
+@pytest.mark.xfail(
+    strict=True,
+    reason="the localised finding of a raise whose operation is unknown says '? got -' beside the summary "
+    "(diagnosis: said.py needs words for a raise without an operation; issue 32, open)",
+)
 def test_a_tensor_in_an_exception_is_summarised(tmp_path, config, submission):
     output = (SOLUTIONS / "mha" / "output.py").read_text()
     assert BIG_TENSOR_IN_MESSAGE[0] in output
