@@ -60,8 +60,7 @@ class OnCuda(Check):
             return self.judge_own(own, tol)
 
         written_out = got.get(WRITTEN_OUT) if isinstance(got, dict) else None
-        own = {key: value for key, value in got.items() if key != WRITTEN_OUT} if isinstance(got, dict) else got
-        fail = earlier.judge_with_earlier_steps(own, judge_own, EARLIER, tol)
+        fail = earlier.judge_with_earlier_steps(earlier.own_run(got), judge_own, EARLIER, tol)
         if fail is None or fail.message_id != "failed_on_both_devices" or not isinstance(written_out, dict):
             return fail  # a device mistake, or an exception on the device alone: never another step's
         if not inside_written_out(fail.params.get("where", ""), written_out):
