@@ -16,6 +16,7 @@ from pathlib import Path
 import pytest
 
 from autograder import KIT
+from autograder.engine.checks import messages
 from autograder.engine.course import assignment as assignments
 
 LAYERS = ("routes", "publish", "engine", "harness", "sandbox")
@@ -245,11 +246,10 @@ def cycle_paths(graph: dict) -> list:
     return found
 
 
-def named_assignments(source: str, ids) -> list:
-    """(line, text) of each identifier or string (docstrings and comments aside) that names one
-    of the assignment ids `ids` as a word of its own (the kit's name, mha-lab, is not one)."""
-    tree = ast.parse(source)
-    docstrings = {
+def docstrings(tree: ast.Module) -> set:
+    """The ids of the string constants of `tree` that are docstrings (a module's, class's or
+    function's): prose, which may name anything."""
+    return {
         id(node.body[0].value)
         for node in ast.walk(tree)
         if isinstance(node, (ast.Module, ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef))
@@ -258,11 +258,19 @@ def named_assignments(source: str, ids) -> list:
         and isinstance(node.body[0].value, ast.Constant)
         and isinstance(node.body[0].value.value, str)
     }
-    word = re.compile(r"(?<![\w-])(" + "|".join(map(re.escape, ids)) + r")(?![\w-])")
+
+
+def named(source: str, words) -> list:
+    """(line, text) of each identifier or string (docstrings and comments aside) that names one
+    of `words` (assignment ids, step ids) as a word of its own (the kit's name, mha-lab, is not
+    one)."""
+    tree = ast.parse(source)
+    prose = docstrings(tree)
+    word = re.compile(r"(?<![\w-])(" + "|".join(map(re.escape, words)) + r")(?![\w-])")
     hits = []
     for node in ast.walk(tree):
         text = None
-        if isinstance(node, ast.Constant) and isinstance(node.value, str) and id(node) not in docstrings:
+        if isinstance(node, ast.Constant) and isinstance(node.value, str) and id(node) not in prose:
             text = node.value
         elif isinstance(node, ast.Name):
             text = node.id
@@ -270,9 +278,48 @@ def named_assignments(source: str, ids) -> list:
             text = node.attr
         elif isinstance(node, (ast.FunctionDef, ast.ClassDef, ast.arg)):
             text = getattr(node, "name", None) or getattr(node, "arg", None)
+        elif isinstance(node, ast.keyword):
+            text = node.arg
         if text and word.search(text):
             hits.append((node.lineno, text[:60]))
     return hits
+
+
+def code_strings(source: str) -> set:
+    """Every string constant of a module but its docstrings."""
+    tree = ast.parse(source)
+    prose = docstrings(tree)
+    return {
+        node.value
+        for node in ast.walk(tree)
+        if isinstance(node, ast.Constant) and isinstance(node.value, str) and id(node) not in prose
+    }
+
+
+def spelling_owned_ids(sources: dict, owned: dict) -> list:
+    """'file: id (the assignment's)' for each string of `sources` ({file: text}, code outside the
+    assignments' folders) that is a message id of `owned` ({id: the assignment whose catalog alone
+    holds it}): the engine reads what an assignment owns through the assignment, never by name."""
+    return sorted(
+        f"{file}: {text} ({owned[text]}'s)"
+        for file, source in sources.items()
+        for text in code_strings(source) & set(owned)
+    )
+
+
+def owned_ids_in_the_engine(engine_ids: set, assignment_sources: dict, other_sources: dict) -> list:
+    """'id: spelled only by <assignment>' for each id of the engine's catalog (`engine_ids`) that the
+    code of one assignment spells ({assignment: {file: text}}) and no other code (`other_sources`,
+    {file: text}): a message only an assignment raises is that assignment's, in its own catalog."""
+    elsewhere = set().union(*(code_strings(source) for source in other_sources.values()))
+    found = []
+    for assignment_id, files in sorted(assignment_sources.items()):
+        spelled = set().union(*(code_strings(source) for source in files.values()))
+        others = set().union(
+            *(code_strings(s) for a, f in assignment_sources.items() if a != assignment_id for s in f.values())
+        )
+        found += [f"{i}: spelled only by {assignment_id}" for i in sorted(engine_ids & spelled - elsewhere - others)]
+    return found
 
 
 def layer_modules(layer):
@@ -338,9 +385,124 @@ def test_check_modules_do_not_import_each_other():
 @pytest.mark.parametrize("layer", LAYERS)
 def test_no_layer_names_an_assignment(layer):
     ids = assignments.known()
-    hits = {str(path.relative_to(KIT)): named_assignments(path.read_text(), ids) for path in layer_modules(layer)}
+    hits = {str(path.relative_to(KIT)): named(path.read_text(), ids) for path in layer_modules(layer)}
     hits = {file: found for file, found in hits.items() if found}
     assert not hits, f"assignment ids named outside autograder/assignments/: {hits}"
+
+
+# Step ids that are also PyTorch's own words, each where the engine uses it as PyTorch's (reviewed):
+# the engine may spell these there, and nowhere else.
+PYTORCH_WORDS = {
+    (
+        "engine/judge/plan.py",
+        "cuda",
+    ): "PyTorch's device type: what a check requires (check.requires), the simulated device",
+    ("engine/judge/remote.py", "cuda"): "the worker names CUDA among its layers when it could initialise it",
+    ("engine/generate/fingerprint_build.py", "cuda"): "check.requires: a check that needs a CUDA device",
+    (
+        "engine/scan/source_policy.py",
+        "cuda",
+    ): "torch.cuda and torch.backends.cuda: modules of PyTorch's on the allow-list",
+    ("engine/scan/source_policy.py", "attention"): "torch.nn.attention: a module of PyTorch's on the allow-list",
+}
+
+
+def every_step_id() -> set:
+    """The step ids of every assignment the kit holds, read from their folders (no import)."""
+    return {step for assignment_id in assignments.known() for step in assignments.step_ids(assignment_id)}
+
+
+def engine_sources(root: Path) -> dict:
+    """{file under root: text} of the engine's modules (root: autograder/)."""
+    return {path.relative_to(root).as_posix(): path.read_text() for path in sorted((root / "engine").rglob("*.py"))}
+
+
+def spellings(sources: dict, words: set, allowed: dict) -> list:
+    """'file (line n): text' for each identifier or string of `sources` ({file: text}) that names
+    one of `words`, but where `allowed` ({(file, word): why}) lets that file use the word as
+    PyTorch's."""
+    found = []
+    for file, source in sources.items():
+        for line, text in named(source, sorted(words)):
+            spelled = {w for w in words if re.search(rf"(?<![\w-]){re.escape(w)}(?![\w-])", text)}
+            if any((file, w) not in allowed for w in spelled):
+                found.append(f"{file} (line {line}): {text}")
+    return found
+
+
+def test_the_engine_names_no_assignment_and_no_step():
+    """The engine grades any assignment grading.yml describes: it spells no assignment id and no
+    step id (what a step needs is in its assignment's folder), but where a step's id is also
+    PyTorch's own word, used as PyTorch's (PYTORCH_WORDS, each entry reviewed and still used)."""
+    sources = engine_sources(KIT / "autograder")
+    words = set(assignments.known()) | every_step_id()
+    assert spellings(sources, words, PYTORCH_WORDS) == []
+    unused = [(file, word) for file, word in PYTORCH_WORDS if not spellings({file: sources[file]}, {word}, {})]
+    assert unused == [], "PYTORCH_WORDS entries the engine no longer needs"
+
+
+def catalog_ids(directory: Path, domain: str) -> set:
+    return set(messages.catalog("en", ((directory, domain),)))
+
+
+def kit_sources(outside_assignments: bool) -> dict:
+    """{file: text} of the kit's code outside the assignments' folders (or inside them)."""
+    root = KIT / "autograder"
+    return {
+        path.relative_to(KIT).as_posix(): path.read_text()
+        for path in sorted(root.rglob("*.py"))
+        if (path.relative_to(root).parts[0] == "assignments") != outside_assignments
+    }
+
+
+def test_no_code_outside_an_assignment_spells_its_message_ids():
+    """What an assignment owns (its contract failures, the failures that are no evidence, its
+    checks' messages) the engine reads through the assignment (engine/course/assignment.py):
+    no code outside the assignments' folders spells an id that only an assignment's catalog holds."""
+    engine = catalog_ids(messages.GRADER / "locale", "autograder")
+    owned = {
+        message_id: assignment_id
+        for assignment_id in assignments.known()
+        for message_id in catalog_ids(assignments.folder(assignment_id) / "locale", "assignment") - engine
+    }
+    assert spelling_owned_ids(kit_sources(outside_assignments=True), owned) == []
+
+
+def test_a_message_only_an_assignment_raises_is_in_its_catalog():
+    """The engine's catalog holds the engine's words: an id that only one assignment's code spells
+    belongs to that assignment's catalog."""
+    engine = catalog_ids(messages.GRADER / "locale", "autograder")
+    by_assignment = {}
+    for file, source in kit_sources(outside_assignments=False).items():
+        by_assignment.setdefault(file.split("/")[2], {})[file] = source
+    assert owned_ids_in_the_engine(engine, by_assignment, kit_sources(outside_assignments=True)) == []
+
+
+def test_the_message_rules_catch_planted_violations():
+    """The two rules above find what they look for: an engine module spelling an id only an
+    assignment's catalog holds, and an id of the engine's catalog that only one assignment spells."""
+    engine_code = {
+        "engine/evidence.py": 'NOT = {"timeout", "mask_needs_attention"}\n"""Docstring: device_mismatch."""\n'
+    }
+    owned = {"mask_needs_attention": "mha", "device_mismatch": "mha"}
+    assert spelling_owned_ids(engine_code, owned) == ["engine/evidence.py: mask_needs_attention (mha's)"]
+    by_assignment = {
+        "mha": {"a/mha/cuda.py": 'Fail("device_mismatch")\nFail("timeout")\nFail("shape")\n'},
+        "kv": {"a/kv/cache.py": 'Fail("shape")\n'},
+    }
+    found = owned_ids_in_the_engine({"device_mismatch", "timeout", "shape"}, by_assignment, engine_code)
+    assert found == ["device_mismatch: spelled only by mha"]
+    planted = {
+        "engine/judge/plan.py": 'if step.id == "masking":\n    device = "cuda"\n',
+        "engine/judge/feedback.py": 'def f(kv_cache):\n    return g(padding=1, where="mha/heads.py")\n',
+    }
+    allowed = {("engine/judge/plan.py", "cuda"): "PyTorch's device"}
+    assert spellings(planted, {"masking", "cuda", "padding", "mha", "kv_cache"}, allowed) == [
+        "engine/judge/plan.py (line 1): masking",
+        "engine/judge/feedback.py (line 1): kv_cache",
+        "engine/judge/feedback.py (line 2): padding",
+        "engine/judge/feedback.py (line 2): mha/heads.py",
+    ]
 
 
 LONG = 400  # lines: a module longer than this says why in its docstring (ARCHITECTURE.md)
@@ -447,9 +609,9 @@ def test_the_rules_catch_planted_violations(tmp_path):
     )
     assert long_without_a_reason(root) == ["autograder/engine/judge/long.py (402 lines)"]
     planted = 'PACKAGE = "mha"\nx = root / "mha/heads.py"\ndef f(mha):\n    return mha\n'
-    assert [line for line, _ in named_assignments(planted, ["mha"])] == [1, 2, 3, 4]
+    assert [line for line, _ in named(planted, ["mha"])] == [1, 2, 3, 4]
     clean = '"""About mha/: a docstring may say it."""\nNAME = "mha-lab"\nENV = "MHA_LAB_CACHE"\n'
-    assert named_assignments(clean, ["mha"]) == []
+    assert named(clean, ["mha"]) == []
 
 
 def test_a_circle_closed_by_a_late_import_is_found(tmp_path):

@@ -13,12 +13,16 @@ An assignment is a folder `autograder/assignments/<id>/`:
                          integration steps (harness/earlier.py: one mistake, one charge)
     warmup.py            optional `warm_up(simulation)`: ops to run once in the worker server
     fingerprints.json    what the known mistakes observe on the public checks (the release's diagnosis)
-    locale/              its messages (diagnoses), en and ko
+    locale/              its messages (diagnoses, its checks' and observers' own), en and ko
+    __init__.py          what the engine reads of it by name: CONTRACT_FAILURES (the ways its
+                         observers report a missed contract), NOT_EVIDENCE (its checks' failures
+                         that say nothing about the computation); both optional
 
 plus its reference package `solutions/<id>/` (the skeleton `assignments/<id>/` is made from it)
 and an entry in grading.yml. Students' code is the package `<id>`.
 """
 
+import functools
 import importlib
 import importlib.util
 import inspect
@@ -30,6 +34,35 @@ from dataclasses import dataclass
 from autograder.engine.checks.folders import PACKAGE, folder, known, step_ids  # noqa: F401
 
 _step_modules = {}  # assignment id -> {step id: module}; a cache of code that never changes
+
+
+@functools.cache
+def contract_failures(assignment_id: "str | None") -> frozenset:
+    """The message ids with which the assignment's observers report a missed contract
+    (its CONTRACT_FAILURES), besides the engine's own (judge/observation.py); none for None
+    (a check made outside an assignment)."""
+    return _declared(assignment_id, "CONTRACT_FAILURES")
+
+
+@functools.cache
+def not_evidence(assignment_id: "str | None") -> frozenset:
+    """The message ids of the assignment's checks' failures that say nothing about the computation
+    (its NOT_EVIDENCE), besides the engine's own (mistakes/evidence.py); none for None."""
+    return _declared(assignment_id, "NOT_EVIDENCE")
+
+
+@functools.cache
+def every_contract_failure() -> frozenset:
+    """The contract failures of every assignment the kit holds: a message id means one thing
+    kit-wide (messages.CATALOGS merges the catalogs), so where only an id is known (a route's
+    ranking of symptoms: judge/feedback.py) it is one of these or not."""
+    return frozenset().union(*(contract_failures(assignment_id) for assignment_id in known()))
+
+
+def _declared(assignment_id, name) -> frozenset:
+    if assignment_id is None:
+        return frozenset()
+    return frozenset(getattr(importlib.import_module(f"{PACKAGE}.{assignment_id}"), name, ()))
 
 
 def step_modules(assignment_id: str) -> dict:

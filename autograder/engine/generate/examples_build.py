@@ -29,7 +29,7 @@ from autograder.engine.judge import feedback
 from autograder.engine.judge.in_process import clone, observe
 from autograder.engine.judge.plan import check_inputs, check_seed
 from autograder.engine.mistakes import fingerprints
-from autograder.engine.mistakes.evidence import NOT_EVIDENCE
+from autograder.engine.mistakes.evidence import says_nothing
 from autograder.harness import answers
 
 FILE = "examples.wire"
@@ -132,7 +132,7 @@ def banks(config) -> dict:
                     observation = observe(check, package, inputs)
                     expected = check.expected(**clone(inputs))
                     fail = observation.error or judged(check, inputs, observation.values, expected, step.tolerance)
-                    if fail is None or fail.message_id in NOT_EVIDENCE or fail.params.get("blocked_by"):
+                    if fail is None or says_nothing(fail, check) or fail.params.get("blocked_by"):
                         continue  # as feedback.shrinkable: nothing the search would show
                     if getattr(check, "shrink", True):
                         _record_search(check, inputs, fail, package, step.tolerance, observation, found)

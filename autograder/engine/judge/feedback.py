@@ -25,7 +25,8 @@ from dataclasses import dataclass, field
 import torch
 
 from autograder.engine.checks import messages
-from autograder.engine.mistakes.evidence import NOT_EVIDENCE
+from autograder.engine.course import assignment as assignments
+from autograder.engine.mistakes.evidence import says_nothing
 from autograder.engine.checks.check import compare, judged
 from autograder.engine.judge.verdict import charged_forbidden
 
@@ -35,6 +36,7 @@ LINE_CHARS = 320  # one line of the block, at most (a longer one is cut, with "â
 VALUE_CHARS = 70  # one value of an example, at most
 SHOWN_SIZE = 64  # an example is shown when it is a few small tensors (shrink.size), else kept in the JSON only
 # The clearest symptoms first: an error that names a file and line, then a wrong form, then values.
+# An assignment's own contract failures (a layer not found) are errors too: rank().
 ERRORS = (
     "syntax_error",
     "syntax_error_text",
@@ -55,9 +57,6 @@ ERRORS = (
     "tampering",
     "missing_attribute",
     "bad_attribute",
-    "projections_not_found",
-    "qkv_layers_not_found",
-    "embedding_not_found",
     "worker_crashed",
     "worker_exited",
     "not_implemented",
@@ -170,7 +169,9 @@ def verdict(step):
 
 def rank(kind: str) -> int:
     """0 for an error that names where, 1 for a wrong form, 2 for wrong values (module docstring)."""
-    return 0 if kind in ERRORS else 1 if kind in FORMS else 2
+    if kind in ERRORS or kind in assignments.every_contract_failure():
+        return 0
+    return 1 if kind in FORMS else 2
 
 
 def symptom(checks) -> str:
@@ -501,7 +502,7 @@ def shrinkable(record) -> bool:
     may be shown: no exception the grader expects, no time limit, no forbidden call, not blocked
     by another step's mistake; a public check that needs no device and takes inputs."""
     fail, check, observation = record.fail, record.check, record.observation
-    if fail is None or fail.message_id in NOT_EVIDENCE or fail.message_id == "not_checked" or not record.inputs:
+    if fail is None or says_nothing(fail, check) or fail.message_id == "not_checked" or not record.inputs:
         return False  # (no inputs: a check that makes its own, nothing to shrink or show)
     if fail.params.get("blocked_by") or check.visibility != "public" or check.requires:
         return False

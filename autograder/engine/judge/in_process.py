@@ -18,6 +18,7 @@ from contextlib import contextmanager
 
 from autograder.engine.checks.check import Fail
 from autograder.engine.checks.text import printable
+from autograder.engine.course import assignment as assignments
 from autograder.engine.judge.budget import Budget
 from autograder.engine.judge.observation import Facts, Hang, Observation, read_report
 from autograder.engine.scan.forbidden import package_files
@@ -43,7 +44,8 @@ def observe(check, package, inputs, timeout=None, forbidden=(), hangs=None) -> O
 def facts_of(package, check, timeout=None, forbidden=(), hangs=None) -> Facts:
     """What the judge knows when it reads a report of `check` run on `package` in this process."""
     name = getattr(getattr(package, "_directory", None), "name", "package")
-    return Facts(name, local_files(package), check.step, timeout, tuple(forbidden), hangs or {})
+    contract = assignments.contract_failures(getattr(check, "assignment", None))
+    return Facts(name, local_files(package), check.step, timeout, tuple(forbidden), hangs or {}, contract)
 
 
 def local_files(package) -> frozenset:

@@ -11,8 +11,9 @@ process that wrote it. Every field is checked before it is used:
 * `forbidden`: names from the step's own forbidden list;
 * `where`: a file the judge itself sent (matched by name, never opened), a line number, a
   function name of bounded length;
-* `contract`: a name from CONTRACT_FAILURES (failures only: never "not checked", "blocked" or a
-  skip) with the parameters its message takes, each a number or a short string;
+* `contract`: a name from CONTRACT_FAILURES or the check's assignment's own (Facts.contract:
+  failures only, never "not checked", "blocked" or a skip) with the parameters its message
+  takes, each a number or a short string;
 * `trapped`: a function the judge itself saw run past its time limit.
 
 Every kind but values is a failing verdict; on values, the check's own judge decides. Strings
@@ -28,7 +29,8 @@ from autograder.engine.checks.check import Fail
 from autograder.engine.checks.text import printable, printable_values
 
 # The ways a student's code can miss the contract that the harness reports (harness/contract.py,
-# harness/package.py, harness/observe.py): each only ever fails a check.
+# harness/package.py, harness/observe.py): each only ever fails a check. An assignment adds its
+# observers' own (its CONTRACT_FAILURES, engine/course/assignment.py: Facts.contract).
 CONTRACT_FAILURES = frozenset(
     {
         "missing_package",
@@ -42,10 +44,6 @@ CONTRACT_FAILURES = frozenset(
         "missing_attribute",
         "bad_attribute",
         "wrong_type",
-        "projections_not_found",
-        "qkv_layers_not_found",
-        "embedding_not_found",
-        "device_mismatch",
         "refused_lookup",  # harness/lookups.py: a name made at run time that the source policy refuses
     }
 )
@@ -86,6 +84,7 @@ class Facts:
     timeout: float = None  # the check's time limit, seconds
     forbidden: tuple = ()  # the step's forbidden names
     hangs: dict = field(default_factory=dict)  # (file, function) -> Hang, seen so far in this submission
+    contract: frozenset = frozenset()  # the assignment's own contract failures (assignment.contract_failures)
 
 
 def read_report(report, facts: Facts) -> Observation:
@@ -167,7 +166,11 @@ def where_text(where, facts) -> str:
 
 def _contract(report, facts) -> Fail:
     what, params = report.get("what"), report.get("params")
-    if what not in CONTRACT_FAILURES or not isinstance(params, dict) or len(params) > 12:
+    if (
+        (what not in CONTRACT_FAILURES and what not in facts.contract)
+        or not isinstance(params, dict)
+        or len(params) > 12
+    ):
         raise _Malformed("an unknown contract failure")
     safe = {}
     for key, value in params.items():

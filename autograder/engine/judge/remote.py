@@ -17,6 +17,7 @@ from pathlib import Path
 
 from autograder.engine.checks.check import Fail
 from autograder.engine.checks.text import printable
+from autograder.engine.course import assignment as assignments
 from autograder.engine.judge.budget import Budget
 from autograder.engine.judge.observation import Facts, Hang, Observation, malformed, read_report
 from autograder.engine.scan.source_reader import lookup_rule
@@ -118,7 +119,8 @@ class RemoteExecutor:
         self.hidden_from = len(self.worker.outputs)
 
     def facts(self, check, timeout, forbidden) -> Facts:
-        return Facts(self.package, self.files, check.step, timeout, tuple(forbidden), self.hangs)
+        contract = assignments.contract_failures(getattr(check, "assignment", None))
+        return Facts(self.package, self.files, check.step, timeout, tuple(forbidden), self.hangs, contract)
 
     def observe(self, tasks):
         """Run (check, inputs, timeout, forbidden) tasks in order: an iterator of one Observation

@@ -194,8 +194,8 @@ def table(result, title=None, verbose=False):
             note = f"{note} ({messages.render(step.mode)})".strip()
         lines.append(f"  {step.id:<{width}}  {score:>6} / {points(step.max_score):<6} {note}".rstrip())
         lines += feedback.lines(feedback.verdict(step), verbose=verbose, indent="    ")
-    padding = " " * (width - display_width(total))
-    line = f"  {total}{padding}  {points(result.score):>6} / {points(result.max_score)}"
+    gap = " " * (width - display_width(total))
+    line = f"  {total}{gap}  {points(result.score):>6} / {points(result.max_score)}"
     unjudged = sum(c.passed is None for step in result.complete_steps if step.status == "graded" for c in step.checks)
     if unjudged:
         line += "  " + messages.render("total_not_checked", count=unjudged)

@@ -33,7 +33,7 @@ from autograder.engine.checks.check import Fail, compare, judged
 from autograder.engine.course.assignment import mistakes_of
 from autograder.engine.checks.earlier import own_run
 from autograder.engine.mistakes import said, store
-from autograder.engine.mistakes.evidence import NOT_EVIDENCE, Evidence, best_variant, most_specific, without_where
+from autograder.engine.mistakes.evidence import Evidence, best_variant, most_specific, says_nothing, without_where
 from autograder.engine.mistakes.fingerprints import evidence as fingerprint_evidence
 from autograder.engine.mistakes.fingerprints import load as load_fingerprints
 
@@ -62,7 +62,7 @@ def diagnose(module, records, observe, student, tol, reference=None, fingerprint
     a worker itself. With `reference` (the instructor's kit) the known mistakes run on the
     records' inputs; without, they are matched through `fingerprints` (default: the ones
     shipped in the assignment's fingerprints.json, if any)."""
-    failing = [r for r in records if r.fail is not None and r.fail.message_id not in NOT_EVIDENCE]
+    failing = [r for r in records if r.fail is not None and not says_nothing(r.fail, r.check)]
     if not failing:
         return []
     step_id, assignment_id = module.__name__.rsplit(".", 1)[-1], module.ASSIGNMENT
@@ -232,7 +232,7 @@ def variant_evidence(package, records, observe, tol):
     check the student passes. Failures that say nothing about the computation are left out."""
     reproduced, also_failing = set(), set()
     for record in records:
-        if record.fail is not None and record.fail.message_id in NOT_EVIDENCE:
+        if record.fail is not None and says_nothing(record.fail, record.check):
             continue
         observation = mistake_observation(observe, package, record)
         fails = mistake_fails(package, record, observation, tol)
@@ -241,7 +241,7 @@ def variant_evidence(package, records, observe, tol):
                 return None
         elif fails:
             also_failing.add(record.check.id)
-            if same_observation(record.observation, observation, tol):
+            if same_observation(record.observation, observation, tol, record.check):
                 reproduced.add(record.check.id)
     return Evidence(reproduced, also_failing)
 
@@ -312,8 +312,9 @@ def entry(diagnosis_id, says=None, **params):
     return {"id": diagnosis_id, "message": printable(message)}
 
 
-def same_observation(student, mistake, tol):
-    """True if a mistake's observation reproduces the student's: equal values, or the same error."""
+def same_observation(student, mistake, tol, check=None):
+    """True if a mistake's observation of `check` reproduces the student's: equal values, or the
+    same error (one that says something about the computation)."""
     if student.error is None and mistake.error is None:
         try:
             theirs, ours = own_run(student.values), own_run(mistake.values)
@@ -325,7 +326,7 @@ def same_observation(student, mistake, tol):
     if student.error is not None and mistake.error is not None:
         return (
             student.error.message_id == mistake.error.message_id
-            and student.error.message_id not in NOT_EVIDENCE
+            and not says_nothing(student.error, check)
             and without_where(student.error.params) == without_where(mistake.error.params)
         )
     return False

@@ -3,7 +3,10 @@ instructor's diagnosis (diagnosis.py: mistake variants run on the checks' inputs
 student release's (fingerprints.py: variants matched by their stored fingerprints) both follow.
 """
 
-# Failures that say nothing about the computation: nothing to diagnose.
+from autograder.engine.course import assignment as assignments
+
+# Failures that say nothing about the computation: nothing to diagnose. An assignment adds its
+# checks' own (its NOT_EVIDENCE: says_nothing).
 NOT_EVIDENCE = {
     "not_implemented",
     "not_checked",
@@ -27,11 +30,16 @@ NOT_EVIDENCE = {
     "syntax_error_text",
     "syntax_error_in_import",
     "near_miss",
-    "mask_needs_attention",
-    "failed_on_both_devices",  # the cuda step: an exception both devices raise is diagnosed where it is raised
-    "from_earlier_step",
     "depends_on_earlier",
 }
+
+
+def says_nothing(fail, check) -> bool:
+    """Whether `fail`, a failure (checks.check.Fail) of `check`, says nothing about the
+    computation: its id is one of NOT_EVIDENCE, or of the check's assignment's own
+    (assignment.not_evidence)."""
+    message_id = fail.message_id
+    return message_id in NOT_EVIDENCE or message_id in assignments.not_evidence(getattr(check, "assignment", None))
 
 
 # The diagnoses of localisation (localise.py): `localised.<stage>[.<relation>]`. Made from public

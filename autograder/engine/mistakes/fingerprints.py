@@ -23,7 +23,7 @@ from pathlib import Path
 import torch
 
 from autograder import KIT
-from autograder.engine.mistakes.evidence import NOT_EVIDENCE, Evidence, best_variant, without_where
+from autograder.engine.mistakes.evidence import Evidence, best_variant, says_nothing, without_where
 from autograder.engine.checks.folders import folder
 from autograder.engine.checks.earlier import own_run
 
@@ -225,7 +225,7 @@ def evidence(fingerprints: dict, step_id: str, records: list, tol: dict) -> dict
     for variant, fps in variants.items():
         reproduced, also_failing = set(), set()
         for record in records:
-            if record.fail is not None and record.fail.message_id in NOT_EVIDENCE:
+            if record.fail is not None and says_nothing(record.fail, record.check):
                 continue
             fp = fps.get(key(record.check, record.inputs))
             if fp is None:  # the variant passes this check

@@ -112,7 +112,7 @@ def inside_written_out(where: str, written_out: dict) -> bool:
         return False
     return any(
         entry.name in functions
-        and where.startswith(f"mha/{entry.file}.py, line ")
+        and where.startswith(f"{EARLIER.assignment}/{entry.file}.py, line ")
         and where.endswith(f" in {entry.name}")
         for entry in EARLIER
     )
