@@ -274,8 +274,8 @@ def named(source: str, words) -> list:
             text = node.value
         elif isinstance(node, ast.Name):
             text = node.id
-        elif isinstance(node, ast.Attribute):
-            text = node.attr
+        elif isinstance(node, ast.Attribute) and ast.unparse(node.value) != "torch.backends":
+            text = node.attr  # torch.backends.mha is torch's own module, named like an assignment
         elif isinstance(node, (ast.FunctionDef, ast.ClassDef, ast.arg)):
             text = getattr(node, "name", None) or getattr(node, "arg", None)
         elif isinstance(node, ast.keyword):

@@ -2,6 +2,7 @@
 work of issue 34 (benchmarks/phases.py shows what each saves). Each count fails on the code
 before the change."""
 
+import os
 import shutil
 
 import pytest
@@ -106,3 +107,76 @@ def test_a_batch_parses_each_distinct_text_once(tmp_path, monkeypatch, config):
     assert parsed and max(parsed.values()) == 1, parsed.most_common(2)
     alone = grade(paths[2], config)
     assert [s.score for s in results["third"].steps] == [s.score for s in alone.steps]
+
+
+LEAN_WATCH = r"""
+import json, sys
+from autograder.harness import watch
+watch.install(every_thread=True)  # as the worker server's warm-up does
+import test_forbidden_runtime as routes
+modes = {"function": 0, "dispatch": 0}
+for cls, method, key in ((watch._FunctionWatch, "__torch_function__", "function"),
+                         (watch._DispatchWatch, "__torch_dispatch__", "dispatch")):
+    def counted(self, *args, _real=getattr(cls, method), _key=key, **kwargs):
+        modes[_key] += 1
+        return _real(self, *args, **kwargs)
+    setattr(cls, method, counted)
+
+def seen(forbidden, run):
+    with watch.watching(forbidden) as calls:
+        try:
+            run()
+        except RuntimeError:  # a fused kernel's gradient is lost in a worker (watch._guard)
+            pass
+    return list(calls)
+
+import torch
+with torch.inference_mode():  # made before any watch, its weights inference tensors: no key of ours
+    module = torch.nn.MultiheadAttention(8, 2, batch_first=True).double().eval()
+
+def inference_module():
+    with torch.inference_mode():
+        x = torch.randn(2, 4, 8, dtype=torch.float64)
+        module(x, x, x)
+
+found = {}
+for label, table, forbidden in (("sdpa", routes.SDPA_ROUTES, routes.ATTENTION),
+                                ("mha", routes.MHA_ROUTES, routes.ATTENTION), ("pad", routes.PAD_ROUTES, [routes.PAD])):
+    for name, run in table.items():
+        found[f"{label}: {name}"] = seen(forbidden, run)
+found["mha: inference mode, module made outside the watch"] = seen(routes.ATTENTION, inference_module)
+for disable in (False, True):  # named as the functional form, with its frame on the stack
+    routes.test_functional_multi_head_attention_is_named_as_such(disable)
+routes.test_sdpa_on_fake_tensors_is_seen()
+routes.test_ordinary_attention_code_is_not_flagged()
+print(json.dumps({"found": found, "modes": modes, "lean": getattr(watch, "lean", lambda names: None)(routes.ATTENTION)}))
+"""
+
+
+def test_a_worker_watches_the_grading_lists_without_a_mode():
+    """In a grading worker the watch of grading.yml's forbidden names is the process-wide kernels
+    alone (on the forbidden operators and on softmax and matrix products, where forbidden
+    frames show): not one torch function or operator goes through a Python mode. Every route of
+    tests/test_forbidden_runtime.py is still seen there, and so is an nn.MultiheadAttention made
+    and run in inference mode (its fast path would reach no key of ours)."""
+    import json
+    import subprocess
+    import sys
+
+    from conftest import KIT
+
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(KIT), str(KIT / "tests")])}
+    completed = subprocess.run(
+        [sys.executable, "-c", LEAN_WATCH], capture_output=True, text=True, env=env, cwd=KIT, timeout=600
+    )
+    assert completed.returncode == 0, completed.stderr[-3000:]
+    report = json.loads(completed.stdout.splitlines()[-1])
+    assert report["modes"] == {"function": 0, "dispatch": 0} and report["lean"]
+    from test_forbidden_runtime import MHA, MHA_ROUTES, PAD, PAD_ROUTES, SDPA, SDPA_ROUTES
+
+    for name in SDPA_ROUTES:
+        assert report["found"][f"sdpa: {name}"] == [SDPA], name
+    for name in [*MHA_ROUTES, "inference mode, module made outside the watch"]:
+        assert MHA in report["found"][f"mha: {name}"], name
+    for name in PAD_ROUTES:
+        assert report["found"][f"pad: {name}"] == [PAD], name

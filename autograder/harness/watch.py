@@ -27,11 +27,24 @@ Four parts, installed once per process (`install`, before any student code loads
 * A TorchFunctionMode (the cheapest) sees the overridable Python-level torch functions.
 * A module registration hook sees a forbidden nn.Module made part of the student's module.
 
+The two modes cost a Python call per torch function and per operator (a third of a worker's CPU).
+A grading worker watches grading.yml's names (those of KNOWN_SIGNS) without them (`lean`): each
+runs as an operator with a kernel of ours, or shows its frame at a softmax or a matrix product,
+which get process-wide kernels there too (the matrix products and `_softmax` at ADInplaceOrView,
+below autograd: gradients kept; hit by every tensor but those made in inference mode, where the
+composite softmax above and the forbidden operators' composite kernels still see). There the
+fast path of nn.MultiheadAttention (one fused operator, reached in inference mode by no key of
+ours) is switched off: the module computes through F.multi_head_attention_forward, same values.
+
 Where the watch cannot see: a call on another thread in inference_mode (no autograd key is hit
 and modes are per thread). Sandboxed CPU workers refuse new threads once student code loads
 (sandbox/confine.py), and the source policy refuses threading modules, so student code has no
 other thread. Code that takes its process over (by means the source policy does not see) can
 still switch all of this off: that changes only its own grade (docs/threat-model.md).
+
+One module, though long: the kernels, the modes and the Watch they report to are one mechanism,
+and which parts watch (`lean`) is decided from what the others cover; kept together, a route
+that one part would miss is seen to be covered by another in one place.
 """
 
 import functools
@@ -340,8 +353,21 @@ def _guard(qualified: str, anchor: bool = False) -> None:
             except RuntimeError:
                 pass  # a key this build does not have
         return
-    if anchor or not _installed["every_thread"]:
+    if not _installed["every_thread"]:
         return  # a real kernel: the dispatch watch sees it on the grading thread
+    if anchor:
+        # Below autograd, so the gradient is kept: ADInplaceOrView is in every tensor's keys but
+        # those made in inference mode, where the composite anchors above still look.
+        below_view = torch._C._after_ADInplaceOrView_keyset
+
+        def anchor_kernel(keyset, *args, **kwargs):
+            for watch in tuple(_active):
+                if watch.codes:
+                    watch.look_at_stack()
+            return op.redispatch(keyset & below_view, *args, **kwargs)
+
+        library.impl(qualified, anchor_kernel, "ADInplaceOrView", with_keyset=True)
+        return
 
     below_autograd = torch._C._after_autograd_keyset
 
@@ -369,8 +395,26 @@ def install(forbidden: tuple = (), every_thread: bool = False) -> None:
                     _guard(op)
             for op in _ANCHOR_COMPOSITES:
                 _guard(op, anchor=True)
+            if every_thread:
+                for op in sorted(_ANCHOR_OPS):
+                    _guard(op, anchor=True)
+                # Its fast path calls one fused operator, in inference mode too (where no key of
+                # ours is hit): the module then computes through F.multi_head_attention_forward,
+                # whose frame the anchors see. Values are the same either way.
+                torch.backends.mha.set_fastpath_enabled(False)
         for op in _watched(tuple(forbidden))[1]:
             _guard(op)
+
+
+def lean(forbidden) -> bool:
+    """Whether the process-wide kernels alone see every call of `forbidden`: in a grading worker
+    (installed `every_thread`), for names whose signs are known (KNOWN_SIGNS). Each of those runs
+    as an ATen operator with a kernel of ours, or shows its Python frame at a softmax or a
+    matrix product (anchors, kernels of ours there too); so no mode is needed, and every other
+    operator runs at full speed (the two modes cost a Python call per torch function and per
+    operator: a third of a worker's CPU). Elsewhere (a student's own run, where the kernels
+    would change gradients, or a name of no known sign), the modes watch as well."""
+    return _installed["every_thread"] and all(name in KNOWN_SIGNS for name in forbidden)
 
 
 @contextmanager
@@ -384,8 +428,11 @@ def watching(forbidden):
     _active.append(watch)
     hook = register_module_module_registration_hook(watch.module_registered) if watch.classes else None
     try:
-        with _FunctionWatch(watch), _DispatchWatch(watch):
+        if lean(forbidden):
             yield watch.seen
+        else:
+            with _FunctionWatch(watch), _DispatchWatch(watch):
+                yield watch.seen
     finally:
         _active.remove(watch)
         if hook is not None:
