@@ -109,6 +109,20 @@ def test_a_batch_parses_each_distinct_text_once(tmp_path, monkeypatch, config):
     assert [s.score for s in results["third"].steps] == [s.score for s in alone.steps]
 
 
+def test_the_observers_seed_no_device_library(monkeypatch, config, submission):
+    """The cuda step seeds before each of its scenarios and the localisation probes before each
+    traced run: the CPU's generator alone (and CUDA's where a worker initialised it), never
+    torch.manual_seed, which queues a seed with a stack's text for every device library."""
+    seeds = []
+    real = torch.manual_seed
+    monkeypatch.setattr(torch, "manual_seed", lambda seed: seeds.append(seed) or real(seed))
+    mistake = next(m for m in planted_of("multi_head_attention") if not m.needs_check)
+    result = grade(submission(mistake), config, steps=["multi_head_attention", "cuda"])
+    assert result.step("multi_head_attention").score < result.step("multi_head_attention").max_score
+    assert result.step("cuda").status != "not_checked"  # its scenarios ran
+    assert seeds == []
+
+
 LEAN_WATCH = r"""
 import json, sys
 from autograder.harness import watch

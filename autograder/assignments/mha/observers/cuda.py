@@ -3,7 +3,7 @@ or 'simulated': autograder/harness/fake_cuda.py), the same scenario both times, 
 where.
 
 The modules are the student's own, with their own initial weights (drawn after
-torch.manual_seed(seed)); nothing of the grader is loaded into them. One module is built, and each
+seeding, observe.seed_generators); nothing of the grader is loaded into them. One module is built, and each
 run gets its own copy, so both runs start from the same weights and the same random state: a
 correct module computes the same on both devices, right or wrong as its values may be (other steps
 judge those). What is left to see is the device: whether the code runs there, keeps its tensors
@@ -17,7 +17,7 @@ import torch
 from autograder.assignments.mha.observers.multi_head_attention import with_earlier_steps
 from autograder.harness.contract import ContractError
 from autograder.harness.fake_cuda import Simulation, is_data_dependent, is_device_mismatch
-from autograder.harness.observe import where, where_text
+from autograder.harness.observe import seed_generators, where, where_text
 
 
 class Place:
@@ -119,28 +119,28 @@ SCENARIOS = {
 
 
 def built_twice(scenario, mha, seed):
-    """Two copies of the scenario's modules, built on the CPU after torch.manual_seed(seed): a deep
+    """Two copies of the scenario's modules, built on the CPU after seed_generators(seed): a deep
     copy, or where the student's module cannot be copied, a second build from the same seed."""
     make = SCENARIOS[scenario][0]
     if make is None:
         return {}, {}
-    torch.manual_seed(seed)
+    seed_generators(seed)
     first = make(mha)
     try:
         return first, copy.deepcopy(first)
     except Exception:  # noqa: BLE001 - student modules may hold what deepcopy refuses
-        torch.manual_seed(seed)
+        seed_generators(seed)
         return first, make(mha)
 
 
 def run_scenario(scenario, mha, kind, inputs, modules, seed, gradients=False, move_plain_tensors=False):
     """The scenario on `kind` with `modules` (built on the CPU): the modules and tensor inputs are
-    moved there, then run after torch.manual_seed(seed). Returns (place, {name: result})."""
+    moved there, then run after seed_generators(seed). Returns (place, {name: result})."""
     run = SCENARIOS[scenario][1]
     place = Place(kind)
     moved = {name: place.module(module, move_plain_tensors) for name, module in modules.items()}
     placed = {name: place.tensor(value) if isinstance(value, torch.Tensor) else value for name, value in inputs.items()}
-    torch.manual_seed(seed)
+    seed_generators(seed)
     with place:
         return place, run(mha, place, moved, gradients, **placed)
 
