@@ -123,6 +123,27 @@ def test_the_observers_seed_no_device_library(monkeypatch, config, submission):
     assert seeds == []
 
 
+def test_a_package_in_a_fresh_folder_leaves_the_import_caches_alone(tmp_path, monkeypatch):
+    """A worker loads one package, from a folder no import has seen: invalidating every finder
+    torch's imports left costs milliseconds in a fresh fork, for nothing. Loading a package again
+    (the judge's own runs, a changed file) still invalidates, and imports the new text."""
+    import importlib
+
+    from autograder.harness import package as package_module
+
+    calls = []
+    real = importlib.invalidate_caches
+    monkeypatch.setattr(importlib, "invalidate_caches", lambda: calls.append(1) or real())
+    root = tmp_path / "fresh"
+    (root / "cached_pkg").mkdir(parents=True)
+    (root / "cached_pkg" / "values.py").write_text("X = 1\n")
+    assert package_module.Package.load(root, "cached_pkg").values.X == 1
+    assert calls == []
+    (root / "cached_pkg" / "values.py").write_text("X = 22\n")
+    assert package_module.Package.load(root, "cached_pkg").values.X == 22
+    assert calls == [1]
+
+
 LEAN_WATCH = r"""
 import json, sys
 from autograder.harness import watch
