@@ -215,3 +215,35 @@ def test_a_worker_watches_the_grading_lists_without_a_mode():
         assert MHA in report["found"][f"mha: {name}"], name
     for name in PAD_ROUTES:
         assert report["found"][f"pad: {name}"] == [PAD], name
+
+
+def test_grading_yml_is_checked_against_the_schema_once_per_machine(tmp_path, monkeypatch):
+    """Every command (a student's `pytest assignments/` twice per run) read grading.yml through
+    jsonschema, whose import alone costs a tenth of a second: what passed a schema once (the
+    file, each step's weights and options) is not checked against it again on this machine, and
+    jsonschema is then not imported at all. A changed text, a changed schema or a text the
+    schema refuses is checked (and refused) every time."""
+    import subprocess
+    import sys
+
+    from autograder.engine.course import config as grading_config
+    from conftest import KIT
+
+    monkeypatch.setenv("MHA_LAB_CACHE", str(tmp_path / "cache"))
+    checked = []
+    real = grading_config._schema_validator
+    monkeypatch.setattr(grading_config, "_schema_validator", lambda: checked.append(1) or real())
+    text = grading_config.default_path().read_text()
+    for _ in range(3):
+        assert grading_config.parse_all(text, deep=False)
+    assert checked == [1]
+    bad = text.replace("points: 15", "pointz: 15", 1)
+    for _ in range(2):
+        with pytest.raises(grading_config.ConfigError, match="pointz"):
+            grading_config.parse_all(bad, deep=False)
+    assert checked == [1, 1, 1]
+    grading_config.load_all()  # deep: each step's weights and options too
+    code = "import sys\nfrom autograder.engine.course import config\nconfig.load_all()\nprint('jsonschema' in sys.modules)\n"
+    env = {**os.environ, "MHA_LAB_CACHE": str(tmp_path / "cache"), "PYTHONPATH": str(KIT)}
+    run = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=KIT, env=env)
+    assert run.stdout.strip() == "False", run.stderr[-2000:]

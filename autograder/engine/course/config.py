@@ -207,8 +207,39 @@ def parse_all(text, path=Path("grading.yml"), deep=True) -> list:
     lines = {}
     _index_lines(node, (), lines, path)
     where = _Where(path, lines)
-    where.validate(data, _schema_validator())
+    where.validate(data, _schema_validator, SCHEMA_PATH.read_bytes())
     return _Builder(where, deep).assignments(data)
+
+
+def _passed_mark(schema: bytes, value) -> Path | None:
+    """Where a note says that `value` passed `schema` (its text) on this machine: cache_base()/
+    schema-valid/<digest of both and of this module>. None where no digest can be made."""
+    import hashlib
+
+    try:
+        digest = hashlib.sha256(Path(__file__).read_bytes() + b"\0" + schema + b"\0")
+        digest.update(json.dumps(value, sort_keys=True, default=repr).encode("utf-8", "surrogatepass"))
+    except (OSError, TypeError, ValueError):  # keys of mixed kinds, a cycle: checked, not noted
+        return None
+    return cache_base() / "schema-valid" / digest.hexdigest()[:32]
+
+
+def _is_file(path: Path | None) -> bool:
+    try:
+        return path is not None and path.is_file()
+    except OSError:
+        return False
+
+
+def _touch(path: Path | None) -> None:
+    """Leave the note (a cache that cannot be written costs only the next run its speed)."""
+    if path is None:
+        return
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.touch()
+    except OSError:
+        pass
 
 
 class _Loader(yaml.SafeLoader):
@@ -309,17 +340,25 @@ class _Where:
         name = _dotted(key_path) or "the file"
         return ConfigError(f"{self.path}{where}: `{name}` {problem}")
 
-    def validate(self, value, validator, key_path=()):
+    def validate(self, value, validator, schema: bytes, key_path=()):
         """Raise the first (by line; the deepest on a line) of the schema's errors about `value`, which
-        is at `key_path`. A missing key comes last: a misspelt key (`pointz`) is the clearer message."""
+        is at `key_path`. A missing key comes last: a misspelt key (`pointz`) is the clearer message.
+        `validator()` makes the validator of `schema` (its text). A value that passed the same
+        schema on this machine before is not checked again (_passed_mark): every later command, a
+        student's `pytest assignments/` first, is spared jsonschema's import (a tenth of a second
+        or more); what the schema cannot say is checked every time."""
+        mark = _passed_mark(schema, value)
+        if _is_file(mark):
+            return
         found = []
-        for error in validator.iter_errors(value):
+        for error in validator().iter_errors(value):
             at, problem = _explain(error)
             at = tuple(key_path) + at
             found.append((error.validator == "required", self.line(at) or 0, -len(at), len(found), at, problem))
         if found:
             *_, at, problem = min(found)
             raise self.error(at, problem)
+        _touch(mark)
 
 
 def _explain(error) -> tuple:
@@ -510,39 +549,41 @@ class _Builder:
         if module is None:  # a shallow check: check ids and options are validated later
             return step
         weights = entry.get("weights") or {}
-        self.where.validate(weights, _weights_validator(module), key_path + ("weights",))
+        schema = _weights_schema(module)
+        self.where.validate(weights, lambda: _validator(schema), schema.encode(), key_path + ("weights",))
         step.weights = {check_id: float(weight) for check_id, weight in weights.items()}
         allowed = getattr(module, "OPTIONS", {})
         options = dict(entry.get("options") or {})
         for name, value in options.items():
             if value is False and "off" in allowed.get(name, ()):
                 options[name] = "off"  # YAML 1.1 reads a bare `off` as false
-        self.where.validate(options, _options_validator(module), key_path + ("options",))
+        schema = _options_schema(module)
+        self.where.validate(options, lambda: _validator(schema), schema.encode(), key_path + ("options",))
         step.options = {**{name: values[0] for name, values in allowed.items()}, **options}
         return step
 
 
 @functools.lru_cache(maxsize=None)
-def _weights_validator(module):
-    """The schema of a step's `weights`: its checks module's check ids, each a number >= 0."""
-    weight = schema()["$defs"]["step"]["properties"]["weights"]["additionalProperties"]
-    return _draft_2020_12()(
-        {"type": "object", "additionalProperties": False, "properties": {check.id: weight for check in module.CHECKS}}
-    )
+def _validator(schema_text: str):
+    """The validator of a schema given as its JSON text."""
+    return _draft_2020_12()(json.loads(schema_text))
 
 
 @functools.lru_cache(maxsize=None)
-def _options_validator(module):
-    """The schema of a step's `options`: the names its checks module's OPTIONS declares, each one
-    of its values."""
+def _weights_schema(module) -> str:
+    """The schema of a step's `weights` (JSON text): its checks module's check ids, each a number >= 0."""
+    weight = schema()["$defs"]["step"]["properties"]["weights"]["additionalProperties"]
+    properties = {check.id: weight for check in module.CHECKS}
+    return json.dumps({"type": "object", "additionalProperties": False, "properties": properties}, sort_keys=True)
+
+
+@functools.lru_cache(maxsize=None)
+def _options_schema(module) -> str:
+    """The schema of a step's `options` (JSON text): the names its checks module's OPTIONS
+    declares, each one of its values."""
     allowed = getattr(module, "OPTIONS", {})
-    return _draft_2020_12()(
-        {
-            "type": "object",
-            "additionalProperties": False,
-            "properties": {name: {"enum": list(values)} for name, values in allowed.items()},
-        }
-    )
+    properties = {name: {"enum": list(values)} for name, values in allowed.items()}
+    return json.dumps({"type": "object", "additionalProperties": False, "properties": properties}, sort_keys=True)
 
 
 def _resolves(dotted):
