@@ -247,3 +247,39 @@ def test_grading_yml_is_checked_against_the_schema_once_per_machine(tmp_path, mo
     env = {**os.environ, "MHA_LAB_CACHE": str(tmp_path / "cache"), "PYTHONPATH": str(KIT)}
     run = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=KIT, env=env)
     assert run.stdout.strip() == "False", run.stderr[-2000:]
+
+
+def test_the_judge_decodes_a_report_without_copying_its_tensors():
+    """A worker's report is read straight into one buffer and its tensors are views of their own
+    bytes there: no byte is copied between the socket and the judge's tensors (bytes were joined
+    once, then copied again per tensor). A tensor whose bytes are not aligned for its dtype is
+    the exception, copied alone; each tensor is still its own (writing one changes no other)."""
+    import socket
+    from multiprocessing.connection import Connection
+
+    from autograder.sandbox import wire
+    from autograder.sandbox.worker import read_message
+
+    value = {
+        "out": [torch.randn(2, 3, 4, dtype=torch.float64) for _ in range(3)],
+        "weights": torch.rand(4, 4, dtype=torch.float32),
+        "ids": torch.arange(7),
+        "blocked": torch.ones(3, dtype=torch.bool),  # 3 bytes: what follows is not aligned
+        "after": torch.randn(4, dtype=torch.float64),
+    }
+    judge_end, worker_end = socket.socketpair()
+    with Connection(judge_end.detach()) as judge, Connection(worker_end.detach()) as worker:
+        worker.send_bytes(wire.dumps(value))
+        data = read_message(judge, 5)
+    base = torch.frombuffer(data, dtype=torch.uint8).data_ptr()
+    back = wire.loads(data)
+
+    def in_place(tensor):
+        return base <= tensor.data_ptr() < base + len(data)
+
+    assert [in_place(t) for t in [*back["out"], back["weights"], back["ids"], back["blocked"]]] == [True] * 6
+    assert not in_place(back["after"])  # realigned: a copy
+    for name in ("weights", "ids", "blocked", "after"):
+        assert torch.equal(back[name], value[name])
+    back["out"][0].fill_(0)
+    assert torch.equal(back["out"][1], value["out"][1]) and torch.equal(back["weights"], value["weights"])

@@ -46,6 +46,7 @@ MAX_DEPTH = 24  # nesting of lists, tuples and dicts
 MAX_DIMS = 8  # dimensions of one tensor
 MAX_TEXT = 4_000  # characters of one string
 SENT_TEXT = 1_000  # characters of a string this side sends (longer ones are cut here)
+ALIGN = 8  # the payload starts at a multiple of this in a message dumps makes (no dtype needs more)
 
 
 class WireError(Exception):
@@ -65,9 +66,12 @@ class TooLarge(WireError):
 
 def dumps(value) -> bytes:
     """The message for `value` (tensors, numbers, strings, bytes, None and lists, tuples and dicts
-    of them, and Encoded parts; any other object travels as a short repr)."""
+    of them, and Encoded parts; any other object travels as a short repr). The header is padded
+    with spaces to a multiple of 8 bytes, so that the payload, and every tensor after tensors
+    whose sizes are multiples of 8 bytes, starts aligned for loads to take in place."""
     chunks = []
     header = json.dumps(_encode(value, chunks), separators=(",", ":"), allow_nan=True).encode()
+    header += b" " * (-(4 + len(header)) % ALIGN)
     return struct.pack("!I", len(header)) + header + b"".join(chunks)
 
 
@@ -129,25 +133,33 @@ def _encode(value, chunks):
 # ---------------------------------------------------------------------------- decoding
 
 
-def loads(data: bytes, limit: int = MAX_MESSAGE):
-    """The value of message `data`; WireError if it is malformed or larger than `limit` bytes."""
+def loads(data, limit: int = MAX_MESSAGE):
+    """The value of message `data`; WireError if it is malformed or larger than `limit` bytes.
+
+    Given a bytearray (what worker.read_message reads into), the tensors are made in place: each
+    is a view of its own bytes of `data`, which they keep alive, and nothing is copied (a tensor
+    whose bytes are not aligned for its dtype is copied alone). `data` is then theirs: the caller
+    must not change it. Bytes (read-only) are copied once, whole, not once per tensor."""
     if len(data) > min(limit, MAX_MESSAGE):
         raise TooLarge(len(data), min(limit, MAX_MESSAGE))
     if len(data) < 4:
         raise WireError("message without a header")
-    (size,) = struct.unpack("!I", data[:4])
+    (size,) = struct.unpack_from("!I", data)
     if size > HEADER_LIMIT or 4 + size > len(data):
         raise WireError("header too large or cut short")
     try:
-        tree = json.loads(data[4 : 4 + size].decode("utf-8"))
+        tree = json.loads(bytes(memoryview(data)[4 : 4 + size]).decode("utf-8"))
     except (ValueError, RecursionError, UnicodeDecodeError) as error:
         raise WireError(f"malformed header ({type(error).__name__})") from None
-    payload = memoryview(data)[4 + size :]
     plan = _Plan()
     plan.check(tree, 0)
-    if plan.payload_bytes != len(payload):
-        raise WireError(f"the header describes {plan.payload_bytes} payload bytes, the message has {len(payload)}")
-    return _Decoder(payload).build(tree)
+    if plan.payload_bytes != len(data) - 4 - size:
+        raise WireError(
+            f"the header describes {plan.payload_bytes} payload bytes, the message has {len(data) - 4 - size}"
+        )
+    if plan.payload_bytes and not isinstance(data, bytearray):
+        data = bytearray(data)  # tensors are writable: they need memory of their own
+    return _Decoder(data, 4 + size).build(tree)
 
 
 class _Plan:
@@ -237,14 +249,18 @@ def _itemsize(dtype: str) -> int:
 
 
 class _Decoder:
-    """Builds the value of a header _Plan has checked, taking payload bytes in order."""
+    """Builds the value of a header _Plan has checked, taking the payload's bytes (those of
+    `data` from `start` on) in order."""
 
-    def __init__(self, payload):
-        self.payload = payload
-        self.position = 0
+    def __init__(self, data, start):
+        self.view = memoryview(data)
+        self.position = start
+        # Where the buffer itself starts, modulo 8 (a bytearray's memory is aligned; a view of
+        # one need not be): tensors whose bytes are aligned for their dtype are taken in place.
+        self.skew = torch.frombuffer(data, dtype=torch.uint8, count=1).data_ptr() % ALIGN if start < len(data) else 0
 
     def take(self, count):
-        chunk = self.payload[self.position : self.position + count]
+        chunk = self.view[self.position : self.position + count]
         self.position += count
         return chunk
 
@@ -270,11 +286,15 @@ class _Decoder:
         count = 1
         for n in shape:
             count *= n
-        raw = self.take(count * _itemsize(dtype))
+        size = _itemsize(dtype)
+        aligned = (self.skew + self.position) % size == 0
+        raw = self.take(count * size)
         if count == 0:
             return torch.empty(shape, dtype=torch_dtype)
         storage = torch.int16 if torch_dtype == torch.bfloat16 else torch_dtype
-        tensor = torch.frombuffer(bytearray(raw), dtype=storage).reshape(shape)
+        # In place: a tensor over the message's own bytes (its storage is those bytes alone),
+        # which it keeps alive; where they are not aligned for its dtype, over a copy of them.
+        tensor = torch.frombuffer(raw if aligned else bytearray(raw), dtype=storage).reshape(shape)
         return tensor.view(torch.bfloat16) if torch_dtype == torch.bfloat16 else tensor
 
 
