@@ -283,3 +283,24 @@ def test_the_judge_decodes_a_report_without_copying_its_tensors():
         assert torch.equal(back[name], value[name])
     back["out"][0].fill_(0)
     assert torch.equal(back["out"][1], value["out"][1]) and torch.equal(back["weights"], value["weights"])
+
+
+def test_a_students_run_reads_grading_yml_once(tmp_path, monkeypatch):
+    """`pytest assignments/` read grading.yml when its plugin started and again to collect the
+    checks (a YAML parse and a build each): now once per text. A changed file is read again."""
+    from autograder.engine.course import config as grading_config
+    from autograder.routes import pytest_plugin
+
+    reads = []
+    real = grading_config.load_all
+    monkeypatch.setattr(grading_config, "load_all", lambda *a, **k: reads.append(1) or real(*a, **k))
+    monkeypatch.setattr(pytest_plugin, "_last_read", {}, raising=False)
+    shutil.copytree(SOLUTIONS / "mha", tmp_path / "assignments" / "mha")
+    text = grading_config.default_path().read_text()
+    (tmp_path / "grading.yml").write_text(text)
+    first = pytest_plugin.present_assignments(tmp_path / "assignments")
+    second = pytest_plugin.present_assignments(tmp_path / "assignments")
+    assert [c.id for c in first] == [c.id for c in second] == ["mha"] and len(reads) == 1
+    (tmp_path / "grading.yml").write_text(text.replace("points: 15", "points: 16", 1))
+    again = pytest_plugin.present_assignments(tmp_path / "assignments")
+    assert len(reads) == 2 and sum(s.points for s in again[0].steps) == sum(s.points for s in first[0].steps) + 1

@@ -171,10 +171,27 @@ def present_assignments(directory):
     exit status 2, as every other command of the kit (pytest's own usage error would be 4)."""
     directory = Path(directory)
     try:
-        graded = grading_config.load_all(find_config(directory))
+        graded = _read(find_config(directory))
     except grading_config.ConfigError as error:
         pytest.exit(str(error), returncode=2)
     return [config for config in graded if (directory / config.package).is_dir()]
+
+
+_last_read = {}  # (grading.yml's path, its text) -> its Assignments: the last file read
+
+
+def _read(path):
+    """grading_config.load_all(path), read once per text: a run reads it when the plugin starts
+    and again to collect the checks (a YAML parse and a build each time)."""
+    try:
+        key = (str(path), Path(path).read_text(encoding="utf-8"))
+    except (OSError, UnicodeError):
+        return grading_config.load_all(path)  # it says what is wrong with the file
+    if key not in _last_read:
+        graded = grading_config.load_all(path)
+        _last_read.clear()
+        _last_read[key] = graded
+    return _last_read[key]
 
 
 def public_checks(test_file):
