@@ -279,6 +279,37 @@ def test_every_stage_unit_probe_and_part_is_said_in_both_languages():
                 assert sorted(n for n in names if n not in catalog) == [], (assignment, lang)
 
 
+@pytest.mark.parametrize("assignment", ["mha", "kv_cache"])
+def test_a_raise_is_said_with_what_is_known_of_it_and_no_placeholder(assignment):
+    """Every stage of every stored probe, a raise with or without its operation, its shapes, a
+    misfit or a kept tensor, in both languages: the words say the exception and what is known,
+    and no stand-in for what is not (a "?" for an unknown operation, a "-" for no shapes)."""
+    import itertools
+
+    from autograder.engine.mistakes.said import say
+    from autograder.engine.mistakes.scenario import Finding
+
+    knowns = {"op": ("Tensor.view", ""), "shapes": ("(B, H, L, d_k), (B, L, D)", "-", "")}
+    causes = ({}, {"odd": "(L, L)", "wanted": "(L_new, L)"}, {"outside": "(B, H, L, d_k)"})
+    said = 0
+    for step, stored in store.load(assignment)["steps"].items():
+        for data in stored["probes"].values():
+            scenario = Scenario.from_json(data)
+            stages = {(i, stage.name) for i, call in enumerate(scenario.calls) for stage in call}
+            for (call, stage), op, shapes, cause, lang in itertools.product(
+                sorted(stages), *knowns.values(), causes, ("en", "ko")
+            ):
+                raised = {"type": "RuntimeError", "op": op, "shapes": shapes, **cause}
+                finding = Finding(stage, call, raised=tuple(sorted(raised.items())), at=("mha/x.py", 7))
+                text = say(finding, scenario, lang)
+                said += 1
+                assert "RuntimeError" in text and "{" not in text and "?" not in text, text
+                assert " - " not in text.split(" — ")[0] and "-입니다" not in text, text
+                # the shapes are those that met at the operation: said with it
+                assert op in text and (not op or shapes.strip("-") in text), (op, shapes, text)
+    assert said > 100
+
+
 # ---------------------------------------------------------------------------- named by observation
 
 

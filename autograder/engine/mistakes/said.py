@@ -65,15 +65,11 @@ def say(finding: Finding, scenario: Scenario, lang=None) -> str:
         )
         if "outside" in raised:  # the likelier cause: state kept from before
             cause = messages.render("localised.outside", lang, shape=raised["outside"])
-        said = messages.render(
-            "localised.raised",
-            lang,
-            type=raised["type"],
-            op=raised["op"] or "?",
-            shapes=raised["shapes"],
-            cause=cause,
-            **common,
-        )
+        op, shapes = raised.get("op") or "", raised.get("shapes") or ""
+        shapes = "" if shapes == "-" else shapes  # "-": no tensor met there
+        # what is known of the call that raised: its operation and the shapes that met there
+        said_id = "localised.raised" if op and shapes else "localised.raised_in" if op else "localised.raised_plain"
+        said = messages.render(said_id, lang, type=raised["type"], op=op, shapes=shapes, cause=cause, **common)
         if finding.family is not None:  # what the values already showed before the call that raised
             before = say(Finding(finding.stage, finding.call, finding.family, finding.params), scenario, lang)
             said += messages.render("localised.before_raising", lang, what=before)
