@@ -118,6 +118,18 @@ PLANTED = [
         "padding.py",
         [("    return ids, pad_mask  # (B, L), (B, L)", "    return ids, ids == pad_id  # (B, L), (B, L)")],
     ),
+    # the mask made from the padded rows' lengths: every row is full length then, nothing is marked
+    P(
+        "pad_mask_after_padding",
+        "padding",
+        "padding.py",
+        [
+            (
+                "        pad_mask[b, :n] = False  # (n,): 행 b의 실제 토큰 / the real tokens of row b",
+                "        pad_mask[b, : len(ids[b])] = False  # (L,): the padded row's length",
+            )
+        ],
+    ),
     P(
         "pad_ignores_pad_id",
         "padding",
@@ -720,6 +732,18 @@ PLANTED = [
             (SPLIT_Q, "q = self.w_q(query).view(query.size(0), self.num_heads, query.size(1), -1)"),
             (SPLIT_K, "k = self.w_k(key).view(key.size(0), self.num_heads, key.size(1), -1)"),
             (SPLIT_V, "v = self.w_v(value).view(value.size(0), self.num_heads, value.size(1), -1)"),
+        ],
+    ),
+    # split and merged without either transpose: the shapes cancel, the tokens are mixed
+    P(
+        "mha_split_and_merge_without_transpose",
+        "multi_head_attention",
+        "mha.py",
+        [
+            (SPLIT_Q, "q = self.w_q(query).view(query.size(0), self.num_heads, query.size(1), -1)"),
+            (SPLIT_K, "k = self.w_k(key).view(key.size(0), self.num_heads, key.size(1), -1)"),
+            (SPLIT_V, "v = self.w_v(value).view(value.size(0), self.num_heads, value.size(1), -1)"),
+            ("out = merge_heads(weights @ v)", "out = (weights @ v).reshape(query.size(0), query.size(1), self.d_model)"),
         ],
     ),
     P(

@@ -212,11 +212,31 @@ def _observation(finding):
         raised = dict(finding.raised)
         if "odd" not in raised or "wanted" not in raised:
             return None
-        odd = _axes(raised["odd"])
-        return finding.stage, finding.call, "raised", odd, _axes(raised["wanted"])[-len(odd) :]
+        odd, wanted = _axes(raised["odd"]), _full_axes(raised["wanted"])
+        if _lacks_broadcast_axes(odd, wanted):  # one model, how many size-1 axes are missing its parameter
+            return finding.stage, finding.call, "raised", "without broadcast axes"
+        return finding.stage, finding.call, "raised", odd, wanted[-len(odd) :]
     if finding.family is None:
         return None
     return finding.stage, finding.call, finding.family, finding.params
+
+
+def _lacks_broadcast_axes(odd: tuple, wanted: tuple) -> bool:
+    """Whether `odd` is `wanted` with some of its size-1 axes left out: a (B, L) or a (B, L, L)
+    mask where (B, 1, 1, L) or (B, 1, L, L) fits (a tensor not unsqueezed for what it meets)."""
+
+    def fits(i: int, j: int) -> bool:  # odd[i:] is wanted[j:] with some "1" axes left out
+        if i == len(odd):
+            return all(axis == "1" for axis in wanted[j:])
+        if j == len(wanted):
+            return False
+        return (odd[i] == wanted[j] and fits(i + 1, j + 1)) or (wanted[j] == "1" and fits(i, j + 1))
+
+    return len(odd) < len(wanted) and fits(0, 0)
+
+
+def _full_axes(shape: str) -> tuple:
+    return tuple(a.strip() for a in shape.strip("()").split(","))
 
 
 def _axes(shape: str) -> tuple:

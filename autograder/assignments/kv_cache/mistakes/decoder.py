@@ -12,4 +12,6 @@ MISTAKES = [
     Mistake("decoder_ignores_cache", {"dec_cache": "ignore"}, {"dec_cache": "dropped"}),
     Mistake("decoder_no_divisibility_check", {"dec_check": "none"}),
     Mistake("decoder_caches_repeated_heads", {"dec_cache_heads": "repeated"}),
+    Mistake("decoder_kv_viewed_as_query_heads", {"dec_kv_view": "query"}),
+    Mistake("decoder_mask_skipped_with_cache", {"dec_mask": "without_cache"}),
 ]

@@ -14,4 +14,5 @@ MISTAKES = [
     Mistake("cache_len_wrong_axis", {"cache_len": "heads"}),
     Mistake("cache_reset_keeps", {"cache_reset": "noop"}),
     Mistake("cache_shared_between_instances", {"cache_storage": "class"}),
+    Mistake("cache_values_from_keys", {"cache_values": "keys"}),
 ]

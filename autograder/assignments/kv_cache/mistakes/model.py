@@ -25,6 +25,7 @@ DEFAULTS = {
     "cache_len": "tokens",  # "updates": counts calls; "heads": size of dim 1
     "cache_reset": "clear",  # "noop": reset() forgets nothing
     "cache_storage": "instance",  # "class": lists in the class body, shared by every cache
+    "cache_values": "values",  # "keys": an update to a filled cache stores the keys so far as values
     # incremental decoding
     "offset": "end",  # where a chunk's first query sits: "zero" (restart), "plus_one", "minus_one"
     "decode_keys": "cache",  # "chunk": update, then attend over the chunk only; "no_update": never update
@@ -32,7 +33,7 @@ DEFAULTS = {
     "decode_scale": True,
     "decode_mask_device": True,  # False: offset_causal_mask makes its mask on the default device
     # grouped-query attention
-    "repeat": "interleave",  # "tile": x.repeat (head h gets kv head h % H_kv); "seq": along dim 2
+    "repeat": "interleave",  # "tile": x.repeat (head h gets kv head h % H_kv); "seq": along dim 2; "none"
     "gqa_check": "raise",  # "none": no ValueError for H not a multiple of H_kv
     "gqa_scale": True,
     "gqa_mask": "fill",  # "ignored"
@@ -43,6 +44,8 @@ DEFAULTS = {
     "dec_cache": "use",  # "ignore": never appends to the cache; "dropped": appends, then uses the chunk's own
     "dec_check": "raise",  # "none": no ValueError for n_heads not a multiple of n_kv_heads
     "dec_cache_heads": "kv",  # "repeated": the cache gets k, v repeated for the query heads
+    "dec_kv_view": "kv",  # "query": k, v viewed with the query's head count (n_heads)
+    "dec_mask": "always",  # "without_cache": the causal mask only where no cache is given
 }
 
 
@@ -83,6 +86,8 @@ def kv_cache(K):
                 s["k"], s["v"] = k, v
             else:
                 old, new = ((s["k"], k), (s["v"], v)) if K.cache_order == "append" else ((k, s["k"]), (v, s["v"]))
+                if K.cache_values == "keys":  # the values so far replaced by the keys so far
+                    new = (s["k"], v) if K.cache_order == "append" else (v, s["k"])
                 s["k"], s["v"] = torch.cat(old, dim=K.cache_dim), torch.cat(new, dim=K.cache_dim)
             return s["k"], s["v"]
 
@@ -141,6 +146,8 @@ def repeat_kv(K, x, n_rep):
         return x.repeat(1, n_rep, 1, 1)
     if K.repeat == "seq":
         return x.repeat_interleave(n_rep, dim=2)
+    if K.repeat == "none":
+        return x
     raise ValueError(K.repeat)
 
 
@@ -174,8 +181,9 @@ def cached_self_attention(K):
         def forward(self, x, cache=None):
             B, L, D = x.shape
             q = self.w_q(x).view(B, L, self.n_heads, self.d_k).transpose(1, 2)
-            k = self.w_k(x).view(B, L, -1, self.d_k).transpose(1, 2)
-            v = self.w_v(x).view(B, L, -1, self.d_k).transpose(1, 2)
+            kv_heads = -1 if K.dec_kv_view == "kv" else self.n_heads
+            k = self.w_k(x).view(B, L, kv_heads, self.d_k).transpose(1, 2)
+            v = self.w_v(x).view(B, L, kv_heads, self.d_k).transpose(1, 2)
             if K.dec_cache_heads == "repeated":
                 k, v = repeat_kv(K, k, self.n_heads // k.size(1)), repeat_kv(K, v, self.n_heads // v.size(1))
             if cache is not None and K.dec_cache != "ignore":
@@ -185,6 +193,8 @@ def cached_self_attention(K):
                 blocked = offset_causal_mask(K, L, k.size(2), x.device)
             else:
                 blocked = torch.ones(L, k.size(2), dtype=torch.bool, device=x.device).triu(diagonal=1)
+            if K.dec_mask == "without_cache" and cache is not None:
+                blocked = None
             out = grouped_query_attention(K, q, k, v, blocked)
             if K.dec_merge == "transpose":
                 out = out.transpose(1, 2)

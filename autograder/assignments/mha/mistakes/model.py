@@ -144,6 +144,8 @@ def pad_batch(K, sequences, pad_id, max_len):
         mask = ~mask
     elif K.pad_mask_true == "pad_id":  # every id equal to pad_id, real tokens too
         mask = ids == fill
+    elif K.pad_mask_true == "nothing":  # made from the padded rows: every row is full length then
+        mask = torch.zeros_like(mask)
     if K.pad_mutate == "extend":
         for seq in sequences:
             seq.extend([pad_id] * (L - len(seq)))

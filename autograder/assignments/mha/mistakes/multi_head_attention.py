@@ -42,5 +42,7 @@ MISTAKES = [
     Mistake("mha_heads_share_slice", {"mha_heads": "one_slice"}),
     Mistake("mha_split_without_transpose", {"split": "view_only"}),
     Mistake("mha_merge_without_transpose", {"merge": "no_transpose"}),
+    # two mistakes that cancel in shape: the output has the right shape, its tokens are mixed
+    Mistake("mha_split_and_merge_without_transpose", {"split": "view_only", "merge": "no_transpose"}),
     Mistake("mha_output_detached", {"mha_detach": True}),
 ]

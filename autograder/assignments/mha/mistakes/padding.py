@@ -11,6 +11,7 @@ from . import Mistake
 MISTAKES = [
     Mistake("pad_mask_inverted", {"pad_mask_true": "token"}),
     Mistake("pad_mask_from_ids", {"pad_mask_true": "pad_id"}),
+    Mistake("pad_mask_after_padding", {"pad_mask_true": "nothing"}),
     Mistake("pad_left", {"pad_side": "left"}),
     Mistake("pad_no_truncate", {"pad_truncate": False}),
     Mistake("pad_mutates_input", {"pad_mutate": "extend"}, {"pad_mutate": "replace"}),
