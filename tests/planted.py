@@ -743,7 +743,10 @@ PLANTED = [
             (SPLIT_Q, "q = self.w_q(query).view(query.size(0), self.num_heads, query.size(1), -1)"),
             (SPLIT_K, "k = self.w_k(key).view(key.size(0), self.num_heads, key.size(1), -1)"),
             (SPLIT_V, "v = self.w_v(value).view(value.size(0), self.num_heads, value.size(1), -1)"),
-            ("out = merge_heads(weights @ v)", "out = (weights @ v).reshape(query.size(0), query.size(1), self.d_model)"),
+            (
+                "out = merge_heads(weights @ v)",
+                "out = (weights @ v).reshape(query.size(0), query.size(1), self.d_model)",
+            ),
         ],
     ),
     P(

@@ -383,6 +383,41 @@ def test_an_observation_that_says_too_little_or_else_names_nothing():
             assert observed(dataclasses.replace(theirs, params=other), stored) == []
 
 
+def test_a_tensor_lacking_broadcast_axes_is_one_observation_however_many():
+    """A raise whose odd shape is the wanted one with size-1 axes left out is one observation,
+    whichever of those axes are missing (a (B, L) or a (B, L, L) mask where (B, 1, 1, L) or
+    (B, 1, L, L) fits); an odd shape that differs in any other axis is not that observation."""
+    import dataclasses
+    import itertools
+
+    from autograder.engine.mistakes.diagnosis import _observation
+    from autograder.engine.mistakes.scenario import Finding
+
+    def raised(odd, wanted):
+        fields = {"type": "RuntimeError", "op": "Tensor.masked_fill", "odd": odd, "wanted": wanted}
+        return dataclasses.replace(BASE, raised=tuple(sorted(fields.items())))
+
+    def shape(axes):
+        return "(" + ", ".join(axes) + ")"
+
+    BASE = Finding("masked_scores", 0)
+    lacking = set()
+    for wanted in [("B", "1", "1", "L"), ("B", "1", "L", "L"), ("1", "H", "L_new", "L"), ("B", "H_kv", "1", "L")]:
+        ones = [i for i, axis in enumerate(wanted) if axis == "1"]
+        for n in range(1, len(ones) + 1):
+            for left_out in itertools.combinations(ones, n):
+                odd = tuple(a for i, a in enumerate(wanted) if i not in left_out)
+                lacking.add(_observation(raised(shape(odd), shape(wanted))))
+                # another axis in place of one kept, or one more axis: another observation
+                changed = ("X",) + odd[1:]
+                assert _observation(raised(shape(changed), shape(wanted))) not in lacking
+                assert _observation(raised(shape(odd + ("L",)), shape(wanted))) not in lacking
+    assert len(lacking) == 1, lacking
+    # the full shape, or a square one where a rectangle fits, keeps its own observation
+    assert _observation(raised("(B, 1, 1, L)", "(B, 1, 1, L)")) not in lacking
+    assert _observation(raised("(L_new, L_new)", "(L_new, L)")) not in lacking
+
+
 def test_a_run_that_raised_contradicts_no_mistake_at_its_stage():
     """Where the student's code raised (state kept from before made `cat` fail), a known mistake
     whose own finding is at the same stage and call, by a relation (the same state made its
