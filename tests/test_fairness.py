@@ -269,6 +269,72 @@ def test_F_linear_on_blocks_of_a_weight_is_found_and_loaded(module_class):
         assert torch.allclose(module(query, key, value), by_definition(states, query, key, value))
 
 
+class PerHead(torch.nn.Module):
+    """Karpathy's GPT: one Head module per head, each with its own (d -> d / H) query, key and
+    value layers; the heads called in `calls` order and merged (concatenated) in `merged` order."""
+
+    def __init__(self, d, num_heads, calls, merged):
+        super().__init__()
+
+        class Head(torch.nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.query, self.key, self.value = (torch.nn.Linear(d, d // num_heads).double() for _ in range(3))
+
+            def forward(self, q, k, v):
+                q, k, v = self.query(q), self.key(k), self.value(v)
+                return torch.softmax(q @ k.transpose(-2, -1) / q.size(-1) ** 0.5, -1) @ v
+
+        self.heads = torch.nn.ModuleList(Head() for _ in range(num_heads))
+        self.proj = torch.nn.Linear(d, d).double()
+        self.calls, self.merged = calls, merged
+
+    def forward(self, query, key=None, value=None, pad_mask=None):
+        key = query if key is None else key
+        value = key if value is None else value
+        outputs = {h: self.heads[h](query, key, value) for h in self.calls}
+        return self.proj(torch.cat([outputs[h] for h in self.merged], dim=-1))
+
+
+def by_definition_in_heads(states, query, key, value, num_heads):
+    def project(x, role):
+        return torch.nn.functional.linear(x, states[role]["weight"], states[role].get("bias"))
+
+    def split(x):  # (B, L, D) -> (B, H, L, d_k)
+        return x.view(x.size(0), x.size(1), num_heads, -1).transpose(1, 2)
+
+    q, k, v = split(project(query, "w_q")), split(project(key, "w_k")), split(project(value, "w_v"))
+    out = torch.softmax(q @ k.transpose(-2, -1) / q.size(-1) ** 0.5, -1) @ v  # (B, H, Lq, d_k)
+    return project(out.transpose(1, 2).reshape(query.size(0), query.size(1), -1), "w_o")
+
+
+@pytest.mark.parametrize("seed", range(8))
+def test_a_projection_kept_as_one_layer_per_head_is_found_and_loaded(seed):
+    """Whatever the head count, the order the heads are called in and the order their outputs
+    are merged in, the per-head layers are loaded so that the module computes multi-head
+    attention with the grader's weights (fails before: 'could not tell which layers')."""
+    from autograder.assignments.mha.observers._projections import load_projections
+
+    rng = torch.Generator().manual_seed(seed)
+    d = 12
+    num_heads = [2, 3, 4, 6][seed % 4]
+    calls, merged = (torch.randperm(num_heads, generator=rng).tolist() for _ in range(2))
+    module = PerHead(d, num_heads, calls, merged)
+    roles = find_projections(module, d)
+    states = {
+        role: {
+            "weight": torch.randn(d, d, generator=rng, dtype=torch.float64),
+            "bias": torch.randn(d, generator=rng, dtype=torch.float64),
+        }
+        for role in ("w_q", "w_k", "w_v", "w_o")
+    }
+    load_projections(module, roles, states)
+    query, key, value = (torch.randn(2, n, d, generator=rng, dtype=torch.float64) for n in (3, 5, 5))
+    with torch.no_grad():
+        expected = by_definition_in_heads(states, query, key, value, num_heads)
+        assert torch.allclose(module(query, key, value), expected), (num_heads, calls, merged)
+
+
 def test_a_module_without_projections_is_told_what_was_seen():
     from autograder.engine.checks.messages import render
 

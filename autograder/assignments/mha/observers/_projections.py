@@ -64,6 +64,11 @@ class Slot:
     def rows(self, d_model) -> slice:
         return slice(self.block * d_model, (self.block + 1) * d_model)
 
+    def gradient_size(self, module, d_model):
+        """The total |gradient| of the slot's weight rows, None where it has none."""
+        grad = self.parameter(module).grad
+        return None if grad is None else grad.reshape(-1, grad.shape[-1])[self.rows(d_model)].abs().sum().item()
+
     def describe(self) -> str:
         """'w_q', 'qkv.c_attn block 2' (the second d_model rows), 'in_proj_weight block 3'."""
         name = self.path if self.weight == "weight" else dotted(self.path, self.weight)
@@ -77,6 +82,28 @@ class Slot:
 
 def dotted(*names) -> str:
     return ".".join(name for name in names if name)
+
+
+@dataclass(frozen=True)
+class Heads:
+    """One projection kept as one layer per head (a Head module each, as in Karpathy's GPT): the
+    parts, nn.Linear slots of d_model / n output rows each, in the order their outputs are merged;
+    together they are one (d_model -> d_model) map whose rows are the parts' rows in that order."""
+
+    parts: tuple
+
+    def parameter(self, module):
+        return self.parts[0].parameter(module)
+
+    def gradient_size(self, module, d_model):
+        grads = [part.parameter(module).grad for part in self.parts]
+        return None if any(g is None for g in grads) else sum(g.abs().sum().item() for g in grads)
+
+    def describe(self) -> str:
+        return f"{self.parts[0].describe()} .. {self.parts[-1].describe()} ({len(self.parts)} heads)"
+
+    def weight_name(self) -> str:
+        return f"{self.parts[0].weight_name()} .. {self.parts[-1].weight_name()}"
 
 
 # ---------------------------------------------------------------------------- tracing
@@ -303,13 +330,23 @@ def trace_projections(module, d_model):
             with linear_calls(module) as calls:
                 result = module(query, key, value)
             if isinstance(result, torch.Tensor) and result.requires_grad:
-                (result * torch.randn(result.shape, generator=rng, dtype=result.dtype)).sum().backward()
+                # the graph is kept for per_head(), which asks it which head feeds which columns
+                (result * torch.randn(result.shape, generator=rng, dtype=result.dtype)).sum().backward(
+                    retain_graph=True
+                )
     finally:
         module.zero_grad(set_to_none=True)  # the checks' own backward starts clean
     by_gradient, by_input = {}, {}  # role -> {Slot}
     seen = []
-    for call, label, slots in places(module, calls, d_model):
-        source = source_of(call.input, sources, d_model, rows)
+    found = [
+        (call, label, slots, source_of(call.input, sources, d_model, rows))
+        for call, label, slots in places(module, calls, d_model)
+    ]
+    for role, heads, fed in per_head(found, d_model):
+        by_input.setdefault(role, set()).add(heads)
+        if fed:
+            by_gradient.setdefault(role, set()).add(heads)
+    for call, label, slots, source in found:
         seen.append((label, source))
         blocks = len(slots or ())
         for block, slot in enumerate(slots or ()):
@@ -331,6 +368,53 @@ def trace_projections(module, d_model):
         if all(len(found.get(role, ())) == 1 for role in PROJECTIONS):
             return {role: next(iter(found[role])) for role in PROJECTIONS}, description
     return None, description or "no nn.Linear and no F.linear"
+
+
+def per_head(found, d_model):
+    """[(role, Heads, whether every part fed the result)] for the q, k and v projections kept as
+    one nn.Linear per head: n layers of d_model / n outputs each applied to the same probe. Their
+    order is the order the merged heads take them in, asked of the graph: the input of the output
+    projection, cut into n blocks of columns, depends on one part each (failing that, the order
+    they were called in)."""
+    merged = [call.input for call, _, slots, source in found if source == "other" and slots and len(slots) == 1]
+    merged = merged[0] if len(merged) == 1 and isinstance(merged[0], torch.Tensor) else None
+    groups = {}
+    for call, _, slots, source in found:
+        width = call.output.shape[-1] if isinstance(call.output, torch.Tensor) and call.output.dim() else 0
+        if call.layer is None or slots is not None or source == "other" or not 0 < width < d_model:
+            continue
+        if d_model % width == 0:
+            groups.setdefault((ROLE_OF_SOURCE[source], width), []).append(call)
+    heads = []
+    for (role, width), calls in groups.items():
+        paths = [call.layer for call in calls]
+        if len(calls) * width != d_model or len(set(paths)) != len(paths):
+            continue
+        order = _merged_order(merged, [call.output for call in calls], width) or list(range(len(calls)))
+        parts = tuple(Slot(paths[i]) for i in order)
+        fed = all(call.output.grad is not None and call.output.grad.abs().sum() > 0 for call in calls)
+        heads.append((role, Heads(parts), fed))
+    return heads
+
+
+def _merged_order(merged, outputs, width):
+    """[the index of the output that each block of `width` columns of `merged` depends on], or
+    None where that is not one output per block (a permutation)."""
+    if merged is None or merged.grad_fn is None or merged.shape[-1] != width * len(outputs):
+        return None
+    order = []
+    for block in range(len(outputs)):
+        try:
+            grads = torch.autograd.grad(
+                merged[..., block * width : (block + 1) * width].sum(), outputs, allow_unused=True, retain_graph=True
+            )
+        except RuntimeError:  # noqa: PERF203 - a graph that cannot answer: the call order stands
+            return None
+        feeding = [i for i, grad in enumerate(grads) if grad is not None and grad.abs().sum() > 0]
+        if len(feeding) != 1:
+            return None
+        order.append(feeding[0])
+    return order if sorted(order) == list(range(len(outputs))) else None
 
 
 def row_set(x, d_model):
@@ -375,6 +459,13 @@ def load_projections(module, roles, states):
         done.add(slot)
         state = states[role]
         d_in = state["weight"].shape[1]
+        if isinstance(slot, Heads):  # the state's rows dealt out to the heads' layers in order
+            width = state["weight"].shape[0] // len(slot.parts)
+            for i, part in enumerate(slot.parts):
+                rows = slice(i * width, (i + 1) * width)
+                share = {name: value[rows] for name, value in state.items() if name in ("weight", "bias")}
+                load_rows(part.layer(module), share, dotted(owner, part.path), 0, d_in=d_in, whole=True)
+            continue
         if slot.is_layer(module):
             load_rows(slot.layer(module), state, dotted(owner, slot.path), slot.block, d_in=d_in)
         else:

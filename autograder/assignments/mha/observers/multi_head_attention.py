@@ -40,9 +40,7 @@ def gradient_sizes(module, *inputs):
     d_model = roles["w_o"].parameter(module).shape[1]
     sizes = {}
     for role in LAYERS:
-        grad = roles[role].parameter(module).grad
-        rows = roles[role].rows(d_model)
-        sizes[role] = None if grad is None else grad.reshape(-1, grad.shape[-1])[rows].abs().sum().item()
+        sizes[role] = roles[role].gradient_size(module, d_model)
     sizes["shared"] = [
         (role, other, roles[role].describe())
         for i, role in enumerate(LAYERS)
