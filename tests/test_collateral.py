@@ -78,6 +78,7 @@ CATALOG_INTEGRATION_TODAY = {
     "kv_cache:gqa_mask_ignored": "decoder 5.33/20.00",
     "kv_cache:decode_positions_restart": "decoder 5.33/20.00",
     "kv_cache:decode_offset_off_by_one": "decoder 5.33/20.00",
+    "kv_cache:gqa_kv_not_repeated": "decoder 17.50/20.00 (the model's module does not repeat either)",
 }
 
 SOURCE = [p for p in PLANTED if not p.needs_check] + REAL_BUGS

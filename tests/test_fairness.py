@@ -4,6 +4,8 @@ The style gallery itself is in tests/variants.py (GALLERY) and graded in tests/t
 here: the blind spots that are closed, the role mapping of projections on wrong answers, the
 tolerance rule, and the hidden inputs drawn from the contract."""
 
+from pathlib import Path
+
 import pytest
 import torch
 from conftest import SOLUTIONS, grade_with_hidden
@@ -333,6 +335,44 @@ def test_a_projection_kept_as_one_layer_per_head_is_found_and_loaded(seed):
     with torch.no_grad():
         expected = by_definition_in_heads(states, query, key, value, num_heads)
         assert torch.allclose(module(query, key, value), expected), (num_heads, calls, merged)
+
+
+PER_HEAD = Path(__file__).parent / "fixtures" / "per_head"
+
+
+def per_head_score(submission, name) -> float:
+    root = submission(files={"mha.py": (PER_HEAD / f"{name}.py").read_text()})
+    result = grade(
+        root, grading_config.load(assignment="mha"), reference=SOLUTIONS, seed=1, steps=["multi_head_attention"]
+    )
+    return next(step.score for step in result.steps if step.id == "multi_head_attention")
+
+
+@pytest.mark.slow  # a grading each; CI runs it (pytest -m "")
+@pytest.mark.parametrize(
+    "name",
+    [
+        "correct_heads_in_order",
+        # a red team's: the merge order differs from instance to instance (a set of heads); a
+        # backward that runs once only, with heads called last to first and merged first to last
+        "correct_heads_as_a_set",
+        "correct_once_only_backward",
+        "correct_once_only_backward_reversed_calls",
+    ],
+)
+def test_a_correct_per_head_module_gets_full_marks(submission, name):
+    """Fails on a first design that asked a second backward for the heads' order and kept the
+    roles per class: 0.0, 0.53 and 4.74 / 10 for the last three."""
+    assert per_head_score(submission, name) == 10.0
+
+
+@pytest.mark.slow
+def test_a_wrong_per_head_module_earns_no_more_than_its_ordinary_spelling(submission):
+    """Keys through the query layers (the key layers unused): a red team's 0.53 / 10 on a first
+    design where the ordinary spelling of the same mistake gets 0 (two roles over the same layers
+    in different orders were not seen as sharing weights)."""
+    per_head = per_head_score(submission, "wrong_keys_through_query_layers")
+    assert per_head <= per_head_score(submission, "wrong_keys_through_query_layer_ordinary") < 10.0
 
 
 def test_a_module_without_projections_is_told_what_was_seen():

@@ -192,6 +192,40 @@ PLANTED = [
             )
         ],
     ),
+    # the kv heads never repeated for the query heads (an error where H != H_kv)
+    (
+        "grouped_query_attention",
+        "gqa_kv_not_repeated",
+        "gqa.py",
+        [("return x.repeat_interleave(n_rep, dim=1)  # (B, H_kv * n_rep, L, d)", "return x  # (B, H_kv, L, d)")],
+    ),
+    # the values so far taken from the key cache (a copy-paste slip)
+    (
+        "kv_cache",
+        "cache_values_from_keys",
+        "cache.py",
+        [("torch.cat([self.v, v], dim=2)", "torch.cat([self.k[..., : -k.size(2), :], v], dim=2)")],
+    ),
+    (
+        "decoder",
+        "decoder_kv_viewed_as_query_heads",
+        "decoder.py",
+        [
+            ("self.w_k(x).view(B, L, self.n_kv_heads, self.d_k)", "self.w_k(x).view(B, L, self.n_heads, self.d_k)"),
+            ("self.w_v(x).view(B, L, self.n_kv_heads, self.d_k)", "self.w_v(x).view(B, L, self.n_heads, self.d_k)"),
+        ],
+    ),
+    (
+        "decoder",
+        "decoder_mask_skipped_with_cache",
+        "decoder.py",
+        [
+            (
+                "blocked = offset_causal_mask(L, k.size(2), device=x.device)",
+                "blocked = None if cache is not None else offset_causal_mask(L, k.size(2), device=x.device)",
+            )
+        ],
+    ),
 ]
 
 

@@ -64,6 +64,10 @@ class Slot:
     def rows(self, d_model) -> slice:
         return slice(self.block * d_model, (self.block + 1) * d_model)
 
+    def places(self) -> set:
+        """The slots it loads (itself): two roles that share one share weights."""
+        return {self}
+
     def gradient_size(self, module, d_model):
         """The total |gradient| of the slot's weight rows, None where it has none."""
         grad = self.parameter(module).grad
@@ -91,6 +95,9 @@ class Heads:
     together they are one (d_model -> d_model) map whose rows are the parts' rows in that order."""
 
     parts: tuple
+
+    def places(self) -> set:
+        return set(self.parts)
 
     def parameter(self, module):
         return self.parts[0].parameter(module)
@@ -260,7 +267,8 @@ def cached(what, module, d_model, key, find):
     if known is not None:
         return dict(known)
     roles = find(module, d_model)
-    _found.setdefault(type(module), {})[signature] = dict(roles)
+    if not any(isinstance(slot, Heads) for slot in roles.values()):  # the heads' order is the instance's own
+        _found.setdefault(type(module), {})[signature] = dict(roles)
     return roles
 
 
@@ -330,10 +338,7 @@ def trace_projections(module, d_model):
             with linear_calls(module) as calls:
                 result = module(query, key, value)
             if isinstance(result, torch.Tensor) and result.requires_grad:
-                # the graph is kept for per_head(), which asks it which head feeds which columns
-                (result * torch.randn(result.shape, generator=rng, dtype=result.dtype)).sum().backward(
-                    retain_graph=True
-                )
+                (result * torch.randn(result.shape, generator=rng, dtype=result.dtype)).sum().backward()
     finally:
         module.zero_grad(set_to_none=True)  # the checks' own backward starts clean
     by_gradient, by_input = {}, {}  # role -> {Slot}
@@ -342,7 +347,7 @@ def trace_projections(module, d_model):
         (call, label, slots, source_of(call.input, sources, d_model, rows))
         for call, label, slots in places(module, calls, d_model)
     ]
-    for role, heads, fed in per_head(found, d_model):
+    for role, heads, fed in per_head(found, d_model):  # in the order called: ordered below
         by_input.setdefault(role, set()).add(heads)
         if fed:
             by_gradient.setdefault(role, set()).add(heads)
@@ -366,18 +371,15 @@ def trace_projections(module, d_model):
     description = describe(module, seen)
     for found in (by_gradient, by_input):
         if all(len(found.get(role, ())) == 1 for role in PROJECTIONS):
-            return {role: next(iter(found[role])) for role in PROJECTIONS}, description
+            roles = {role: next(iter(found[role])) for role in PROJECTIONS}
+            return merged_order(module, roles, (query, key, value)), description
     return None, description or "no nn.Linear and no F.linear"
 
 
 def per_head(found, d_model):
-    """[(role, Heads, whether every part fed the result)] for the q, k and v projections kept as
-    one nn.Linear per head: n layers of d_model / n outputs each applied to the same probe. Their
-    order is the order the merged heads take them in, asked of the graph: the input of the output
-    projection, cut into n blocks of columns, depends on one part each (failing that, the order
-    they were called in)."""
-    merged = [call.input for call, _, slots, source in found if source == "other" and slots and len(slots) == 1]
-    merged = merged[0] if len(merged) == 1 and isinstance(merged[0], torch.Tensor) else None
+    """[(role, Heads in the order called, whether every part fed the result)] for the q, k and v
+    projections kept as one nn.Linear per head: n layers of d_model / n outputs each applied to
+    the same probe (merged_order puts the parts in the order the merged heads take them)."""
     groups = {}
     for call, _, slots, source in found:
         width = call.output.shape[-1] if isinstance(call.output, torch.Tensor) and call.output.dim() else 0
@@ -390,31 +392,66 @@ def per_head(found, d_model):
         paths = [call.layer for call in calls]
         if len(calls) * width != d_model or len(set(paths)) != len(paths):
             continue
-        order = _merged_order(merged, [call.output for call in calls], width) or list(range(len(calls)))
-        parts = tuple(Slot(paths[i]) for i in order)
         fed = all(call.output.grad is not None and call.output.grad.abs().sum() > 0 for call in calls)
-        heads.append((role, Heads(parts), fed))
+        heads.append((role, Heads(tuple(Slot(path) for path in paths)), fed))
     return heads
 
 
-def _merged_order(merged, outputs, width):
-    """[the index of the output that each block of `width` columns of `merged` depends on], or
-    None where that is not one output per block (a permutation)."""
-    if merged is None or merged.grad_fn is None or merged.shape[-1] != width * len(outputs):
+def merged_order(module, roles, probes):
+    """`roles` with each Heads' parts in the order the merged heads take them, or None where that
+    cannot be told. Asked of forward runs alone (the student's backward runs once, in the trace):
+    the module runs on the probes again with one part's output moved, and the block of columns of
+    the output projection's input that moves with it is that part's place."""
+    heads = {role: slot for role, slot in roles.items() if isinstance(slot, Heads)}
+    if not heads:
+        return roles
+    output = roles["w_o"]
+    if not (isinstance(output, Slot) and output.is_layer(module) and not output.block):
         return None
-    order = []
-    for block in range(len(outputs)):
-        try:
-            grads = torch.autograd.grad(
-                merged[..., block * width : (block + 1) * width].sum(), outputs, allow_unused=True, retain_graph=True
-            )
-        except RuntimeError:  # noqa: PERF203 - a graph that cannot answer: the call order stands
+    base = _merged_input(module, output, probes)
+    ordered = dict(roles)
+    for role, slot in heads.items():
+        count = len(slot.parts)
+        places = []
+        for part in slot.parts:
+            handle = part.layer(module).register_forward_hook(_moved)
+            try:
+                moved = _merged_input(module, output, probes)
+            finally:
+                handle.remove()
+            if base is None or moved is None or moved.shape != base.shape or base.shape[-1] % count:
+                return None
+            change = (moved - base).abs().reshape(-1, count, base.shape[-1] // count).sum(dim=(0, 2))
+            blocks = [block for block in range(count) if change[block] > 0]
+            if len(blocks) != 1:
+                return None
+            places.append(blocks[0])
+        if sorted(places) != list(range(count)):
             return None
-        feeding = [i for i, grad in enumerate(grads) if grad is not None and grad.abs().sum() > 0]
-        if len(feeding) != 1:
-            return None
-        order.append(feeding[0])
-    return order if sorted(order) == list(range(len(outputs))) else None
+        ordered[role] = Heads(tuple(part for _, part in sorted(zip(places, slot.parts))))
+    return ordered
+
+
+def _moved(layer, args, out):
+    """A layer's output moved by an amount that differs at every position and feature (a key
+    moved by the same vector everywhere changes no softmax)."""
+    if not isinstance(out, torch.Tensor) or not out.is_floating_point():
+        return out
+    return out + torch.linspace(0.5, 1.5, out.numel(), dtype=out.dtype, device=out.device).reshape(out.shape)
+
+
+def _merged_input(module, output, probes):
+    """What the output projection's layer is given when the module runs on the probes (the
+    global generator seeded alike for every run: a dropout draws the same), or None."""
+    seen = []
+    handle = output.layer(module).register_forward_pre_hook(lambda layer, args: seen.append(args[0] if args else None))
+    try:
+        with torch.random.fork_rng(devices=[]), torch.no_grad():
+            torch.default_generator.manual_seed(0)
+            module(*probes)
+    finally:
+        handle.remove()
+    return seen[0].detach().clone() if len(seen) == 1 and isinstance(seen[0], torch.Tensor) else None
 
 
 def row_set(x, d_model):
@@ -454,9 +491,9 @@ def load_projections(module, roles, states):
     owner = type(module).__name__
     for role in roles:
         slot = roles[role]
-        if slot in done:
+        if slot.places() & done:
             continue
-        done.add(slot)
+        done |= slot.places()
         state = states[role]
         d_in = state["weight"].shape[1]
         if isinstance(slot, Heads):  # the state's rows dealt out to the heads' layers in order

@@ -45,7 +45,7 @@ def gradient_sizes(module, *inputs):
         (role, other, roles[role].describe())
         for i, role in enumerate(LAYERS)
         for other in LAYERS[:i]
-        if roles[other] == roles[role]
+        if roles[other].places() & roles[role].places()
     ]
     sizes["where"] = {role: roles[role].describe() for role in LAYERS}
     sizes["parameters"] = {role: roles[role].weight_name() for role in LAYERS}
