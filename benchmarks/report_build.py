@@ -100,7 +100,7 @@ def main():
 
     from autograder.engine.judge import kept_code
     from autograder.engine.judge.grades_csv import write_csv
-    from autograder.engine.judge.results import load_result
+    from autograder.engine.judge.result_files import load_result
     from autograder.engine.scan.submission import submission_files
 
     rng = random.Random(16)

@@ -32,12 +32,31 @@ class Planted:
         return next((m.also_breaks for m in mistakes_of("mha", self.step) if m.id == self.diagnosis), ())
 
     def apply(self, source):
-        for old, new in self.patches:
-            count = source.count(old)
-            if count != 1:
-                raise ValueError(f"planted {self.name}: {old!r} occurs {count} times in {self.file}")
-            source = source.replace(old, new)
-        return source
+        return patched(source, self.patches, f"planted {self.name}", self.file)
+
+
+@dataclass
+class Patched:
+    """The reference file `file` with each (old, new) of `patches` applied: a correct variant
+    (tests/variants.py) or style (tests/styles.py) written as edits, so that it stays in step with
+    the reference. (A known mistake of the kit is engine/course/assignment.py's Mistake.)"""
+
+    id: str
+    file: str
+    patches: list
+
+    def apply(self, source):
+        return patched(source, self.patches, self.id, self.file)
+
+
+def patched(source: str, patches, what: str, file: str) -> str:
+    """`source` with each (old, new) of `patches` applied; each `old` must occur exactly once."""
+    for old, new in patches:
+        count = source.count(old)
+        if count != 1:
+            raise ValueError(f"{what}: {old!r} occurs {count} times in {file}")
+        source = source.replace(old, new)
+    return source
 
 
 def P(name, step, file, patches, diagnosis=None, **kwargs):

@@ -22,7 +22,7 @@ on every seed. They are split by what the grader does with them TODAY:
   behaviour (issue 22) and the strict xfail then asks for them to move to STYLES_PASSING.
 """
 
-from autograder.engine.checks.check import Mistake
+from planted import Patched
 
 # ---------------------------------------------------------------------------- shared pieces
 
@@ -59,7 +59,7 @@ class Style:
     def apply(self, source):
         if self.source is not None:
             return self.source
-        return Mistake(self.id, self.file, self.patches).apply(source)
+        return Patched(self.id, self.file, self.patches).apply(source)
 
 
 def style(id, file, source=None, patches=(), origin="", reason=None):

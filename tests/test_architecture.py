@@ -390,6 +390,94 @@ def test_no_layer_names_an_assignment(layer):
     assert not hits, f"assignment ids named outside autograder/assignments/: {hits}"
 
 
+# Modules that hold data every stage and route reads: they import nothing of the judge (nor of
+# anything above it), so that what reads them never depends on the stages that make them.
+DATA = {
+    "autograder.engine.judge.results": "the grading result's dataclasses and their JSON",
+}
+
+
+def data_importing_the_judge(graph: dict, data: dict) -> list:
+    """'module (line n) -> module' for each import of a DATA module into the judge, the engine's
+    folders after it, publish/ or routes/ (late imports count)."""
+    above = ("autograder.engine.judge", "autograder.engine.operations", "autograder.engine.generate")
+    above += ("autograder.publish", "autograder.routes")
+    wrong = []
+    for name in data:
+        for target, lines in graph.get(name, {}).items():
+            if target.startswith(above):
+                wrong.append(f"{name} (line {lines[0]}) -> {target}")
+    return sorted(wrong)
+
+
+def test_the_data_sits_at_the_bottom():
+    """results.py holds the results and their JSON; the table (table.py), the files
+    (result_files.py) and the feedback they show sit above it, never inside."""
+    assert data_importing_the_judge(import_graph(KIT / "autograder"), DATA) == []
+
+
+# Class names that two modules of the kit's own layers (not the assignments' folders, whose steps
+# may each have a `RandomSizes`) still use for two things, each with why it is left (reviewed).
+SHARED_CLASS_NAMES = {
+    "Finding": "scan/source_reader.py (a refused construct) and mistakes/scenario.py (where a "
+    "computation first leaves the reference): to rename the policy's",
+    "Record": "mistakes/diagnosis.py (a check's observation) and harness/phases.py (CPU per phase, "
+    "issue 34's area): to rename the harness's",
+}
+
+
+def classes_named_twice(root: Path, shared: dict) -> list:
+    """'Name: file, file' for each class name that two modules under `root` (autograder/) outside
+    the assignments' folders define at their top, but those `shared` lists: one word, one
+    meaning (one Mistake, one verdict)."""
+    where = {}
+    for path in sorted(root.rglob("*.py")):
+        if path.relative_to(root).parts[0] == "assignments":
+            continue
+        for node in ast.parse(path.read_text()).body:
+            if isinstance(node, ast.ClassDef):
+                where.setdefault(node.name, []).append(path.relative_to(root).as_posix())
+    return sorted(
+        f"{name}: {', '.join(files)}" for name, files in where.items() if len(files) > 1 and name not in shared
+    )
+
+
+def test_one_class_name_one_meaning():
+    assert classes_named_twice(KIT / "autograder", SHARED_CLASS_NAMES) == []
+    twice = classes_named_twice(KIT / "autograder", {})
+    one = [name for name in SHARED_CLASS_NAMES if not any(line.startswith(f"{name}: ") for line in twice)]
+    assert one == [], "SHARED_CLASS_NAMES entries that are one class now"
+
+
+def test_the_data_and_naming_rules_catch_planted_violations(tmp_path):
+    root = tmp_path / "autograder"
+    plant(
+        root,
+        {
+            "__init__.py": "",
+            "engine/__init__.py": "",
+            "engine/judge/__init__.py": "",
+            "engine/judge/results.py": "class Mistake:\n    pass\ndef table():\n    from autograder.engine.judge import feedback  # late\n",
+            "engine/judge/feedback.py": "class Verdict:\n    pass\n",
+            "engine/judge/verdict.py": "class Verdict:\n    pass\n",
+            "engine/checks/__init__.py": "",
+            "engine/checks/check.py": "class Mistake:\n    pass\n",
+            "assignments/a/checks/one.py": "class Values:\n    pass\n",
+            "assignments/a/checks/two.py": "class Values:\n    pass\n",
+        },
+    )
+    assert data_importing_the_judge(import_graph(root), DATA) == [
+        "autograder.engine.judge.results (line 4) -> autograder.engine.judge.feedback"
+    ]
+    assert classes_named_twice(root, {}) == [
+        "Mistake: engine/checks/check.py, engine/judge/results.py",
+        "Verdict: engine/judge/feedback.py, engine/judge/verdict.py",
+    ]
+    assert classes_named_twice(root, {"Verdict": "reviewed"}) == [
+        "Mistake: engine/checks/check.py, engine/judge/results.py"
+    ]
+
+
 # Step ids that are also PyTorch's own words, each where the engine uses it as PyTorch's (reviewed):
 # the engine may spell these there, and nowhere else.
 PYTORCH_WORDS = {

@@ -18,7 +18,8 @@ from pathlib import Path
 import pytest
 
 from autograder.engine.operations import batch
-from autograder.engine.judge.results import CheckResult, GradeResult, StepResult, write_atomically
+from autograder.engine.judge.results import CheckResult, GradeResult, StepResult
+from autograder.engine.judge.result_files import write_atomically
 from autograder.engine.operations.shard import MANIFEST, read_manifest
 from conftest import KIT, SOLUTIONS
 
@@ -80,7 +81,7 @@ from test_batch_faults import result_for
 batch.grade = lambda path, config, **kw: result_for(path, printed="x" * (50000 if str(path).endswith("s3") else 10))
 try:
     batch.grade_batch({[str(s) for s in subs]!r}, None, {str(out)!r}, workers=1, isolate=False, log=io.StringIO())
-except batch.results_io.WriteError as error:
+except batch.result_files.WriteError as error:
     print("stopped:", error)
 """
     completed = limited_python(script, file_size=20000)

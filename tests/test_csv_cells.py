@@ -131,7 +131,7 @@ def test_a_hostile_id_survives_a_merge_and_the_report(tmp_path):
     """The kit reads its own CSV back (merging shards, the class report): an id that starts
     like a formula (batch ids keep a leading '-') is the same id after the round trip."""
     from autograder.engine.judge.grades_csv import write_csv
-    from autograder.engine.judge.results import write_json
+    from autograder.engine.judge.result_files import write_json
     from autograder.engine.operations.shard import _csv_rows
     from autograder.publish.report.reading import load_out_dirs
 

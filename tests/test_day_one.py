@@ -22,7 +22,7 @@ import pytest
 
 from autograder.engine.checks.check import Fail
 from autograder.engine.course import config as grading_config
-from autograder.engine.judge import results
+from autograder.engine.judge import result_files
 from autograder.engine.judge.score import refused
 from autograder.routes import cli
 from conftest import KIT
@@ -89,7 +89,7 @@ def a_class(folder: Path) -> Path:
     config = grading_config.load(assignment="mha")
     result = refused(config, Fail("missing_package", {"package": "mha", "path": "ann"}))
     result.submission = "ann"
-    results.write_json(result, folder / "ann.json")
+    result_files.write_json(result, folder / "ann.json")
     return folder
 
 

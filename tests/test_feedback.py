@@ -19,7 +19,8 @@ from autograder.engine.judge import feedback
 from autograder.engine.checks import messages
 from autograder.engine.checks.check import Check, compare, judged
 from autograder.engine.mistakes.diagnosis import Record
-from autograder.engine.judge.results import CheckResult, GradeResult, StepResult, table
+from autograder.engine.judge.results import CheckResult, GradeResult, StepResult
+from autograder.engine.judge.table import table
 from autograder.engine.judge.plan import check_inputs, check_seed
 from autograder.engine.judge.in_process import clone, observe
 from autograder.engine.judge.runner import grade
@@ -226,13 +227,13 @@ def test_the_cause_comes_first_and_the_evidence_once_per_kind_of_failure():
         {"id": "rows_not_normalised", "message": messages.render("diagnosis.rows_not_normalised", low=0.77, high=2.87)},
     ]
     step = StepResult("attention", "Attention", 0.0, 15.0, checks_failing(12), diagnoses=diagnoses)
-    block = feedback.lines(feedback.verdict(step), indent="    ")
+    block = feedback.lines(feedback.explanation(step), indent="    ")
     assert block[0].strip() == "x " + messages.render("diagnosis.softmax_wrong_dim")
     assert sum("12 of 12 checks: wrong values in out (largest error 11.5)" in line for line in block) == 1
     assert sum("→" in line for line in block) == 1  # one pointer, the cause's paragraph
     assert '"For every query, compare it with every key"' in next(line for line in block if "→" in line)
     assert len(block) <= feedback.MAX_LINES and sum(map(len, block)) <= feedback.MAX_CHARS
-    verbose = feedback.lines(feedback.verdict(step), verbose=True)
+    verbose = feedback.lines(feedback.explanation(step), verbose=True)
     assert len(verbose) == len(block) + 12 and all(f"x check_{i}: " in "\n".join(verbose) for i in range(12))
 
 
@@ -250,10 +251,10 @@ def test_without_a_diagnosis_the_clearest_symptom_comes_first():
         "shape", False, 0.0, 1.0, "public", messages.render("shape", name="out", expected=(2, 3), got=(3, 2)), "shape"
     )
     step = StepResult("split_heads", "Heads", 0.0, 15.0, [*checks_failing(3), shape, raised])
-    found = feedback.verdict(step)
+    found = feedback.explanation(step)
     assert found.cause_id is None and found.cause == raised.message  # an error with its line, first
     assert [evidence.kind for evidence in found.evidence] == ["raised", "shape", "values"]
-    values_only = feedback.verdict(StepResult("split_heads", "Heads", 0.0, 15.0, checks_failing(3)))
+    values_only = feedback.explanation(StepResult("split_heads", "Heads", 0.0, 15.0, checks_failing(3)))
     assert values_only.cause == "out: wrong values (largest error 2.5)"  # the full message is behind -v
 
 

@@ -14,7 +14,7 @@ import pytest
 
 from autograder.engine.checks.check import Fail
 from autograder.engine.course import config as grading_config
-from autograder.engine.judge import results
+from autograder.engine.judge import table
 from autograder.engine.judge.plan import cuda_available
 from autograder.engine.judge.runner import grade
 from autograder.engine.judge.score import score_step
@@ -61,7 +61,7 @@ def every_route_maximum(result) -> dict:
     gradescope = gradescope_results(result, 1.0)
     return {
         "json": result.to_json()["max_score"],
-        "table": float(table_total(results.table(result)).split("/")[1].split()[0]),
+        "table": float(table_total(table.table(result)).split("/")[1].split()[0]),
         "gradescope": round(sum(test["max_score"] for test in gradescope["tests"]), 4),
         "classroom": sum(reporter_result(step)["max_score"] for step in result.steps),
     }
@@ -83,11 +83,11 @@ def test_every_route_shows_the_course_maximum(mode):
     maximum = course_maximum(config)
     assert every_route_maximum(result) == dict.fromkeys(("json", "table", "gradescope", "classroom"), maximum)
     cuda = result.step("cuda")
-    total = table_total(results.table(result))
+    total = table_total(table.table(result))
     if mode == "real":
         assert cuda.status == "not_checked" and cuda.max_score == 5 and result.score == maximum - 5
         assert "cuda" in total and "not checked" in total  # the total says what it leaves out
-        row = next(line for line in results.table(result).splitlines() if line.strip().startswith("cuda "))
+        row = next(line for line in table.table(result).splitlines() if line.strip().startswith("cuda "))
         assert "— / 5.00" in row and "no CUDA device" in row
     else:
         assert result.score == maximum and "not checked" not in total

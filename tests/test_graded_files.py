@@ -6,7 +6,7 @@ import shutil
 
 import pytest
 
-from autograder.engine.judge.results import write_json
+from autograder.engine.judge.result_files import write_json
 from autograder.engine.judge.runner import grade
 from conftest import SOLUTIONS
 

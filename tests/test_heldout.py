@@ -15,7 +15,7 @@ pytestmark = pytest.mark.slow  # some twenty end-to-end gradings: CI runs them (
 
 
 def first_name(step):
-    """The diagnosis a student reads first (feedback.verdict's cause), or None."""
+    """The diagnosis a student reads first (feedback.explanation's cause), or None."""
     shown = {d["id"] for d in step.diagnoses}
     for d in step.diagnoses:
         if d["id"] != "no_known_mistake" and not set(d.get("refined_by") or ()) & shown:

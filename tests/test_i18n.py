@@ -23,7 +23,8 @@ from autograder.engine.generate import catalogs
 from autograder.engine.generate.skeleton import LANGUAGES, write_skeletons
 from autograder.engine.checks import messages
 from autograder.engine.course import config as grading_config
-from autograder.engine.judge.results import CheckResult, GradeResult, StepResult, display_width, table
+from autograder.engine.judge.results import CheckResult, GradeResult, StepResult
+from autograder.engine.judge.table import display_width, table
 from conftest import ASSIGNMENTS, KIT, SOLUTIONS
 
 LOCALE_VARIABLES = ("MHA_LAB_LANG", "LC_ALL", "LC_MESSAGES", "LANG")

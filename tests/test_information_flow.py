@@ -22,7 +22,7 @@ import pytest
 
 import leaks
 from autograder.engine.checks import messages
-from autograder.engine.judge.results import table
+from autograder.engine.judge.table import table
 from autograder.engine.judge.runner import grade
 from autograder.engine.mistakes.diagnosis import public_message_ids
 from autograder.publish.plots import pictures_for

@@ -97,7 +97,7 @@ def test_student_kit_gives_the_same_diagnosis(config, submission, step, mistake)
     It is what the student reads first: the first line under the step's row of the score table
     (the step's verdict, engine/judge/feedback.py), in a block of at most 8 lines and 1,200 characters."""
     from autograder.engine.checks import messages
-    from autograder.engine.judge.results import table
+    from autograder.engine.judge.table import table
     from test_feedback import block_of
 
     if mistake.diagnosis not in shipped_ids(load("mha")):

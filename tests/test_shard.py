@@ -83,7 +83,7 @@ def test_shards_use_the_ids_of_the_whole_class_whatever_the_argument_order(tmp_p
 def write_out(directory, results, ids):
     """An out directory as grade --out writes it."""
     from autograder.engine.judge.grades_csv import write_csv
-    from autograder.engine.judge.results import write_json
+    from autograder.engine.judge.result_files import write_json
 
     directory.mkdir(parents=True)
     for sid, result in zip(ids, results):

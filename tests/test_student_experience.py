@@ -499,7 +499,7 @@ MASK_INVERTED = ("scores.masked_fill(mask,", "scores.masked_fill(~mask,")
 
 
 def test_grade_plots_draw_the_failing_attention_weights_and_the_table_points_to_them(tmp_path, config, submission):
-    from autograder.engine.judge.results import table
+    from autograder.engine.judge.table import table
     from autograder.publish.plots import pictures_for
 
     # a mistake of each step's own (softmax over the queries would cost masking nothing: nothing to draw)

@@ -1,12 +1,12 @@
 """Correct submissions written differently from the reference. Each must get full marks and no
-diagnosis: the grader measures behaviour, not style. Each variant is a Mistake-like patch set on
+diagnosis: the grader measures behaviour, not style. Each variant is a patch set (planted.Patched) on
 the reference (file -> [(old, new)]), so it stays in step with the reference."""
 
-from autograder.engine.checks.check import Mistake
+from planted import Patched
 
 
 def variant(name, file, patches):
-    return Mistake(name, file, patches)
+    return Patched(name, file, patches)
 
 
 ATT_SCORES = "scores = q @ k.transpose(-2, -1) / math.sqrt(d_k)  # (..., Lq, Lk)"
@@ -207,7 +207,7 @@ class Rewrite:
     def apply(self, source):
         if self.source is not None:
             return self.source
-        return Mistake(self.id, self.file, self.patches).apply(source)
+        return Patched(self.id, self.file, self.patches).apply(source)
 
 
 MHA_HEADER = '''"""A MultiHeadAttention written in another style (tests/variants.py)."""

@@ -7,7 +7,7 @@ written into it (publish/nbgrader_gradebook.py).
 """
 
 from autograder.engine.checks import messages
-from autograder.engine.judge.results import table
+from autograder.engine.judge.table import table
 from autograder.engine.mistakes.diagnosis import public_message_ids
 from autograder.publish.public_view import public_view
 

@@ -22,7 +22,7 @@ from autograder.engine.course import config as grading_config
 from autograder.engine.course.secret import FILE_NAME as SECRET_FILE, read_secret
 from autograder.engine.judge import feedback
 from autograder.engine.checks import messages
-from autograder.engine.judge import results
+from autograder.engine.judge import table
 from autograder.engine.judge.score import whole_points
 
 
@@ -103,7 +103,7 @@ def gradescope_results(result, execution_time, hidden_visibility="after_publishe
     (public_view.public_step: the public checks, the diagnoses of the public checks alone whose
     message a student release ships, `public_ids`, default: public_message_ids of every
     assignment in grading.yml), and of nothing a hidden input reached. The first failing visible
-    test of a step carries the step's verdict (feedback.verdict, as the score table shows it: the
+    test of a step carries the step's explanation (feedback.explanation, as the score table shows it: the
     cause first).
 
     Where hidden checks ran, no visible test carries points: a visible test's maximum would tell
@@ -127,7 +127,7 @@ def gradescope_results(result, execution_time, hidden_visibility="after_publishe
         shown = public_step(step, public_ids)
         verdict = "\n".join(
             feedback.lines(
-                feedback.verdict(
+                feedback.explanation(
                     dataclasses.replace(shown, checks=[c for c in shown.checks if c.visibility == "public"])
                 )
             )
@@ -158,8 +158,8 @@ def gradescope_results(result, execution_time, hidden_visibility="after_publishe
                 "max_score": 0,
                 "output": messages.render(
                     "gradescope_step_points_output",
-                    points=results.points(step.score),
-                    max_points=results.points(step.max_score),
+                    points=table.points(step.score),
+                    max_points=table.points(step.max_score),
                 ),
                 "visibility": hidden_visibility,
             }
@@ -244,8 +244,8 @@ def gradescope_summary(result):
         return messages.render(
             "gradescope_public_points",
             assignment=result.assignment,
-            points=results.points(sum(c.points for c in public)),
-            max_points=results.points(sum(c.max_points for c in public)),
+            points=table.points(sum(c.points for c in public)),
+            max_points=table.points(sum(c.max_points for c in public)),
         )
     return messages.render(
         "gradescope_public_passed",

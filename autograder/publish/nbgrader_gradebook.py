@@ -32,7 +32,7 @@ from pathlib import Path
 
 
 from autograder.engine.checks import messages
-from autograder.engine.judge.results import points
+from autograder.engine.judge.table import points
 from autograder.publish.check_cell import frozen_score, step_report
 
 # A check cell of the course (publish/nbgrader_course.py CHECK), as the gradebook keeps its source.

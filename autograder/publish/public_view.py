@@ -16,7 +16,7 @@ from pathlib import Path
 
 from autograder.engine.checks import messages
 from autograder.engine.mistakes.evidence import is_localised
-from autograder.engine.judge import results
+from autograder.engine.judge import results, table
 
 
 def hidden_ran(step) -> bool:
@@ -85,6 +85,6 @@ def public_view(result, step_id, public_ids: set = None):
     return view, messages.render(
         "hidden_checks_summary",
         count=len(hidden),
-        points=results.points(sum(c.points for c in hidden)),
-        max_points=results.points(sum(c.max_points for c in hidden)),
+        points=table.points(sum(c.points for c in hidden)),
+        max_points=table.points(sum(c.max_points for c in hidden)),
     )

@@ -20,7 +20,7 @@ from autograder.engine.course import config as grading_config
 from autograder.engine.generate import answers_build, stored_checks
 from autograder.engine.generate.catalogs import write_student_catalogs
 from autograder.engine.generate.skeleton import write_skeletons
-from autograder.engine.judge.results import WriteError
+from autograder.engine.judge.result_files import WriteError
 from autograder.engine.operations.kit_files import keep, release_manifest
 from autograder.publish.classroom_workflow import workflow
 from autograder.publish.student_readme import student_readme

@@ -37,11 +37,11 @@ import sys
 from pathlib import Path
 
 from autograder.engine.checks import messages
-from autograder.engine.judge import results
+from autograder.engine.judge import table
 from autograder import KIT
 from autograder import __version__
 from autograder import cache_base
-from autograder.engine.judge.results import WriteError, write_atomically
+from autograder.engine.judge.result_files import WriteError, write_atomically
 from autograder.engine.judge.score import whole_points
 from autograder.publish.classroom_workflow import graded_steps, reporter_number
 
@@ -68,7 +68,7 @@ def reporter_result(step, location=None):
     whole numbers (7.5 would become 7): scores are whole points, rounded once per step (half up)
     and spread over the checks so that they add up exactly. It prints a failed test's name, its
     `line_no` (an integer, 0: none) and its `test_code`, but `message` only for an error: the
-    step's verdict (feedback.verdict of its public checks: the cause first) goes in the first
+    step's explanation (feedback.explanation of its public checks: the cause first) goes in the first
     failing test's `test_code`, each other failing test's own message in its own. `line_no`: the
     line a failure names, else the step's code (`location`: (file, line) from step_location).
     An empty test list would be NaN: a step with no check run here has one test that says why,
@@ -96,7 +96,7 @@ def reporter_result(step, location=None):
         }
     scores = whole_points([check.points for check in counted], step.score)
     public = dataclasses.replace(step, checks=[check for check in step.checks if check.visibility == "public"])
-    block = "\n".join(feedback.lines(feedback.verdict(public)))
+    block = "\n".join(feedback.lines(feedback.explanation(public)))
     tests, hidden = [], 0
     for check, score in zip(counted, scores):
         name, text = f"{step.id}: {check.id}", check.message or ""
@@ -172,7 +172,7 @@ def annotations(step, location, title):
     from autograder.engine.judge import feedback  # late: not at the start of a Classroom step
 
     public = dataclasses.replace(step, checks=[check for check in step.checks if check.visibility == "public"])
-    found = feedback.verdict(public)
+    found = feedback.explanation(public)
     if found is None:
         return []
     named = next((place_of(c.message) for c in public.checks if c.passed is False and place_of(c.message)), None)
@@ -212,7 +212,7 @@ def print_log(graded, step_id: str, location=None, title=None) -> None:
     if os.environ.get("GITHUB_ACTIONS") == "true":
         for line in annotations(graded.step(step_id), location, title or step_id):
             print(line)
-    print(results.table(graded))
+    print(table.table(graded))
     if graded.output:
         print("\n" + messages.render("printed_output") + "\n" + graded.output)
 

@@ -18,7 +18,7 @@ from nbgrader.preprocessors import NbGraderPreprocessor
 
 from autograder import KIT
 from autograder.engine.checks import messages
-from autograder.engine.judge.results import points
+from autograder.engine.judge.table import points
 from autograder.publish.nbgrader_gradebook import check_cells, kit_cells, mark_cell, record, shown
 
 

@@ -18,7 +18,7 @@ import pytest
 
 from autograder.engine.course import config as grading_config
 from autograder.engine.checks import messages
-from autograder.engine.judge import results
+from autograder.engine.judge import results, table
 from autograder.engine.checks.check import Fail
 from autograder.engine.scan.source_reader import lookup_rule
 from autograder.harness.lookups import LookupRule
@@ -449,7 +449,7 @@ class StudentPlugin:
                     "table.public_title",
                     assignment=messages.title(f"assignment_title.{assignment.id}", assignment.title),
                 )
-                terminal.write_line(results.table(result, title=title, verbose=self.verbose))
+                terminal.write_line(table.table(result, title=title, verbose=self.verbose))
 
     def example(self, step, records, student):
         """The step's smallest failing input (feedback.first_example), its candidates run here as

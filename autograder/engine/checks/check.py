@@ -325,26 +325,3 @@ def unravel(flat, shape):
         index.append(flat % size)
         flat //= size
     return tuple(reversed(index))
-
-
-# ---------------------------------------------------------------------------- mistakes
-
-
-@dataclass
-class Mistake:
-    """A known, specific mistake: the reference file `file` with each (old, new) of `patches`
-    applied (each `old` must occur exactly once). `also_breaks` names other steps that this
-    mistake genuinely breaks as well (besides the integration and cuda steps)."""
-
-    id: str
-    file: str
-    patches: list
-    also_breaks: tuple = ()
-
-    def apply(self, source):
-        for old, new in self.patches:
-            count = source.count(old)
-            if count != 1:
-                raise ValueError(f"mistake {self.id}: {old!r} occurs {count} times in {self.file}")
-            source = source.replace(old, new)
-        return source

@@ -1,8 +1,8 @@
-"""A step's feedback as a verdict, not a log: built once from a StepResult, shown by every route.
+"""A step's feedback as an explanation, not a log: built once from a StepResult, shown by every route.
 
-    v = verdict(step)             # None: nothing to say (passed, not implemented, not checked)
-    lines(v)                      # the block under the step's row: at most 8 lines, 1,200 characters
-    lines(v, verbose=True)        # ... then every failing check in full (pytest -v)
+    e = explanation(step)         # None: nothing to say (passed, not implemented, not checked)
+    lines(e)                      # the block under the step's row: at most 8 lines, 1,200 characters
+    lines(e, verbose=True)        # ... then every failing check in full (pytest -v)
 
 What a student reads first is the cause: the strongest diagnosis (diagnosis.diagnose orders them),
 which says what is wrong and how to fix it, in their language; where nothing is diagnosed, the
@@ -65,7 +65,7 @@ FORMS = ("not_tensor", "wrong_type", "wrong_length", "shape", "dtype", "device",
 
 
 @dataclass
-class Evidence:
+class KindOfFailure:
     """One kind of failure of a step, said once."""
 
     kind: str  # the message id its checks failed with ("values", "shape", ...)
@@ -100,14 +100,14 @@ class Example:
 
 
 @dataclass
-class Verdict:
+class Explanation:
     """What a student reads about one step."""
 
     step: str  # its id
     cause: str = None  # the first line: a diagnosis, or the clearest symptom
     cause_id: str = None  # the diagnosis id of `cause` (None: a symptom)
     also: list = field(default_factory=list)  # the other diagnoses that fit, weaker first
-    evidence: list = field(default_factory=list)  # Evidence, the kind of `cause`'s symptom first
+    evidence: list = field(default_factory=list)  # KindOfFailure, the kind of `cause`'s symptom first
     not_judged: str = None  # the checks that could not be judged, said once
     pointer: str = None  # where the skeleton teaches the cause (messages.concept's text)
     example: Example = None
@@ -115,8 +115,8 @@ class Verdict:
     details: list = field(default_factory=list)  # (check id, full message) of each failing or unjudged check
 
 
-def verdict(step):
-    """The Verdict of a StepResult, or None when a student needs no block under its row."""
+def explanation(step):
+    """The Explanation of a StepResult, or None when a student needs no block under its row."""
     if step.status not in ("graded", "partial"):
         return None
     failed = [check for check in step.checks if check.passed is False]
@@ -128,7 +128,7 @@ def verdict(step):
     for check in failed:
         groups.setdefault(check.message_id or "", []).append(check)
     order = sorted(groups, key=lambda kind: (rank(kind), -len(groups[kind])))
-    result = Verdict(step=step.id, pictures=list(step.pictures), example=getattr(step, "example", None))
+    result = Explanation(step=step.id, pictures=list(step.pictures), example=getattr(step, "example", None))
     result.details = [(check.id, check.message) for check in failed + unjudged]
     shown = {d["id"] for d in step.diagnoses}
     # a finding a known mistake shown here refines is said by that mistake: once
@@ -149,7 +149,7 @@ def verdict(step):
             text = messages.render("feedback.values", count=len(checks), total=len(judged), **values_summary(checks))
         else:
             text = messages.render("feedback.kind", count=len(checks), total=len(judged), message=checks[0].message)
-        result.evidence.append(Evidence(kind, ids, text))
+        result.evidence.append(KindOfFailure(kind, ids, text))
     if unjudged:
         waiting = {(check.params or {}).get("blocked_by") for check in unjudged}
         if len(waiting) == 1 and None not in waiting:  # all wait on one step's mistake: say which, briefly
@@ -240,7 +240,7 @@ def pointer(step_id: str, cause_id: str, first_check: str):
 # ---------------------------------------------------------------------------- rendering
 
 
-def lines(result: Verdict, verbose: bool = False, indent: str = "") -> list:
+def lines(result: Explanation, verbose: bool = False, indent: str = "") -> list:
     """The block of text under a step's row, each line after `indent`: the cause, the evidence,
     the pointer and the example, at most MAX_LINES lines and MAX_CHARS characters (indentation
     included) where what matters most is kept (the cause, the first evidence, the pointer, the

@@ -3,7 +3,8 @@ exports: the gradebook's notes (late policy, adjustments) and a repository's tam
 cell goes through text.csv_table: none is a formula in a spreadsheet."""
 
 from autograder.engine.checks.text import csv_table, printable
-from autograder.engine.judge.results import round_score, write_atomically
+from autograder.engine.judge.results import round_score
+from autograder.engine.judge.result_files import write_atomically
 
 
 def csv_text(results, names, paths=None) -> str:

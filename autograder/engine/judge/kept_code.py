@@ -17,7 +17,7 @@ import hashlib
 import json
 from pathlib import Path
 
-from autograder.engine.judge.results import write_atomically
+from autograder.engine.judge.result_files import write_atomically
 from autograder.engine.scan.submission import read_regular
 
 FORMAT = 1

@@ -1,11 +1,8 @@
-"""Grading results and the ways they are shown: a text table and JSON (grades_csv.py: a batch's CSV)."""
+"""Grading results: the dataclasses every stage and route reads, and their JSON (to_json,
+from_json). Data only: the text table is table.py's, the files result_files.py's, a batch's
+CSV grades_csv.py's."""
 
-import json
-import os
-import secrets
-import unicodedata
 from dataclasses import dataclass, field
-from pathlib import Path
 
 from autograder.engine.checks import messages
 
@@ -166,58 +163,6 @@ def round_score(x):
     return round(x, 4)
 
 
-def points(value: float) -> str:
-    """A score as a student reads it, everywhere: two decimals ("5.36", "15.00")."""
-    text = f"{value:.2f}"
-    return "0.00" if text == "-0.00" else text
-
-
-def table(result, title=None, verbose=False):
-    """The per-step score table, and under each step that lost points its verdict
-    (feedback.verdict: the cause, the evidence once per kind of failure, where the skeleton teaches
-    it, the smallest failing input), in the language of messages.render. `verbose`: every failing
-    check's full message too."""
-    from autograder.engine.judge import feedback  # late: not at the start of `pytest assignments/`
-
-    lines = [title or f"{result.assignment}: {result.submission}", ""]
-    total = messages.render("table.total")
-    width = max([len(step.id) for step in result.steps] + [display_width(total)])
-    for step in result.steps:
-        note, score = "", points(step.score)
-        if step.status == "not_implemented":
-            note = messages.render("step_not_implemented")
-        elif step.status == "not_checked":  # not 0 where it counts: the total says what it leaves out
-            note, score = (step.checks[0].message if step.checks else ""), ("—" if step.max_score else score)
-        elif step.status == "partial":
-            note, score = messages.render("step_partial", run=step.checks_run, total=step.checks_total), "--"
-        if step.mode and step.status != "not_checked":  # on the row: the first line under it is the verdict's
-            note = f"{note} ({messages.render(step.mode)})".strip()
-        lines.append(f"  {step.id:<{width}}  {score:>6} / {points(step.max_score):<6} {note}".rstrip())
-        lines += feedback.lines(feedback.verdict(step), verbose=verbose, indent="    ")
-    gap = " " * (width - display_width(total))
-    line = f"  {total}{gap}  {points(result.score):>6} / {points(result.max_score)}"
-    unjudged = sum(c.passed is None for step in result.complete_steps if step.status == "graded" for c in step.checks)
-    if unjudged:
-        line += "  " + messages.render("total_not_checked", count=unjudged)
-    if left_out := [step for step in result.complete_steps if step.status == "not_checked" and step.max_score]:
-        names, left = ", ".join(step.id for step in left_out), points(sum(step.max_score for step in left_out))
-        line += "  " + messages.render("total_leaves_out", steps=names, points=left)
-    if result.partial:
-        steps_total = result.steps_total or len(result.steps)
-        line += "  " + messages.render("total_partial", complete=len(result.complete_steps), total=steps_total)
-    return "\n".join([*lines, line])
-
-
-def display_width(text: str) -> int:
-    """Columns `text` takes in a terminal: Korean (wide) characters take two."""
-    return sum(2 if unicodedata.east_asian_width(c) in "WF" else 1 for c in text)
-
-
-def load_result(path):
-    """A GradeResult read back from its JSON file (from_json)."""
-    return from_json(json.loads(Path(path).read_text(encoding="utf-8")))
-
-
 def from_json(data: dict) -> GradeResult:
     """The GradeResult whose to_json() is `data` (a batch's skipped submissions, a merge, the
     Classroom route's result of the whole grading). KeyError or TypeError where it is not one."""
@@ -265,62 +210,3 @@ def from_json(data: dict) -> GradeResult:
         kit_files=data.get("kit_files"),
         **{name: data.get(name) for name in GRADEBOOK_FIELDS},
     )
-
-
-class WriteError(OSError):
-    """A result file could not be written (a full disk, no permission, ...): `path` names it.
-    Nothing half-written is left under its name (write_atomically)."""
-
-    def __init__(self, path, error: OSError):
-        super().__init__(error.errno, error.strerror or str(error), str(path))
-        self.path = Path(path)
-
-    def __str__(self):
-        return f"cannot write {self.path}: {self.strerror}"
-
-
-def write_atomically(path, data, sync: bool = True) -> None:
-    """Write `data` (str: UTF-8 text, or bytes) to `path` whole or not at all: into a hidden
-    temporary file beside it (a name no `*.json` or `*.csv` glob sees), flushed to disk where
-    `sync`, then renamed over `path` (atomic on POSIX: a reader sees the old file or the new,
-    never part of one; two writers leave one of the two whole). On any OSError the temporary
-    file is removed and WriteError raised."""
-    path = Path(path)
-    payload = data.encode("utf-8") if isinstance(data, str) else bytes(data)
-    temporary = path.with_name(f".{path.name}.{os.getpid()}.{secrets.token_hex(4)}.tmp")
-    try:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        with open(temporary, "wb") as f:
-            f.write(payload)
-            if sync:
-                f.flush()
-                os.fsync(f.fileno())
-        os.replace(temporary, path)
-        if sync:  # the rename itself survives a crash only once the directory is on disk too
-            directory = os.open(path.parent, os.O_RDONLY | os.O_DIRECTORY)
-            try:
-                os.fsync(directory)
-            finally:
-                os.close(directory)
-    except OSError as error:
-        try:
-            temporary.unlink()
-        except OSError:
-            pass
-        raise WriteError(path, error) from None
-
-
-def remove_stale_temporaries(directory) -> None:
-    """Remove the temporary files a killed writer left in `directory` (write_atomically's
-    names); call it only where no other writer can be at work (under the batch's lock)."""
-    for stale in Path(directory).glob(".*.tmp"):
-        try:
-            stale.unlink()
-        except OSError:
-            pass
-
-
-def write_json(result, path, sync: bool = True, extra: dict = None):
-    """The result's JSON (GradeResult.to_json, with `extra`'s keys added), written atomically
-    (write_atomically)."""
-    write_atomically(path, json.dumps({**result.to_json(), **(extra or {})}, indent=2) + "\n", sync=sync)

@@ -54,7 +54,7 @@ def diagnose(module, records, observe, student, tol, reference=None, fingerprint
     """[{"id", "message"}] for a step with failing checks ([] if none failed), the strongest first:
     known mistakes (a probe's that decides one, then those that reproduce the student's output), then
     what probes found that is no known mistake (a symptom: "rows do not sum to 1", marked
-    `"symptom": True`), which a route shows after the cause it supports (feedback.verdict says the
+    `"symptom": True`), which a route shows after the cause it supports (feedback.explanation says the
     first one first) and the class report counts as no misconception of its own beside a cause.
 
     `observe(check, package, inputs)` runs a check's student half on a package and returns an

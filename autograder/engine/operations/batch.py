@@ -5,7 +5,7 @@
 Each submission gets its own worker process (autograder/sandbox/worker.py); `workers` of them run at
 once. Every result is written to out/<id>.json as soon as it is ready (the id: submission_ids,
 unique per path), after the code grading took of it (out/code/<id>.json, for the class report:
-kept_code.py), each file atomically (results.write_atomically); at the end the gradebook
+kept_code.py), each file atomically (result_files.write_atomically); at the end the gradebook
 (gradebook.py: history, adjustments, late policy, grades.csv of the whole class); out/batch/manifest.json says what the run is and whether it completed
 (shard.Manifest), and out/batch/lock keeps a second run out of the same directory.
 A submission whose JSON is already in `out` is skipped (unless force=True), so an interrupted
@@ -21,8 +21,8 @@ import threading
 from concurrent.futures import ThreadPoolExecutor, as_completed
 from pathlib import Path
 
-from autograder.engine.judge import kept_code, results as results_io
-from autograder.engine.judge.results import load_result  # noqa: F401 - where callers found it first
+from autograder.engine.judge import kept_code, result_files
+from autograder.engine.judge.result_files import load_result  # noqa: F401 - where callers found it first
 from autograder.engine.judge.runner import grade
 from autograder.engine.judge.plan import warm_up_grader
 from autograder.engine.operations import gradebook, kit_files
@@ -109,7 +109,7 @@ def grade_batch(
     {id: {"at", "source"}} (gradebook.read_times) or "git" (commit_times): for the late policy.
     A re-grade of some keeps the class whole (gradebook.apply) and each path's id.
 
-    Every file is written atomically (results.write_atomically): a stop at any moment leaves
+    Every file is written atomically (result_files.write_atomically): a stop at any moment leaves
     whole files only, and a write that fails (a full disk) stops the batch with WriteError after
     the submissions in flight. One run at a time per `out` (a lock; BatchBusy otherwise). A
     submission whose worker server died while it was graded is graded again on a new server."""
@@ -118,11 +118,11 @@ def grade_batch(
     try:
         out.mkdir(mode=0o700, parents=True, exist_ok=True)  # made here: the instructor's alone (seed, grades, code)
     except OSError as error:
-        raise results_io.WriteError(out, error) from None
+        raise result_files.WriteError(out, error) from None
     lock = hold(out / LOCK)
     try:
-        results_io.remove_stale_temporaries(out)
-        results_io.remove_stale_temporaries(out / kept_code.FOLDER)
+        result_files.remove_stale_temporaries(out)
+        result_files.remove_stale_temporaries(out / kept_code.FOLDER)
         known = gradebook.known_ids(out, paths)  # a re-grade keeps the id the class run gave
         names = [known.get(Path(path).resolve(), name) for path, name in zip(paths, submission_ids(paths))]
         given = dict(zip(names, paths))  # one submission per id (a path given twice is graded once)
@@ -245,7 +245,7 @@ def _grade_into(given, config, out, workers, reference, seed, force, isolate, me
             code = {"code": kept_code.write(out, name, result.code)} if result.code is not None else {}
             result = dataclasses.replace(result, code=None, graded=stamp)
             gradebook.keep_replaced(out, name)  # a re-grade: the JSON it replaces stays in out/history/
-            results_io.write_json(result, out / f"{name}.json", extra=code)
+            result_files.write_json(result, out / f"{name}.json", extra=code)
         done[name] = fresh[name] = result
         warn_once(result)
         progress(name, result)
@@ -265,7 +265,7 @@ def _grade_into(given, config, out, workers, reference, seed, force, isolate, me
                     alone.append(name)
                     continue
                 record(name, future)
-        except results_io.WriteError:
+        except result_files.WriteError:
             for future in futures:  # nothing more can be kept: stop once those in flight end
                 future.cancel()
             raise

@@ -10,7 +10,7 @@ import fcntl
 import os
 from pathlib import Path
 
-from autograder.engine.judge.results import WriteError
+from autograder.engine.judge.result_files import WriteError
 from autograder.engine.operations.shard import LOCK
 
 

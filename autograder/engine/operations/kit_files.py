@@ -29,7 +29,7 @@ from pathlib import Path
 
 from autograder.engine.checks.text import printable
 from autograder.engine.course.secret import course_dir, course_folder
-from autograder.engine.judge.results import WriteError, write_atomically
+from autograder.engine.judge.result_files import WriteError, write_atomically
 from autograder.engine.scan.submission import package_root
 
 FORMAT = 1

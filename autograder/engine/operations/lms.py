@@ -32,7 +32,7 @@ from pathlib import Path
 
 from autograder.engine.checks.text import csv_table
 from autograder.engine.judge.grades_csv import gradebook_notes
-from autograder.engine.judge.results import write_atomically
+from autograder.engine.judge.result_files import write_atomically
 from autograder.engine.scan import archive
 
 CANVAS_NAME = re.compile(r"^(?P<name>[^_/\\]*?)(?P<late>_late)?_(?P<user>\d+)_(?P<attachment>\d+)_(?P<file>.+)$", re.I)

@@ -25,7 +25,7 @@ from pathlib import Path
 from autograder.engine.checks.text import csv_records
 from autograder.engine.judge import kept_code
 from autograder.engine.judge.grades_csv import csv_text
-from autograder.engine.judge.results import load_result, write_atomically
+from autograder.engine.judge.result_files import load_result, write_atomically
 
 MANIFEST = Path("batch") / "manifest.json"  # in a --out directory: a folder, so no id can clash with it
 LOCK = Path("batch") / "lock"

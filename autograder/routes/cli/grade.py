@@ -7,7 +7,7 @@ import warnings
 
 from autograder import KIT
 from autograder.engine.checks import messages
-from autograder.engine.judge import results
+from autograder.engine.judge import result_files, table
 from autograder.engine.judge.grades_csv import tampering_summary
 from autograder.engine.judge.request import Request, RequestError
 from autograder.publish.plots import pictures_for
@@ -127,7 +127,7 @@ def run(args):
                 omit_output=args.omit_output,
                 times=times,
             )
-        except results.WriteError as error:
+        except result_files.WriteError as error:
             print(
                 f"error: {error}. Every result written so far is whole and kept: make room (or fix the "
                 "permissions) and run the same command again; it grades only what is missing",
@@ -160,15 +160,15 @@ def run(args):
             from autograder.engine.operations.kit_files import kit_files  # instructor's: not in the student kit
 
             result.kit_files = kit_files(paths[0], config.package)
-        print(("\n" if number else "") + results.table(result))
+        print(("\n" if number else "") + table.table(result))
         if tampering_summary(result.kit_files):
             print(f"\ntampering: {tampering_summary(result.kit_files)} (kit files against the release)")
         if result.output:
             print("\n" + messages.render("printed_output") + "\n" + result.output)
         if args.json:
             try:
-                results.write_json(result, args.json)
-            except results.WriteError as error:
+                result_files.write_json(result, args.json)
+            except result_files.WriteError as error:
                 print(f"error: {error}", file=sys.stderr)
                 return 1
     return 0
@@ -219,15 +219,15 @@ def run_gradescope(upload, config, reference, seed, isolate, results_path):
 
     started = time.monotonic()
     result = grade(upload, config, reference=reference, seed=seed, isolate=isolate)
-    print(results.table(result))
+    print(table.table(result))
     if result.hidden_output:  # the log only (stdout_visibility: hidden): it may show hidden inputs
         print(f"\n{messages.render('your_output_hidden')}\n{result.hidden_output}")
     data = gradescope_results(result, time.monotonic() - started)
     if reference is not None:  # hidden checks ran: their duration is not the student's to measure
         pad_run(started)
     try:
-        results.write_atomically(results_path, json.dumps(data, indent=2) + "\n")
-    except results.WriteError as error:
+        result_files.write_atomically(results_path, json.dumps(data, indent=2) + "\n")
+    except result_files.WriteError as error:
         print(f"error: {error}", file=sys.stderr)
         return 1
     return 0

@@ -7,7 +7,7 @@ import sys
 import zoneinfo
 
 from autograder.engine.course import config as grading_config
-from autograder.engine.judge.results import load_result
+from autograder.engine.judge.result_files import load_result
 from autograder.engine.operations import gradebook, lms
 from autograder.engine.operations.folder_lock import BatchBusy, holding
 from autograder.engine.operations.shard import ShardError, read_manifest

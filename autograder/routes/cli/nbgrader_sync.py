@@ -33,8 +33,8 @@ from pathlib import Path
 
 from autograder import KIT
 from autograder.engine.course import config as grading_config
-from autograder.engine.judge import results as results_io
-from autograder.engine.judge.results import points
+from autograder.engine.judge import result_files
+from autograder.engine.judge.table import points
 from autograder.engine.scan.submission import NOTEBOOK_LIMIT
 
 OUT = "judged"  # COURSE_DIR/judged/<assignment>/: the sync's batch
@@ -218,7 +218,7 @@ def sync_assignment(coursedir, nbconfig, config, workers, force, log) -> int:
             ],
             log=log,
         )
-    except (results_io.WriteError, BatchBusy) as error:
+    except (result_files.WriteError, BatchBusy) as error:
         print(f"error: {error}", file=log)
         return 1
     failed = []

@@ -5,7 +5,7 @@ self-contained student notebook (publish/ writes them).
 import sys
 
 from autograder.engine.course import config as grading_config
-from autograder.engine.judge import results
+from autograder.engine.judge import result_files
 from autograder.publish.nbgrader_course import notebook_text
 from autograder.publish.nbgrader_course import write_course
 from autograder.publish.student_notebook import student_notebook
@@ -37,8 +37,8 @@ def run_student_notebook(args):
         print(f"error: {error}", file=sys.stderr)
         return 2
     try:  # whole or not at all, its folder made where it is missing
-        results.write_atomically(args.out, notebook_text(student_notebook(config)), sync=False)
-    except results.WriteError as error:
+        result_files.write_atomically(args.out, notebook_text(student_notebook(config)), sync=False)
+    except result_files.WriteError as error:
         print(f"error: {error}", file=sys.stderr)
         return 1
     print(f"wrote {args.out} ({which_assignment(args.assignment)})")

@@ -8,7 +8,7 @@ import json
 import sys
 
 from autograder import KIT
-from autograder.engine.judge.results import WriteError, write_atomically
+from autograder.engine.judge.result_files import WriteError, write_atomically
 from autograder.engine.operations.shard import IncompleteMerge, ShardError, merge
 from autograder.publish.report import data as report, reading, similarity
 from autograder.engine.course import config as grading_config
