@@ -15,6 +15,7 @@ import re
 import pytest
 import torch
 
+from autograder.engine.judge import example as examples
 from autograder.engine.judge import feedback
 from autograder.engine.checks import messages
 from autograder.engine.checks.check import Check, compare, judged
@@ -198,7 +199,7 @@ def test_a_check_may_opt_out_and_hidden_checks_are_never_shrunk():
     inputs = original()
     fail = compare(attention(**inputs, softmax_dim=-2), attention(**inputs), TOL)
     for check in (Hidden(), Random()):
-        assert feedback.smallest_example(check, inputs, fail, lambda i: None, TOL) is None
+        assert examples.smallest_example(check, inputs, fail, lambda i: None, TOL) is None
 
 
 # ---------------------------------------------------------------------------- the verdict, on hand-made steps
@@ -264,7 +265,7 @@ def test_every_block_stays_short_whatever_the_messages():
     checks += [CheckResult("blocked", None, 0.0, 0.0, "public", long, "mask_needs_attention")]
     diagnoses = [{"id": f"d{i}", "message": long} for i in range(5)]
     step = StepResult("attention", "Attention", 0.0, 15.0, checks, diagnoses=diagnoses, pictures=["p.png"] * 3)
-    step.example = feedback.Example("c0", {"q": torch.zeros(50, 50)}, {"out": torch.ones(9)}, {"out": 1}, long, 1, 1)
+    step.example = examples.Example("c0", {"q": torch.zeros(50, 50)}, {"out": torch.ones(9)}, {"out": 1}, long, 1, 1)
     text = table(GradeResult("MHA", "x", [step]))
     block = block_of(text, "attention")
     assert block[0].strip().startswith("x a very long message")
@@ -308,8 +309,8 @@ def public_records(config, root, step_id):
 def test_the_smallest_example_of_every_planted_mistake_is_no_larger_and_still_fails(config, submission, step, mistake):
     student, records = public_records(config, submission(mistake), step)
     settings = config.step(step)
-    shown = [record for record in records if feedback.shrinkable(record)]
-    example = feedback.first_example(
+    shown = [record for record in records if examples.shrinkable(record)]
+    example = examples.first_example(
         records,
         lambda check, inputs: observe(check, student, inputs, settings.timeout),
         settings.tolerance,
@@ -329,7 +330,7 @@ def test_the_smallest_example_of_every_planted_mistake_is_no_larger_and_still_fa
     fail = again.error or judged(
         record.check, example.inputs, again.values, record.check.expected(**clone(example.inputs)), settings.tolerance
     )
-    assert feedback.kind_of(fail) == feedback.kind_of(record.fail)
+    assert examples.kind_of(fail) == examples.kind_of(record.fail)
     if mistake.name in ISSUE_LIST:
         assert example.size_after < example.size_before, (mistake.name, example)
 

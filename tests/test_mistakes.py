@@ -95,7 +95,7 @@ def failing_checks(result, step):
 def test_student_kit_gives_the_same_diagnosis(config, submission, step, mistake):
     """Public checks only, no reference: the diagnosis comes from autograder/assignments/<id>/fingerprints.json.
     It is what the student reads first: the first line under the step's row of the score table
-    (the step's verdict, engine/judge/feedback.py), in a block of at most 8 lines and 1,200 characters."""
+    (the step's explanation, engine/judge/feedback.py), in a block of at most 8 lines and 1,200 characters."""
     from autograder.engine.checks import messages
     from autograder.engine.judge.table import table
     from test_feedback import block_of

@@ -360,7 +360,7 @@ def test_release_diagnoses_a_planted_mistake(student_release, tmp_path, name):
     target.write_text(planted.apply(target.read_text()))
     completed = pytest_in_release(copy, "--step", planted.step, *(["--cuda"] if planted.step == "cuda" else []))
     assert completed.returncode == 1
-    # the first line under the step names it (the step's verdict, engine/judge/feedback.py)
+    # the first line under the step names it (the step's explanation, engine/judge/feedback.py)
     assert "x " + messages.render(f"diagnosis.{planted.diagnosis}") in completed.stdout, completed.stdout[-3000:]
 
 

@@ -334,7 +334,7 @@ def test_the_smallest_example_search_never_fails_the_grading():
     from autograder.engine.course.assignment import step_modules
     from autograder.engine.checks.check import Fail
     from autograder.engine.mistakes.diagnosis import Record
-    from autograder.engine.judge.feedback import first_example
+    from autograder.engine.judge.example import first_example
     from autograder.engine.judge.observation import Observation
     from autograder.engine.judge.plan import check_inputs, check_seed
 

@@ -452,10 +452,10 @@ class StudentPlugin:
                 terminal.write_line(table.table(result, title=title, verbose=self.verbose))
 
     def example(self, step, records, student):
-        """The step's smallest failing input (feedback.first_example), its candidates run here as
+        """The step's smallest failing input (example.first_example), its candidates run here as
         the checks are, without the forbidden-call watch (the check shrunk made no forbidden call,
         and the watch costs more than the small runs it would watch)."""
-        from autograder.engine.judge.feedback import first_example  # late: not at the start of `pytest assignments/`
+        from autograder.engine.judge.example import first_example  # late: not at the start of `pytest assignments/`
 
         return first_example(
             records,

@@ -1,7 +1,7 @@
 """The smaller inputs of the smallest-example search, stored for a student release.
 
 The student's own run shrinks a failing public check's inputs to the smallest that still fails
-(engine/judge/shrink.py, feedback.smallest_example), judging each candidate against the check's
+(engine/judge/shrink.py, example.smallest_example), judging each candidate against the check's
 expectation. A student release holds no oracle, so it can judge only the candidates whose
 expectation it stores. This module runs the search the way the student's run does, for every
 variant of every known mistake (mistakes/, on the first public check of its step that it fails:
@@ -25,7 +25,7 @@ from autograder import KIT
 from autograder.engine.checks import stored
 from autograder.engine.checks.check import judged
 from autograder.engine.checks.folders import folder
-from autograder.engine.judge import feedback
+from autograder.engine.judge import example
 from autograder.engine.judge.in_process import clone, observe
 from autograder.engine.judge.plan import check_inputs, check_seed
 from autograder.engine.mistakes import fingerprints
@@ -47,7 +47,8 @@ def sources_digest(assignment_id: str) -> str:
     here = folder(assignment_id)
     files = [
         GRADER / "engine" / "judge" / "shrink.py",
-        GRADER / "engine" / "judge" / "feedback.py",
+        GRADER / "engine" / "judge" / "example.py",
+        GRADER / "engine" / "judge" / "shown_values.py",
         GRADER / "engine" / "checks" / "stored.py",
         GRADER / "sandbox" / "wire.py",
         GRADER / "engine" / "generate" / "examples_build.py",
@@ -119,7 +120,7 @@ def banks(config) -> dict:
     modules = config.step_modules()
     for step in config.steps:
         failing = failing_checks(config.id, step.id)
-        # what feedback.shrinkable lets the student's run search: public, on no device, with inputs
+        # what example.shrinkable lets the student's run search: public, on no device, with inputs
         checks = [c for c in modules[step.id].CHECKS if c.visibility == "public" and not c.requires]
         checks = [c for c in checks if check_inputs(c, check_seed(c))]
         for mistake in config.mistakes_of(step.id):
@@ -133,7 +134,7 @@ def banks(config) -> dict:
                     expected = check.expected(**clone(inputs))
                     fail = observation.error or judged(check, inputs, observation.values, expected, step.tolerance)
                     if fail is None or says_nothing(fail, check) or fail.params.get("blocked_by"):
-                        continue  # as feedback.shrinkable: nothing the search would show
+                        continue  # as example.shrinkable: nothing the search would show
                     if getattr(check, "shrink", True):
                         _record_search(check, inputs, fail, package, step.tolerance, observation, found)
                     break  # the student's run searches the first failing check of a step (first_example)
@@ -161,6 +162,6 @@ def _record_search(check, inputs, fail, package, tol, observation, found):
     try:
         run = lambda candidate: observe(check, package, candidate)  # noqa: E731
         # no time guard: what the search tries is decided by its runs alone, whatever the machine's load
-        feedback.smallest_example(check, inputs, fail, run, tol, observation=observation, seconds=float("inf"))
+        example.smallest_example(check, inputs, fail, run, tol, observation=observation, seconds=float("inf"))
     finally:
         del check.expected

@@ -9,31 +9,24 @@ which says what is wrong and how to fix it, in their language; where nothing is 
 clearest single symptom (an exception with its file and line before a wrong shape, before wrong
 values). Then the evidence, once per kind of failure ("5 of 5 checks: wrong values in weights, out
 (largest error 1.39)"), one pointer to the paragraph of the skeleton that teaches the cause, and
-the smallest failing input of a public check where a route found one (shrink.py, via
-`smallest_example`). Each check's full message (indices, tolerances, dtypes) stays in the JSON and
-behind `verbose`. Routes show a view without hidden checks (publish/public_view.py), so nothing here
-decides what is hidden; `smallest_example` only ever runs a public check.
-
-One module, though long: choosing what a student reads first (cause, evidence, pointer,
-example) is one ordering, in one place; its parts are small functions in that order.
+the smallest failing input of a public check where a route found one (example.py, with
+shrink.py). Each check's full message (indices, tolerances, dtypes) stays in the JSON and behind
+`verbose`. Routes show a view without hidden checks (publish/public_view.py), so nothing here
+decides what is hidden; example.smallest_example only ever runs a public check. Values are shown
+as shown_values.py writes them.
 """
 
-import copy
 import math
 from dataclasses import dataclass, field
 
-import torch
-
 from autograder.engine.checks import messages
 from autograder.engine.course import assignment as assignments
-from autograder.engine.mistakes.evidence import says_nothing
-from autograder.engine.checks.check import compare, judged
-from autograder.engine.judge.verdict import charged_forbidden
+from autograder.engine.judge.example import Example
+from autograder.engine.judge.shown_values import compact, shape_of
 
 MAX_LINES = 8
 MAX_CHARS = 1200
 LINE_CHARS = 320  # one line of the block, at most (a longer one is cut, with "…")
-VALUE_CHARS = 70  # one value of an example, at most
 SHOWN_SIZE = 64  # an example is shown when it is a few small tensors (shrink.size), else kept in the JSON only
 # The clearest symptoms first: an error that names a file and line, then a wrong form, then values.
 # An assignment's own contract failures (a layer not found) are errors too: rank().
@@ -71,32 +64,6 @@ class KindOfFailure:
     kind: str  # the message id its checks failed with ("values", "shape", ...)
     checks: list  # the ids of those checks, in step order
     text: str  # the summary, in the student's language
-
-
-@dataclass
-class Example:
-    """The smallest failing input of a public check (shrink.py), ready to show."""
-
-    check: str  # the id of the check it shrank
-    inputs: dict  # the shrunk inputs (tensors, numbers, lists)
-    got: dict  # what the student's code gave on them (the parts that are wrong), or {}
-    expected: dict  # what a correct solution gives on them (the same parts), or {} where none
-    message: str  # the check's verdict on the shrunk inputs, in the student's language
-    size_before: int  # shrink.size of the check's own inputs
-    size_after: int  # shrink.size of `inputs`
-    raised: str = None  # the type of the exception the code raised on them, if it raised
-
-    def to_json(self) -> dict:
-        return {
-            "check": self.check,
-            "inputs": plain(self.inputs),
-            "got": plain(self.got),
-            "expected": plain(self.expected),
-            "message": self.message,
-            **({"raised": self.raised} if self.raised else {}),
-            "size_before": self.size_before,
-            "size_after": self.size_after,
-        }
 
 
 @dataclass
@@ -302,208 +269,3 @@ def example_lines(example: Example) -> tuple:
     else:
         second = messages.render("feedback.example_yours", got=got, message=example.message)
     return first, second
-
-
-def shape_of(value) -> str:
-    """The shape shown before a tensor's entries (none where `compact` names it already)."""
-    if not isinstance(value, torch.Tensor) or value.dim() < 2 or filled(value) is not None:
-        return ""
-    return f"{tuple(value.shape)} "
-
-
-def filled(value):
-    """ "zeros" or "ones" for a tensor of only those (shown by its shape alone), else None."""
-    try:
-        if value.numel() and value.dtype != torch.bool and not value.is_complex():
-            for name, number in (("zeros", 0), ("ones", 1)):
-                if bool((value.detach() == number).all()):
-                    return name
-    except Exception:  # noqa: BLE001 - a tensor without values (fake, meta)
-        return None
-    return None
-
-
-def compact(value, limit: int = VALUE_CHARS) -> str:
-    """A value as few characters show it: a tensor of zeros or ones by its shape alone
-    (`zeros(1, 1, 2, 1)`), another by its entries without its leading axes of length 1 (its shape
-    is shown beside it), whole numbers without decimals, others to 4 digits."""
-    if isinstance(value, torch.Tensor):
-        value = value.detach()
-        if filled(value) is not None:
-            return f"{filled(value)}{tuple(value.shape)}".replace(",)", ")")
-        while value.dim() > 2 and value.shape[0] == 1:
-            value = value[0]
-        try:
-            text = nested(value.cpu().tolist())
-        except Exception:  # noqa: BLE001 - a tensor without values (fake, meta)
-            text = f"tensor{tuple(value.shape)}"
-    elif isinstance(value, dict):
-        text = "{" + ", ".join(f"{key}: {compact(item, limit)}" for key, item in value.items()) + "}"
-    else:
-        text = nested(value)
-    return text if len(text) <= limit else text[: limit - 1] + "…"
-
-
-def nested(value) -> str:
-    if isinstance(value, bool):
-        return str(value)
-    if isinstance(value, float):
-        if math.isfinite(value) and value == round(value):
-            return str(int(value)) if abs(value) < 1e15 else f"{value:.4g}"
-        return f"{value:.4g}"
-    if isinstance(value, (list, tuple)):
-        inner = ", ".join(nested(item) for item in value)
-        return f"[{inner}]" if isinstance(value, list) else f"({inner}{',' if len(value) == 1 else ''})"
-    if isinstance(value, torch.Tensor):
-        return compact(value)
-    return repr(value) if isinstance(value, str) else str(value)
-
-
-def plain(value):
-    """`value` with tensors as nested lists: JSON-ready."""
-    if isinstance(value, torch.Tensor):
-        try:
-            return value.detach().cpu().tolist()
-        except Exception:  # noqa: BLE001 - a tensor without values
-            return f"tensor{tuple(value.shape)}"
-    if isinstance(value, dict):
-        return {str(key): plain(item) for key, item in value.items()}
-    if isinstance(value, (list, tuple)):
-        return [plain(item) for item in value]
-    if isinstance(value, float) and not math.isfinite(value):
-        return str(value)
-    return value if isinstance(value, (int, float, str, bool)) or value is None else str(value)
-
-
-# ---------------------------------------------------------------------------- the smallest example
-
-
-def smallest_example(check, inputs, fail, run, tol, observation=None, **limits):
-    """The Example of a public `check` whose `inputs` failed with `fail` (a Fail), or None.
-    `observation`: what the student's code gave on `inputs` (the Observation judged), if at hand.
-
-    `run(inputs) -> Observation` (values, error, forbidden) runs the student's half of the check on
-    a candidate: in the student's own process (the pytest route) or in a worker. A candidate still
-    fails when the check judges it against its own oracle (never a reference: public checks only)
-    and the verdict is the same kind of failure: the same message id (and, for an exception, the
-    same type). The check may declare `dims` (shrink.dimensions) or opt out with `shrink = False`."""
-    from autograder.engine.judge.shrink import shrink  # late: not at the start of a notebook's check cell
-
-    if check.visibility != "public" or not getattr(check, "shrink", True) or not inputs or fail is None:
-        return None
-    wanted = kind_of(fail)
-
-    def verdict_on(candidate, observation):
-        if observation is None or charged_forbidden(observation, check):
-            return None
-        try:  # a candidate the oracle cannot take (0 heads, say) shows nothing: rejected
-            expected = check.expected(**copy.deepcopy(candidate))
-        except Exception:  # noqa: BLE001 - the oracle's own limits, not the student's code
-            return None
-        if observation.error is not None:
-            return observation.error
-        return judged(check, candidate, observation.values, expected, tol)
-
-    def fails(candidate, observation):
-        return kind_of(verdict_on(candidate, observation)) == wanted
-
-    def seeded(candidate):
-        # A check in train() mode draws from the global CPU generator (the search shrinks CPU
-        # checks only): seeded alone, since torch.manual_seed also queues a seed for every
-        # device library, each with the text of the call's stack (milliseconds a candidate).
-        torch.default_generator.manual_seed(0)
-        return run(candidate)
-
-    shrunk = shrink(inputs, seeded, fails, dims=getattr(check, "dims", None), observation=observation, **limits)
-    if shrunk is None:
-        return None
-    found = verdict_on(shrunk.inputs, shrunk.observation)
-    expected = check.expected(**copy.deepcopy(shrunk.inputs))
-    raised = found.params.get("type") if found.message_id == "raised" else None
-    if shrunk.observation.error is None:
-        got, expected = differing(shrunk.observation.values, expected, found, tol)
-    else:
-        got, expected = {}, expected if isinstance(expected, dict) else {}
-    return Example(
-        check=check.id,
-        inputs={name: value for name, value in shrunk.inputs.items() if name != "mode"},
-        got=snapshot(got),
-        expected=expected,
-        message=messages.render(found.message_id, **found.params),
-        raised=raised,
-        size_before=shrunk.size_before,
-        size_after=shrunk.size_after,
-    )
-
-
-def snapshot(values: dict) -> dict:
-    """`values` with each tensor copied: what the student's code gave, as it was when judged. In
-    the grader's own process the code may still hold the tensors it returned, and write over
-    them once hidden inputs reach it (runner.grade_package: the example is shown after that)."""
-    return {key: value.detach().clone() if isinstance(value, torch.Tensor) else value for key, value in values.items()}
-
-
-def kind_of(fail):
-    """What makes two failures the same kind: the message id, and an exception's type."""
-    if fail is None:
-        return None
-    return fail.message_id, fail.params.get("type") if fail.message_id in ("raised", "wrong_exception") else None
-
-
-def differing(got, expected, fail, tol):
-    """(got, expected) cut to the parts of the observation that are wrong: the keys whose values
-    differ (all of them where that cannot be told), or, without an expectation, the tensors the
-    failure names."""
-
-    if not isinstance(got, dict):
-        return {}, {}
-    tensors = {key: value for key, value in got.items() if isinstance(value, (torch.Tensor, int, float, bool))}
-    if isinstance(expected, dict) and expected:
-        keys = []
-        for key in expected:
-            try:
-                if compare(got.get(key), expected[key], tol) is not None:
-                    keys.append(key)
-            except Exception:  # noqa: BLE001 - values from student code
-                keys.append(key)
-        keys = keys or list(expected)
-        return {key: got.get(key) for key in keys}, {key: expected[key] for key in keys}
-    named = str(fail.params.get("name", "")).split(" ")[0] if fail is not None else ""
-    if named in tensors:
-        return {named: tensors[named]}, {}
-    return tensors, {}
-
-
-def first_example(records, observe, tol, skip=None, **limits):
-    """The smallest failing input of a step: smallest_example of the first of its `records`
-    (diagnosis.Record) that `shrinkable` says may be shrunk. `observe(check, inputs) ->
-    Observation` runs the student's half; `skip(check)`: True for a check not to run again (code
-    that hung). One search per step, so that a failing run stays quick; None where there is
-    nothing to show."""
-    for record in records:
-        if shrinkable(record) and (skip is None or not skip(record.check)):
-            try:
-                return smallest_example(
-                    record.check,
-                    record.inputs,
-                    record.fail,
-                    lambda inputs, check=record.check: observe(check, inputs),
-                    tol,
-                    observation=record.observation,
-                    **limits,
-                )
-            except Exception:  # noqa: BLE001 - the search is a courtesy: it never costs a grade
-                return None
-    return None
-
-
-def shrinkable(record) -> bool:
-    """Whether a record's failure says something about the computation, on a check whose inputs
-    may be shown: no exception the grader expects, no time limit, no forbidden call, not blocked
-    by another step's mistake; a public check that needs no device and takes inputs."""
-    fail, check, observation = record.fail, record.check, record.observation
-    if fail is None or says_nothing(fail, check) or fail.message_id == "not_checked" or not record.inputs:
-        return False  # (no inputs: a check that makes its own, nothing to shrink or show)
-    if fail.params.get("blocked_by") or check.visibility != "public" or check.requires:
-        return False
-    return observation is not None and not charged_forbidden(observation, check)

@@ -53,7 +53,7 @@ class StepRun:
     public_diagnoses: list = field(default_factory=list)
     """The diagnoses of the public records alone (runner.explain_public): what a student may read."""
     example: object = None
-    """The smallest failing input of a public check (feedback.Example), or None."""
+    """The smallest failing input of a public check (example.Example), or None."""
     pictures: list = field(default_factory=list)
     """The pictures of its failing public checks, drawn in the public phase (runner.explain_public)."""
     probed: dict = field(default_factory=dict)

@@ -32,7 +32,7 @@ class StepResult:
     pictures: list = field(default_factory=list)  # --plots: paths of the pictures of its failing checks
     checks_run: int = None  # a partial step (pytest -k, -x, --lf): how many of its checks_total ran
     checks_total: int = None
-    example: object = None  # feedback.Example: the smallest failing input of a public check, where found
+    example: object = None  # example.Example: the smallest failing input of a public check, where found
     # The diagnoses made from the public checks alone (runner.explain_public): what a student may
     # read where hidden checks ran (publish/public_view.py). None: not known apart (a result read
     # from an older JSON), and then a student reads none where hidden checks ran.

@@ -22,7 +22,7 @@ from pathlib import Path
 from autograder.engine.checks import messages
 from autograder.engine.checks.check import Fail
 from autograder.engine.checks.text import printable
-from autograder.engine.judge import feedback, kept_code
+from autograder.engine.judge import example, kept_code
 from autograder.engine.judge.in_process import InProcess, observe
 from autograder.engine.judge.plan import (
     check_seed,
@@ -243,7 +243,7 @@ def explain_public(run, grading, pictures=None):
     run.public_diagnoses = diagnose(run, grading, records)
     if any(record.fail is not None for record in records):
         with phases.phase("examples", asks=True):
-            run.example = feedback.first_example(
+            run.example = example.first_example(
                 records,
                 lambda check, inputs, timeout=run.step.timeout: next(
                     grading.executor.observe([(check, inputs, timeout, ())])
