@@ -15,7 +15,7 @@ import yaml
 
 from autograder.engine.course import config as grading_config
 from autograder.publish import classroom_workflow
-from autograder.routes import classroom
+from autograder.routes.classroom import cache as classroom_cache
 from autograder.publish.release import release
 from conftest import KIT, SOLUTIONS
 
@@ -44,10 +44,10 @@ def kept_steps(assignment, status="pass"):
 
 def test_a_kept_grading_is_read_back_only_when_whole_and_of_this_key(cache_home, config):
     steps = kept_steps(config)
-    classroom.write_cache("k1", steps)
-    assert classroom.read_cache("k1", config) == steps
+    classroom_cache.write_cache("k1", steps)
+    assert classroom_cache.read_cache("k1", config) == steps
     assert (cache_home.stat().st_mode & 0o777) == 0o700
-    assert classroom.read_cache("k2", config) is None  # other files (stale): not looked at
+    assert classroom_cache.read_cache("k2", config) is None  # other files (stale): not looked at
     path = cache_home / "k1.json"
     data = json.loads(path.read_text())
 
@@ -56,7 +56,7 @@ def test_a_kept_grading_is_read_back_only_when_whole_and_of_this_key(cache_home,
         change(copy)
         path.write_text(json.dumps(copy))
         os.chmod(path, 0o600)
-        return classroom.read_cache("k1", config)
+        return classroom_cache.read_cache("k1", config)
 
     assert forged(lambda d: d.update(key="k2")) is None  # a file renamed to another key
     assert forged(lambda d: d["steps"]["padding"]["result"].update(max_score=1000)) is None  # inflated points
@@ -64,41 +64,41 @@ def test_a_kept_grading_is_read_back_only_when_whole_and_of_this_key(cache_home,
     assert forged(lambda d: d["steps"]["padding"]["result"].update(status="great")) is None
     assert forged(lambda d: d["steps"]["padding"].update(log=None)) is None
     path.write_text("{not json")
-    assert classroom.read_cache("k1", config) is None
+    assert classroom_cache.read_cache("k1", config) is None
     assert forged(lambda d: None) == steps
 
 
 def test_a_kept_grading_others_could_write_is_ignored(cache_home, config, tmp_path):
-    classroom.write_cache("k1", kept_steps(config))
+    classroom_cache.write_cache("k1", kept_steps(config))
     path = cache_home / "k1.json"
     os.chmod(path, 0o666)  # writable by anyone: anyone could have put it there
-    assert classroom.read_cache("k1", config) is None
+    assert classroom_cache.read_cache("k1", config) is None
     os.chmod(path, 0o600)
     os.chmod(cache_home, 0o777)
-    assert classroom.read_cache("k1", config) is None
+    assert classroom_cache.read_cache("k1", config) is None
     os.chmod(cache_home, 0o700)
     elsewhere = tmp_path / "forged.json"
     shutil.move(path, elsewhere)
     path.symlink_to(elsewhere)  # a link to a file someone else controls
-    assert classroom.read_cache("k1", config) is None
+    assert classroom_cache.read_cache("k1", config) is None
     path.unlink()
     shutil.move(elsewhere, path)
     if os.geteuid() == 0:
         os.chown(path, 65534, 65534)  # another user's file
-        assert classroom.read_cache("k1", config) is None
+        assert classroom_cache.read_cache("k1", config) is None
 
 
 def test_the_key_follows_the_graded_files_and_grading_yml(tmp_path, config):
     root = tmp_path / "repo"
     shutil.copytree(SOLUTIONS / "mha", root / "mha")
     yml = KIT / "grading.yml"
-    first = classroom.cache_key(yml, config, root)
-    assert classroom.cache_key(yml, config, root) == first
+    first = classroom_cache.cache_key(yml, config, root)
+    assert classroom_cache.cache_key(yml, config, root) == first
     (root / "mha" / "padding.py").write_text((root / "mha" / "padding.py").read_text() + "\n# changed\n")
-    assert classroom.cache_key(yml, config, root) != first
+    assert classroom_cache.cache_key(yml, config, root) != first
     other = tmp_path / "grading.yml"
     other.write_text(yml.read_text().replace("points: 10", "points: 11", 1))
-    assert classroom.cache_key(other, config, root) != classroom.cache_key(yml, config, root)
+    assert classroom_cache.cache_key(other, config, root) != classroom_cache.cache_key(yml, config, root)
 
 
 def test_two_assignments_get_workflows_of_their_own_names_and_triggers(tmp_path):
@@ -162,7 +162,7 @@ def run_step(repo, step, cache, *extra):
 
 
 @pytest.mark.slow
-@pytest.mark.skipif(not classroom.cache_trusted_here(), reason="neither root nor Landlock here: every step grades")
+@pytest.mark.skipif(not classroom_cache.cache_trusted_here(), reason="neither root nor Landlock here: every step grades")
 def test_the_first_step_grades_and_the_others_read_its_grading(tmp_path):
     repo = student_repository(tmp_path)
     cache = tmp_path / "cache"
@@ -181,7 +181,7 @@ def test_the_first_step_grades_and_the_others_read_its_grading(tmp_path):
 
 
 @pytest.mark.slow
-@pytest.mark.skipif(not classroom.cache_trusted_here(), reason="neither root nor Landlock here: every step grades")
+@pytest.mark.skipif(not classroom_cache.cache_trusted_here(), reason="neither root nor Landlock here: every step grades")
 def test_a_forged_grading_in_the_repository_or_from_student_code_earns_nothing(tmp_path):
     """The skeleton (0 points) with two forgeries: a 'cache' committed into the repository at
     every place a student might guess, and code that, while graded, writes a forged grading for
@@ -191,7 +191,7 @@ def test_a_forged_grading_in_the_repository_or_from_student_code_earns_nothing(t
     shutil.copytree(KIT / "assignments" / "mha", repo / "assignments" / "mha")
     cache = tmp_path / "cache"
     config = grading_config.load(repo / "grading.yml", assignment="mha")
-    forged = {"format": classroom.CACHE_FORMAT, "key": "", "steps": kept_steps(config)}
+    forged = {"format": classroom_cache.CACHE_FORMAT, "key": "", "steps": kept_steps(config)}
     for place in (repo / ".cache" / "mha-lab" / "classroom", repo / "assignments" / "mha", repo):
         place.mkdir(parents=True, exist_ok=True)
         (place / "forged.json").write_text(json.dumps(forged))

@@ -21,6 +21,7 @@ import yaml
 from autograder.engine.checks import messages
 from autograder.engine.course import config as grading_config
 from autograder.publish import classroom_workflow
+from autograder.publish.classroom_result import print_log
 from autograder.routes import classroom, cli
 from autograder.publish.release import release
 from conftest import KIT, SOLUTIONS
@@ -108,7 +109,7 @@ def test_every_step_log_starts_by_saying_its_score_is_feedback(capsys, lang):
 
     step = StepResult(id="padding", title="Pad", score=10.0, max_score=10.0, checks=[])
     with messages.speaking(lang):
-        classroom.print_log(GradeResult(assignment="mha", submission="x", steps=[step]), "padding")
+        print_log(GradeResult(assignment="mha", submission="x", steps=[step]), "padding")
         note = messages.render("classroom_feedback")
     assert capsys.readouterr().out.startswith(note + "\n")
     assert "feedback" in note if lang == "en" else "피드백" in note

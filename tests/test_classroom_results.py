@@ -17,7 +17,7 @@ import yaml
 from autograder.engine.course import config as grading_config
 from autograder.engine.judge.score import whole_points
 from autograder.publish.classroom_workflow import workflow
-from autograder.routes.classroom import reporter_result
+from autograder.publish.classroom_result import reporter_result
 from autograder.publish.public_view import public_step
 from autograder.engine.judge.results import CheckResult, StepResult
 from conftest import KIT, SOLUTIONS
@@ -230,7 +230,7 @@ def test_a_failure_points_to_a_real_file_and_line_and_annotates_it(tmp_path):
     the step's code (its TODO in the student's file); under Actions the verdict also goes on that
     file and line as an annotation."""
     from autograder.engine.checks import messages
-    from autograder.routes.classroom import annotations, step_location
+    from autograder.publish.classroom_result import annotations, step_location
 
     package = tmp_path / "mha"
     shutil.copytree(SOLUTIONS / "mha", package)

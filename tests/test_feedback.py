@@ -366,7 +366,7 @@ def test_no_hidden_check_or_hidden_only_diagnosis_in_what_a_student_reads(config
     tests, the notebook's table and the Classroom result name no hidden check and give no
     diagnosis that only the hidden checks can show."""
     from autograder.engine.mistakes.diagnosis import public_message_ids
-    from autograder.routes.classroom import reporter_result
+    from autograder.publish.classroom_result import reporter_result
     from autograder.publish.public_view import public_step, public_view
     from autograder.publish.gradescope import gradescope_results
 

@@ -18,7 +18,7 @@ from autograder.engine.judge import table
 from autograder.engine.judge.plan import cuda_available
 from autograder.engine.judge.runner import grade
 from autograder.engine.judge.score import score_step
-from autograder.routes.classroom import reporter_result
+from autograder.publish.classroom_result import reporter_result
 from autograder.publish.gradescope import gradescope_results
 from conftest import KIT, SOLUTIONS
 from test_pytest_assignments import pytest_in, student_copy, table_line

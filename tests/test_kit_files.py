@@ -82,7 +82,7 @@ KEY_FILES = [
     "pyproject.toml",
     "assignments/conftest.py",
     "assignments/test_checks.py",
-    "autograder/routes/classroom.py",
+    "autograder/routes/classroom/__init__.py",
     "autograder/assignments/mha/checks/attention.py",
 ]
 

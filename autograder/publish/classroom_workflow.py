@@ -5,7 +5,7 @@
 Each graded step of the workflow runs `python -m autograder.routes.classroom STEP` (the route
 that grades it and formats its result) in one of two modes: "command" (the command grader's
 all-or-nothing step) or "fractional" (the route writes the reporter's result itself); see
-routes/classroom.py for what a step does and docs/classroom.md for what its score is worth.
+routes/classroom/ for what a step does (publish/classroom_result.py: what it reports) and docs/classroom.md for what its score is worth.
 """
 
 import math

@@ -20,7 +20,7 @@ from autograder.publish.student_release import release_archive, release_files
 def release(out, classroom="command", assignment=None, notebooks=True, lang=None):
     """Write the student release into directory `out` (which must not exist yet): every
     assignment of grading.yml (or only `assignment`), with a GitHub Classroom workflow per
-    assignment in `classroom` mode ("command" or "fractional"; see routes/classroom.py), and with
+    assignment in `classroom` mode ("command" or "fractional"; see routes/classroom/), and with
     `notebooks` the student notebooks (write_notebooks). Built aside and renamed at the end
     (student_release.release_files): a failed release leaves nothing that blocks the next; the
     manifest of its kit files is kept in the instructor's course folder (operations/kit_files.py).

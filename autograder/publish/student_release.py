@@ -50,10 +50,11 @@ STUDENT_PARTS = [
     "publish/plots.py",
     "publish/check_cell.py",
     "publish/classroom_workflow.py",
+    "publish/classroom_result.py",
     "routes/__init__.py",
     "routes/pytest_plugin.py",
     "routes/nbgrader_cell.py",
-    "routes/classroom.py",
+    "routes/classroom",
     "routes/cli/__init__.py",
     "routes/cli/grade.py",
     "assignments/__init__.py",
@@ -105,7 +106,7 @@ def strip_hidden(source, hidden_classes=()):
 def release_files(out, classroom="command", assignment=None, also=None, keep_manifest=True, lang=None):
     """Write the student release into directory `out` (which must not exist yet): every
     assignment of grading.yml (or only `assignment`), with a GitHub Classroom workflow per
-    assignment in `classroom` mode ("command" or "fractional"; see routes/classroom.py).
+    assignment in `classroom` mode ("command" or "fractional"; see routes/classroom/).
     `also(directory, graded)`, where given, writes more into it (release.py: the notebooks).
     Built aside and renamed at the end: a failed release leaves nothing that blocks the next.
     With `keep_manifest`, the manifest of its kit files goes into the instructor's course folder
