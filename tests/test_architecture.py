@@ -593,24 +593,83 @@ def test_the_message_rules_catch_planted_violations():
     ]
 
 
-LONG = 400  # lines: a module longer than this says why in its docstring (ARCHITECTURE.md)
-LONG_REASON = re.compile(r"One module, though long:|Over 400 lines")
+LONG = 400  # lines: a longer module is one of LONG_MODULES, reviewed (ARCHITECTURE.md)
+GROWTH = 1.1  # a reviewed module may grow by a tenth before it is reviewed again
+# The modules over LONG lines, each reviewed: its lines at review and why it stays one module.
+# Split one (one job per file) rather than adding it; review one again where it has grown.
+LONG_MODULES = {
+    "engine/scan/source_reader.py": (
+        938,
+        "_Reader is one visitor whose rules share its state (aliases, bound names, built strings)",
+    ),
+    "sandbox/fork_server.py": (
+        801,
+        "the server and the judge's handle, two ends of one protocol (issue 34 works here: not split now)",
+    ),
+    "sandbox/confine.py": (
+        771,
+        "the layers applied in one order in one fork, each relying on the one before (issue 34: not now)",
+    ),
+    "engine/scan/source_policy.py": (748, "data: each list of what graded code may use, with its evidence"),
+    "engine/mistakes/relations.py": (
+        626,
+        "the relation families, each a small function in the order relate() tries them",
+    ),
+    "engine/course/config.py": (
+        558,
+        "the Assignment dataclasses and the whole-file checks; mostly messages naming key and line",
+    ),
+    "harness/fake_cuda.py": (
+        497,
+        "guard, tensor subclass and dispatch mode make one device; the worker loads it as one unit",
+    ),
+    "assignments/mha/checks/multi_head_attention.py": (
+        494,
+        "the integration step's checks share the module's build and load",
+    ),
+    "routes/pytest_plugin.py": (
+        493,
+        "pytest meets it through one plugin class and its hooks; the helpers serve those hooks only",
+    ),
+    "assignments/mha/mistakes/model.py": (
+        470,
+        "a whole multi-head attention with a knob per known mistake, on the line it changes",
+    ),
+    "assignments/kv_cache/mistakes/stages.py": (
+        462,
+        "the four steps stage by stage, one scenario per localisation probe",
+    ),
+    "assignments/mha/observers/_projections.py": (
+        452,
+        "one traced run read several ways (calls, slices, fused blocks)",
+    ),
+    "engine/mistakes/localise.py": (
+        420,
+        "one walk over one call's report, sharing its positions and what came from what",
+    ),
+    "publish/report/html.py": (408, "its catalog: the report's words in two languages, one table"),
+}
 
 
-def long_without_a_reason(root: Path) -> list:
-    """'path (n lines)' of each module over LONG lines whose docstring does not say why it is one
-    module (a sentence starting "One module, though long:" or "Over 400 lines")."""
+def long_modules(root: Path, reviewed: dict) -> list:
+    """'path (n lines): why' for each module under `root` (autograder/) over LONG lines that is not
+    in `reviewed` ({path under root: (lines at review, why)}), or has grown past GROWTH times its
+    lines at review; and for each entry of `reviewed` that is no longer over LONG (split: drop it)."""
     found = []
     for path in sorted(root.rglob("*.py")):
-        text = path.read_text()
-        lines = text.count("\n")
-        if lines > LONG and not LONG_REASON.search(ast.get_docstring(ast.parse(text)) or ""):
-            found.append(f"{path.relative_to(root.parent)} ({lines} lines)")
+        name, lines = path.relative_to(root).as_posix(), path.read_text().count("\n")
+        if lines > LONG and name not in reviewed:
+            found.append(f"{name} ({lines} lines): over {LONG}, not reviewed")
+        elif name in reviewed and lines > reviewed[name][0] * GROWTH:
+            found.append(f"{name} ({lines} lines): grown from {reviewed[name][0]} since its review")
+    for name in reviewed:
+        if not (root / name).is_file() or (root / name).read_text().count("\n") <= LONG:
+            found.append(f"{name}: no longer over {LONG} lines")
     return found
 
 
-def test_a_long_module_says_why_it_is_one():
-    assert long_without_a_reason(KIT / "autograder") == []
+def test_a_long_module_is_reviewed():
+    assert long_modules(KIT / "autograder", LONG_MODULES) == []
 
 
 def plant(root: Path, files: dict) -> None:
@@ -691,11 +750,19 @@ def test_the_rules_catch_planted_violations(tmp_path):
     plant(
         root,
         {
-            "engine/judge/long.py": '"""Long."""\n' + "x = 1\n" * 401,
-            "engine/judge/why.py": '"""Over 400 lines: data."""\n' + "x = 1\n" * 401,
+            "engine/judge/long.py": '"""Over 400 lines: a phrase is no review."""\n' + "x = 1\n" * 401,
+            "engine/judge/why.py": "x = 1\n" * 430,
+            "engine/judge/grown.py": "x = 1\n" * 500,
+            "engine/judge/split.py": "x = 1\n" * 10,
         },
     )
-    assert long_without_a_reason(root) == ["autograder/engine/judge/long.py (402 lines)"]
+    reviewed = {"engine/judge/why.py": (420, "data"), "engine/judge/grown.py": (420, "data")}
+    reviewed["engine/judge/split.py"] = (410, "data")
+    assert long_modules(root, reviewed) == [
+        "engine/judge/grown.py (500 lines): grown from 420 since its review",
+        "engine/judge/long.py (402 lines): over 400, not reviewed",
+        "engine/judge/split.py: no longer over 400 lines",
+    ]
     planted = 'PACKAGE = "mha"\nx = root / "mha/heads.py"\ndef f(mha):\n    return mha\n'
     assert [line for line, _ in named(planted, ["mha"])] == [1, 2, 3, 4]
     clean = '"""About mha/: a docstring may say it."""\nNAME = "mha-lab"\nENV = "MHA_LAB_CACHE"\n'
