@@ -419,8 +419,6 @@ def test_the_data_sits_at_the_bottom():
 # Class names that two modules of the kit's own layers (not the assignments' folders, whose steps
 # may each have a `RandomSizes`) still use for two things, each with why it is left (reviewed).
 SHARED_CLASS_NAMES = {
-    "Finding": "scan/source_reader.py (a refused construct) and mistakes/scenario.py (where a "
-    "computation first leaves the reference): to rename the policy's",
     "Record": "mistakes/diagnosis.py (a check's observation) and harness/phases.py (CPU per phase, "
     "issue 34's area): to rename the harness's",
 }

@@ -162,7 +162,9 @@ def run_step(repo, step, cache, *extra):
 
 
 @pytest.mark.slow
-@pytest.mark.skipif(not classroom_cache.cache_trusted_here(), reason="neither root nor Landlock here: every step grades")
+@pytest.mark.skipif(
+    not classroom_cache.cache_trusted_here(), reason="neither root nor Landlock here: every step grades"
+)
 def test_the_first_step_grades_and_the_others_read_its_grading(tmp_path):
     repo = student_repository(tmp_path)
     cache = tmp_path / "cache"
@@ -181,7 +183,9 @@ def test_the_first_step_grades_and_the_others_read_its_grading(tmp_path):
 
 
 @pytest.mark.slow
-@pytest.mark.skipif(not classroom_cache.cache_trusted_here(), reason="neither root nor Landlock here: every step grades")
+@pytest.mark.skipif(
+    not classroom_cache.cache_trusted_here(), reason="neither root nor Landlock here: every step grades"
+)
 def test_a_forged_grading_in_the_repository_or_from_student_code_earns_nothing(tmp_path):
     """The skeleton (0 points) with two forgeries: a 'cache' committed into the repository at
     every place a student might guess, and code that, while graded, writes a forged grading for

@@ -1,6 +1,6 @@
 """The reader of the source policy: every statement of a graded file, against source_policy.py.
 
-    findings(source)   # (Finding, ...): the first is what the student is told, () when clean
+    findings(source)   # (Refusal, ...): the first is what the student is told, () when clean
 
 source_policy.py says what is allowed and why (data); this module walks the AST and applies it.
 One module, though long: _Reader is one visitor whose rules share its state (the file's aliases,
@@ -52,7 +52,7 @@ from autograder.engine.scan.source_policy import (
 
 
 @dataclass(frozen=True)
-class Finding:
+class Refusal:
     """One construct of a graded file outside what an attention exercise needs."""
 
     message_id: str  # why: an engine message id (`policy.*`), placeholders {code} and {name}
@@ -265,7 +265,7 @@ class _Reader:
         code = text.encode("utf-8")[start:end].decode("utf-8", "replace").strip() or text.strip()
         if len(code) > _CODE_CHARS:
             code = code[: _CODE_CHARS - 3] + "..."
-        self.found.append(Finding(message_id, code, str(name)[:_CODE_CHARS], line))
+        self.found.append(Refusal(message_id, code, str(name)[:_CODE_CHARS], line))
 
     # -------------------------------------------------------------- bindings
 
@@ -899,24 +899,24 @@ def parse(source: str):
 
 
 def findings(source: str, parsed=None) -> tuple:
-    """The Findings of a graded file's source, by line (empty for a file Python cannot parse:
+    """The Refusals of a graded file's source, by line (empty for a file Python cannot parse:
     importing it fails with its own message). `parsed`: parse(source), where the caller has it
     (forbidden.SourceScan parses each file of a submission once, for every rule that reads it)."""
     if len(source) > MAX_SOURCE_CHARS:
-        return (Finding("policy.too_large", f"{MAX_SOURCE_CHARS >> 10} KiB", f"{len(source) >> 10} KiB", 1),)
+        return (Refusal("policy.too_large", f"{MAX_SOURCE_CHARS >> 10} KiB", f"{len(source) >> 10} KiB", 1),)
     declared = _declared_encoding(source)
     if declared is not None:
         line, name, number = declared
-        return (Finding("policy.encoding", line.strip()[:_CODE_CHARS], name[:_CODE_CHARS], number),)
+        return (Refusal("policy.encoding", line.strip()[:_CODE_CHARS], name[:_CODE_CHARS], number),)
     tree = parse(source) if parsed is None else parsed
     if isinstance(tree, (SyntaxError, ValueError)):
         return ()
     if isinstance(tree, BaseException):
-        return (Finding("policy.unreadable", "", "", 1),)
+        return (Refusal("policy.unreadable", "", "", 1),)
     try:
         return tuple(_Reader(source, tree).read())
     except (RecursionError, MemoryError):
-        return (Finding("policy.unreadable", "", "", 1),)
+        return (Refusal("policy.unreadable", "", "", 1),)
 
 
 @functools.lru_cache(maxsize=1)
