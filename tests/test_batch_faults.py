@@ -55,7 +55,7 @@ def test_a_file_is_written_whole_or_not_at_all(tmp_path):
     target = tmp_path / "result.json"
     write_atomically(target, '{"old": true}\n')
     completed = limited_python(
-        "from autograder.engine.judge.results import WriteError, write_atomically\n"
+        "from autograder.engine.judge.result_files import WriteError, write_atomically\n"
         "try:\n"
         f"    write_atomically({str(target)!r}, 'x' * 100000)\n"
         "except WriteError as error:\n"
