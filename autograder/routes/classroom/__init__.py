@@ -25,7 +25,7 @@ kit file that differs from the release: operations/kit_files.py). No workflow he
 secret: a student who can push can change what a workflow runs (docs/classroom.md).
 
 The entry point the generated workflow calls (`python -m autograder.routes.classroom`): main here,
-the per-push cache in cache.py, the result format in publish/classroom_result.py.
+the per-push cache in push_cache.py, the result format in publish/classroom_result.py.
 """
 
 import argparse
@@ -38,7 +38,7 @@ from pathlib import Path
 from autograder.engine.checks import messages
 from autograder.publish.classroom_result import error_result, print_log, reporter_result, step_location
 from autograder.publish.classroom_workflow import graded_steps, reporter_number
-from autograder.routes.classroom.cache import (
+from autograder.routes.classroom.push_cache import (
     BLOCKING_LAYERS,
     cache_key,
     cache_trusted_here,
