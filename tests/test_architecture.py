@@ -642,8 +642,8 @@ LONG_MODULES = {
         "the four steps stage by stage, one scenario per localisation probe",
     ),
     "assignments/mha/observers/_projections.py": (
-        452,
-        "one traced run read several ways (calls, slices, fused blocks)",
+        580,
+        "one traced run read several ways (calls, slices, fused blocks, one layer per head)",
     ),
     "engine/mistakes/localise.py": (
         420,
