@@ -4,4 +4,5 @@ import sys
 
 from autograder.routes.classroom import main
 
-sys.exit(main())
+if __name__ == "__main__":  # loaded by another name (the release's leak measure), it runs nothing
+    sys.exit(main())
