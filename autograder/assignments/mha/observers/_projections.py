@@ -99,9 +99,6 @@ class Heads:
     def places(self) -> set:
         return set(self.parts)
 
-    def parameter(self, module):
-        return self.parts[0].parameter(module)
-
     def gradient_size(self, module, d_model):
         grads = [part.parameter(module).grad for part in self.parts]
         return None if any(g is None for g in grads) else sum(g.abs().sum().item() for g in grads)
@@ -409,6 +406,8 @@ def merged_order(module, roles, probes):
     if not (isinstance(output, Slot) and output.is_layer(module) and not output.block):
         return None
     base = _merged_input(module, output, probes)
+    if base is None:
+        return None
     ordered = dict(roles)
     for role, slot in heads.items():
         count = len(slot.parts)
@@ -419,7 +418,7 @@ def merged_order(module, roles, probes):
                 moved = _merged_input(module, output, probes)
             finally:
                 handle.remove()
-            if base is None or moved is None or moved.shape != base.shape or base.shape[-1] % count:
+            if moved is None or moved.shape != base.shape or base.shape[-1] % count:
                 return None
             change = (moved - base).abs().reshape(-1, count, base.shape[-1] // count).sum(dim=(0, 2))
             blocks = [block for block in range(count) if change[block] > 0]
