@@ -106,3 +106,46 @@ def config():
     from autograder.engine.course import config as grading_config
 
     return grading_config.load()
+
+
+SPELLINGS = {  # one clash of head counts, as operations that students write it with say it
+    "matmul": lambda q, k: q @ k.transpose(-2, -1),
+    "einsum": lambda q, k: torch.einsum("...ij,...kj->...ik", q, k),
+    "bmm": lambda q, k: torch.bmm(q.flatten(0, 1), k.flatten(0, 1).transpose(1, 2)),
+    "product": lambda q, k: (q.unsqueeze(-2) * k.unsqueeze(-3)).sum(-1),
+}
+
+
+def _caught(spelling, q, k):
+    """What an observer of a raise records ({"raised", "message"}: checks.check.raised_verdict)."""
+    try:
+        SPELLINGS[spelling](q, k)
+    except Exception as error:  # noqa: BLE001 - the point: whatever the operation raises
+        return {"raised": type(error).__name__, "message": str(error)[:200]}
+    return {"raised": None}
+
+
+@settings(max_examples=20, deadline=None)
+@given(
+    H=st.integers(2, 8),
+    H_kv=st.integers(1, 7),
+    first=st.sampled_from(sorted(SPELLINGS)),
+    second=st.sampled_from(sorted(SPELLINGS)),
+)
+def test_a_caught_exception_is_evidence_by_its_type_not_its_wording(H, H_kv, first, second):
+    """Two spellings of one shape clash raise one type with different wordings: the same
+    observation for diagnosis and for the kit's fingerprints. Another type, or no raise, never is."""
+    from autograder.engine.mistakes.diagnosis import same_observation
+    from autograder.engine.mistakes.fingerprints import observation_fingerprint, observation_matches
+
+    tol = {torch.float64: (1e-7, 1e-9), torch.float32: (1e-4, 1e-5)}
+    if H % H_kv == 0 or H_kv > H:
+        H_kv = H + 1  # never a multiple: the clash
+    q, k = torch.randn(2, H, 3, 4), torch.randn(2, H_kv, 5, 4)
+    one, two = Observation(values=_caught(first, q, k)), Observation(values=_caught(second, q, k))
+    assert one.values["raised"] == two.values["raised"] == "RuntimeError"
+    assert same_observation(one, two, tol)
+    assert observation_matches(two, observation_fingerprint(one), tol)
+    for other in ({"raised": "TypeError", "message": one.values["message"]}, {"raised": None}):
+        assert not same_observation(one, Observation(values=other), tol)
+        assert not observation_matches(Observation(values=other), observation_fingerprint(one), tol)

@@ -42,14 +42,7 @@ SAMPLE = 4  # planted mistakes graded per rewrite and assignment in CI
 TODAY = {}
 # (assignment, rewrite id) -> why a planted mistake, rewritten, is no longer named today (it still
 # loses in the same steps: test_planted_mistakes_lose_in_the_same_steps_through_the_rewrite)
-NAMING_TODAY = {
-    ("kv_cache", "einsum"): (
-        "diagnosis names gqa_no_error_when_not_divisible by the exception's message text: without the "
-        "divisibility check, matmul and einsum fail with different RuntimeError messages, so the "
-        "einsum spelling is charged but named no_known_mistake (a gap in naming exceptions, not a "
-        "changed charge)"
-    ),
-}
+NAMING_TODAY: dict = {}
 
 
 class Plant:

@@ -31,9 +31,15 @@ from autograder.engine.checks import messages
 from autograder.engine.checks.text import printable
 from autograder.engine.checks.check import Fail, compare, judged
 from autograder.engine.course.assignment import mistakes_of
-from autograder.engine.checks.earlier import own_run
 from autograder.engine.mistakes import said, store
-from autograder.engine.mistakes.evidence import Evidence, best_variant, most_specific, says_nothing, without_where
+from autograder.engine.mistakes.evidence import (
+    Evidence,
+    best_variant,
+    compared,
+    most_specific,
+    says_nothing,
+    without_where,
+)
 from autograder.engine.mistakes.fingerprints import evidence as fingerprint_evidence
 from autograder.engine.mistakes.fingerprints import load as load_fingerprints
 
@@ -337,7 +343,7 @@ def same_observation(student, mistake, tol, check=None):
     same error (one that says something about the computation)."""
     if student.error is None and mistake.error is None:
         try:
-            theirs, ours = own_run(student.values), own_run(mistake.values)
+            theirs, ours = compared(student.values), compared(mistake.values)
             # both ways: compare() lets anything stand where its expectation is not finite, and
             # a mistake's NaN rows must not pass for a student's numbers
             return compare(theirs, ours, tol) is None and compare(ours, theirs, tol) is None

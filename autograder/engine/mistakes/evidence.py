@@ -3,6 +3,7 @@ instructor's diagnosis (diagnosis.py: mistake variants run on the checks' inputs
 student release's (fingerprints.py: variants matched by their stored fingerprints) both follow.
 """
 
+from autograder.engine.checks.earlier import own_run
 from autograder.engine.course import assignment as assignments
 
 # Failures that say nothing about the computation: nothing to diagnose. An assignment adds its
@@ -105,3 +106,14 @@ def without_where(params):
     AssertionError): that is the author's own wording."""
     drop = {"where", "message"} if params.get("type") in ("AssertionError", "ValueError") else {"where"}
     return {key: value for key, value in params.items() if key not in drop}
+
+
+def compared(values):
+    """What of an observation's values is evidence: the submission's own run (earlier.own_run),
+    and of an exception an observer caught for raised_verdict ({"raised": its type name, "message":
+    its text}) the type alone. The text is the wording of whichever operation failed first (matmul
+    and einsum say one shape clash in two ways): a spelling of the code, not what it did."""
+    values = own_run(values)
+    if isinstance(values, dict) and set(values) == {"raised", "message"}:
+        return {"raised": values["raised"]}
+    return values

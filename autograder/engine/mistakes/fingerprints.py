@@ -23,9 +23,8 @@ from pathlib import Path
 import torch
 
 from autograder import KIT
-from autograder.engine.mistakes.evidence import Evidence, best_variant, says_nothing, without_where
+from autograder.engine.mistakes.evidence import Evidence, best_variant, compared, says_nothing, without_where
 from autograder.engine.checks.folders import folder
-from autograder.engine.checks.earlier import own_run
 
 ENGINE = Path(__file__).resolve().parents[1]  # autograder/engine
 PROJECTIONS = 4
@@ -142,13 +141,13 @@ def observation_fingerprint(observation) -> dict:
     if observation.error is not None:
         params = without_where(observation.error.params)
         return {"error": observation.error.message_id, "params": digest(repr(sorted(params.items())))}
-    return {"values": fingerprint(own_run(observation.values))}
+    return {"values": fingerprint(compared(observation.values))}
 
 
 def observation_matches(observation, fp: dict, tol: dict) -> bool:
     if observation.error is not None or "error" in fp:
         return observation_fingerprint(observation) == fp
-    return matches(own_run(observation.values), fp["values"], tol)
+    return matches(compared(observation.values), fp["values"], tol)
 
 
 def key(check, inputs) -> str:
