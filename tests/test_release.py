@@ -395,3 +395,33 @@ def test_what_the_readmes_examples_write_inside_the_kit_is_ignored():
         text=True,
     )
     assert completed.stdout.split() == ["course/source/mha/mha.ipynb", "out/mha-lab/README.md", "out/autograder.zip"]
+
+
+PROBE = """
+import json, os, sys
+
+def pytest_collection_finish(session):
+    manager = session.config.pluginmanager
+    seen = {"plugins": sorted(dist.project_name for _, dist in manager.list_plugin_distinfo())}
+    with open(os.environ["PROBE_OUT"], "w") as out:
+        json.dump(seen, out)
+"""
+
+
+def test_release_pytest_loads_only_the_plugins_its_checks_use(student_release, tmp_path):
+    # a student's `pytest assignments/` in an environment that holds pytest plugins the kit never
+    # uses (this one: hypothesis, anyio, platformdirs) loads none of them: only pytest-timeout,
+    # which the checks' time limits need
+    (tmp_path / "probe.py").write_text(PROBE)
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
+    env.update(PYTHONPATH=str(tmp_path), PROBE_OUT=str(tmp_path / "seen.json"))
+    completed = subprocess.run(
+        [sys.executable, "-m", "pytest", "assignments", "--co", "-q", "-p", "probe", "-p", "no:cacheprovider"],
+        cwd=student_release,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert completed.returncode == 0, completed.stdout[-3000:] + completed.stderr[-3000:]
+    assert json.loads((tmp_path / "seen.json").read_text())["plugins"] == ["pytest-timeout"]

@@ -201,9 +201,23 @@ def write_release(out, graded, classroom, lang=None):
     (out / "requirements.txt").write_text(requirements_text())
     # pytest's cache stays on (--lf, --sw, -x then --lf work): it holds only test ids, and a
     # student's ids are the public checks'; .gitignore keeps it out of the student's repository.
-    (out / "pyproject.toml").write_text('[tool.pytest.ini_options]\npythonpath = ["."]\n')
+    (out / "pyproject.toml").write_text(pytest_settings())
     (out / ".gitignore").write_text(".pytest_cache/\n__pycache__/\n")
     return out
+
+
+# pytest plugins that load themselves wherever their library is installed (Jupyter brings anyio,
+# many environments hypothesis) and that no public check uses: each costs every run of
+# `pytest assignments/` its import and hooks (hypothesis: about 0.3 s, its summary included).
+# pytest-timeout, the one plugin the checks use (their time limits), stays.
+UNUSED_PLUGINS = ("anyio", "hypothesispytest", "platformdirs")
+
+
+def pytest_settings() -> str:
+    """The kit's pyproject.toml: its grader importable from the kit's root, and no plugin loaded
+    that the checks do not use (`-p no:NAME` is a no-op where NAME is not installed)."""
+    blocked = " ".join(f"-p no:{name}" for name in UNUSED_PLUGINS)
+    return f'[tool.pytest.ini_options]\npythonpath = ["."]\naddopts = "{blocked}"\n'
 
 
 def _write_config(target, graded):
