@@ -1,5 +1,6 @@
 """A student's `pytest assignments/`, run for real in a subprocess on copies of the kit."""
 
+import json
 import os
 import shutil
 import subprocess
@@ -128,3 +129,30 @@ def test_an_exception_on_both_devices_fails_the_cuda_check_in_a_students_own_run
         completed = pytest_in(student_copy(tmp_path / name, source), "--cuda", "-v")
         assert "5.00 / 5.00" not in table_line(completed.stdout, "cuda"), (name, completed.stdout[-3000:])
         assert f"on the CPU and on cuda alike ({file}, line" in completed.stdout, (name, completed.stdout[-3000:])
+
+
+LOAD_PLUGIN = """
+import gc, json, sys
+import pytest  # pytest has started: its objects are tracked
+passes = []
+gc.callbacks.append(lambda phase, info: phase == "start" and "torch" in sys.modules and passes.append(info))
+gc.set_threshold(50, 1, 1)  # a collector as eager as can be: left on, it makes many full passes
+sys.path.insert(0, "assignments")
+import conftest  # the kit's pytest set-up: it loads the grader
+print(json.dumps({"passes while torch loads": len(passes), "enabled": gc.isenabled(), "frozen": gc.get_freeze_count(),
+                  "torch": "torch" in sys.modules}))
+"""
+
+
+def test_loading_the_grader_makes_no_collection_and_freezes_what_it_loaded():
+    # in the kit's conftest.py, torch and the grader load with the cyclic collector paused (left on, after pytest's start,
+    # it made two or three full passes over torch's objects as they loaded: 0.2 to 0.3 s of each
+    # run); after it the collector is on again, and what loaded is frozen out of its later passes
+    env = {**os.environ, "PYTHONPATH": str(KIT)}
+    completed = subprocess.run(
+        [sys.executable, "-c", LOAD_PLUGIN], cwd=KIT, env=env, capture_output=True, text=True, timeout=300
+    )
+    assert completed.returncode == 0, completed.stderr[-3000:]
+    seen = json.loads(completed.stdout)
+    assert seen["torch"] and seen["passes while torch loads"] == 0 and seen["enabled"], seen
+    assert seen["frozen"] > 100_000, seen  # torch's objects, out of every later pass
