@@ -455,3 +455,18 @@ def test_the_precheck_leaves_out_jsonschemas_slow_optional_format_checker():
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=KIT).stdout
     assert "loaded: False" in out and "imports" in out, out
+
+
+def test_grading_yml_is_parsed_once_per_read(monkeypatch):
+    # its text is parsed once: the keys' lines and the data come from the same nodes (it was
+    # parsed twice, for the lines and for the data); same data, duplicates still refused
+    from yaml.composer import Composer
+
+    parsed = []
+    compose = Composer.compose_document
+    monkeypatch.setattr(Composer, "compose_document", lambda self: parsed.append(1) or compose(self))
+    assignment = parse(GOOD)
+    assert len(parsed) == 1
+    assert [step.id for step in assignment.steps] == ["padding", "cuda"]
+    with pytest.raises(grading_config.ConfigError, match="line 12: `steps` appears twice"):
+        parse(GOOD + "steps: []\n")

@@ -197,13 +197,16 @@ def parse_all(text, path=Path("grading.yml"), deep=True) -> list:
     """Read grading.yml's text: the schema first (grading.schema.json: keys, types, numbers), then
     what it cannot say (known assignment and step ids, used once; torch names that import; the
     check ids of `weights` and a step's `options`, read from its checks module when `deep`)."""
-    try:
-        node = yaml.compose(text, Loader=yaml.SafeLoader)
-        data = yaml.load(text, Loader=_Loader)
+    loader = _Loader(text)
+    try:  # one parse: the nodes give each key's line, and the data is built from the same nodes
+        node = loader.get_single_node()
+        data = None if node is None else loader.construct_document(node)
     except yaml.YAMLError as error:
         mark = getattr(error, "problem_mark", None)
         line = f", line {mark.line + 1}" if mark else ""
         raise ConfigError(f"{path}{line}: not valid YAML: {getattr(error, 'problem', error)}") from None
+    finally:
+        loader.dispose()
     lines = {}
     _index_lines(node, (), lines, path)
     where = _Where(path, lines)
