@@ -32,9 +32,9 @@ def main():
     import autograder
     from autograder.engine.course import config as grading_config
     from autograder.engine.course.assignment import warm_up
+    from autograder.engine.judge.in_process import observe
     from autograder.engine.judge.plan import cached_inputs, check_seed, warm_up_grader
     from autograder.engine.judge.verdict import load_reference
-    from autograder.engine.judge.in_process import observe
     from autograder.harness.fake_cuda import Simulation
 
     assert Path(autograder.__file__).resolve().is_relative_to(kit), autograder.__file__

@@ -27,6 +27,7 @@ sys.path.insert(0, str(KIT / "benchmarks"))
 
 def main():
     import torch
+
     from batch_grading import make_submissions
 
     torch.set_num_threads(1)  # as in a worker; more threads spin on a busy machine and bill their CPU

@@ -96,12 +96,11 @@ def main():
     parser.add_argument("--baseline", type=Path, help="another checkout of the kit, timed on the same class")
     parser.add_argument("--keep", type=Path, help="write the class, grades and report here (kept)")
     args = parser.parse_args()
-    from planted import PLANTED
-
     from autograder.engine.judge import kept_code
     from autograder.engine.judge.grades_csv import write_csv
     from autograder.engine.judge.result_files import load_result
     from autograder.engine.scan.submission import submission_files
+    from planted import PLANTED
 
     rng = random.Random(16)
     root = args.keep or Path(tempfile.mkdtemp(prefix="report-bench-"))
@@ -135,9 +134,10 @@ def main():
         (out / f"{sid}.json").write_text(json.dumps(data, indent=2))
     write_csv([load_result(out / f"{sid}.json") for sid in ids], ids, out / "grades.csv", [str(cls / s) for s in ids])
 
-    from autograder.publish.report import data as report, reading, similarity
-    from autograder.routes.cli.report import graded_assignment, skeleton_files
+    from autograder.publish.report import data as report
+    from autograder.publish.report import reading, similarity
     from autograder.publish.report.html import render
+    from autograder.routes.cli.report import graded_assignment, skeleton_files
 
     timings = {}
     t = time.perf_counter()

@@ -38,13 +38,19 @@ sys.path.insert(0, str(KIT / "benchmarks"))
 def batch_figures(paths, config, workers, out):
     """(wall s, judge CPU s, server CPU s) of one grade_batch over `paths`."""
     import _procstat
-
     from autograder.engine.operations.batch import grade_batch
 
     judge, server = time.process_time(), _procstat.server_cpu_seconds()
     start = time.perf_counter()
     grade_batch(
-        paths, config, out, workers=workers, reference=KIT / "solutions", seed=7, force=True, log=open(os.devnull, "w")
+        paths,
+        config,
+        out,
+        workers=workers,
+        reference=KIT / "solutions",
+        seed=7,
+        force=True,
+        log=open(os.devnull, "w"),  # noqa: SIM115 - closed with the process
     )
     wall = time.perf_counter() - start
     time.sleep(0.5)  # the last workers' exit reaches the server
@@ -53,9 +59,8 @@ def batch_figures(paths, config, workers, out):
 
 def batches(args):
     import _procstat
-    from batch_grading import make_submissions
-
     from autograder.engine.course import config as grading_config
+    from batch_grading import make_submissions
 
     config = grading_config.load()
     sizes = [int(n) for n in args.sizes.split(",")]

@@ -34,9 +34,9 @@ from autograder.engine.scan.forbidden import SourceScan  # noqa: E402
 
 SHAPES = {
     "functions": lambda i: f"def f_{i}(x):\n    y = x * 2 + 1\n    return torch.relu(y) + {i}\n\n\n",
-    "chains": lambda i: "x_%d = " % i + " + ".join(str(n) for n in range(60)) + "\n",
-    "strings": lambda i: "s_%d = " % i + " + ".join(f"'p{n}'" for n in range(40)) + "\n",
-    "tables": lambda i: "t_%d = [" % i + ", ".join(f"{n}.5" for n in range(80)) + "]\n",
+    "chains": lambda i: f"x_{i} = " + " + ".join(str(n) for n in range(60)) + "\n",
+    "strings": lambda i: f"s_{i} = " + " + ".join(f"'p{n}'" for n in range(40)) + "\n",
+    "tables": lambda i: f"t_{i} = [" + ", ".join(f"{n}.5" for n in range(80)) + "]\n",
     "nested": lambda i: (
         f"def g_{i}(x):\n"
         + "".join("    " * d + f"    if x > {d}:\n" for d in range(12))

@@ -18,14 +18,13 @@ import shutil
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from conftest import SOLUTIONS, grade_with_hidden
-
 from autograder.engine.course import config as grading_config
 from autograder.engine.course.assignment import known, mistakes_of, step_modules
-from autograder.engine.judge.verdict import cached_expectation, judge, load_reference, not_checked
-from autograder.engine.judge.plan import cached_inputs, check_seed, device_mode, warm_up_grader
 from autograder.engine.judge.in_process import observe
+from autograder.engine.judge.plan import cached_inputs, check_seed, device_mode, warm_up_grader
 from autograder.engine.judge.score import score_step
+from autograder.engine.judge.verdict import cached_expectation, judge, load_reference, not_checked
+from conftest import SOLUTIONS, grade_with_hidden
 
 SEED = 20261121  # the seed of tests/test_mistakes.py
 # steps that run the whole module, in every assignment (their checks modules say INTEGRATES)

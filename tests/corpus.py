@@ -41,9 +41,10 @@ also delete the entry.
 
 import functools
 import shutil
-import tomllib
 from dataclasses import dataclass, field
 from pathlib import Path
+
+import tomllib
 
 KIT = Path(__file__).resolve().parent.parent
 SOLUTIONS = KIT / "solutions"

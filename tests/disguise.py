@@ -125,9 +125,12 @@ def _rename(trees: dict, api: set, rng) -> None:
                 node.name = mapping[node.name]
             elif isinstance(node, ast.Attribute) and node.attr in mapping:
                 node.attr = mapping[node.attr]
-            elif isinstance(node, ast.arg) and node.arg in mapping:
-                node.arg = mapping[node.arg]
-            elif isinstance(node, ast.keyword) and node.arg in parameters - api:  # a helper's, passed by name
+            elif (
+                isinstance(node, ast.arg)
+                and node.arg in mapping
+                or isinstance(node, ast.keyword)
+                and node.arg in parameters - api
+            ):
                 node.arg = mapping[node.arg]
             elif isinstance(node, ast.alias) and node.name in mapping:
                 node.asname = node.asname or None
@@ -199,7 +202,7 @@ def _pad(tree, rng) -> None:
                 body[at:at] = _dead_code(rng)
             if isinstance(body[-1], ast.Return) and rng.random() < 0.5:
                 body.append(ast.parse("print('unreachable')").body[0])
-            for i, statement in enumerate(list(body)):
+            for _i, statement in enumerate(list(body)):
                 if (
                     isinstance(statement, ast.Assign)
                     and isinstance(statement.targets[0], ast.Name)

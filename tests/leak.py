@@ -603,13 +603,17 @@ def may_earn(kind, replacement, calls) -> bool:
     makes = [(a, k) for what, a, k in calls if what == "make"]
     forwards = [(a, k) for what, a, k in calls if what == "forward"]
     for args, kwargs in makes:
-        made, instance = attempt(lambda: replacement(*copy.deepcopy(args), **copy.deepcopy(kwargs)))
+        made, instance = attempt(lambda: replacement(*copy.deepcopy(args), **copy.deepcopy(kwargs)))  # noqa: B023 - called at once
         if not made:
             continue
         if not forwards or kind != "state":
             return True
         return any(
-            attempt(lambda a=a, k=k: holds_tensor(instance.double()(*copy.deepcopy(a), **copy.deepcopy(k))))[1]
+            attempt(
+                lambda a=a, k=k, instance=instance: holds_tensor(
+                    instance.double()(*copy.deepcopy(a), **copy.deepcopy(k))
+                )
+            )[1]
             for a, k in forwards
         )
     return False
@@ -763,9 +767,10 @@ def measure(release: Path, out: Path, only: str = None, workdir: Path = None, pr
                 (
                     candidate[0],
                     lambda planned=planned: [
-                        (names[slot], kind, safely(lambda: run_trial(configs[slot[0]], slot, replacement, kind)))
+                        # safely() calls each lambda at once, in this iteration
+                        (names[slot], kind, safely(lambda: run_trial(configs[slot[0]], slot, replacement, kind)))  # noqa: B023
                         for slot, kind, replacement in planned
-                        if safely(lambda: may_earn(kind, replacement, calls[slot]))
+                        if safely(lambda: may_earn(kind, replacement, calls[slot]))  # noqa: B023
                     ],
                 )
             )

@@ -32,9 +32,9 @@ compose: rewrite_package(root, package, [a, b]) applies a, then b, file by file.
 
 import ast
 import copy
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Callable
 
 FRESH_CALLS = frozenset(
     {"masked_fill", "softmax", "matmul", "einsum", "bmm", "baddbmm", "zeros", "ones", "full", "cat", "stack", "where"}

@@ -10,8 +10,8 @@ import os
 import pytest
 
 from autograder.engine.course import config as grading_config
-from autograder.engine.judge import plan
 from autograder.engine.course.assignment import step_modules
+from autograder.engine.judge import plan
 from autograder.engine.judge.runner import grade
 from conftest import INTEGRATION_STEPS, KIT, SOLUTIONS, full_marks, replace_once
 

@@ -167,9 +167,9 @@ def up_the_engine(graph: dict) -> list:
             continue
         for target, lines in edges.items():
             other = target.split(".")
-            if other[1:2] == ["engine"] and len(other) > 2 and other[2] in ENGINE_FOLDERS:
-                if ENGINE_FOLDERS.index(other[2]) > ENGINE_FOLDERS.index(parts[2]):
-                    wrong.append(f"{name} (line {lines[0]}) -> {target}")
+            in_engine = other[1:2] == ["engine"] and len(other) > 2 and other[2] in ENGINE_FOLDERS
+            if in_engine and ENGINE_FOLDERS.index(other[2]) > ENGINE_FOLDERS.index(parts[2]):
+                wrong.append(f"{name} (line {lines[0]}) -> {target}")
     return sorted(wrong)
 
 
@@ -242,7 +242,9 @@ def cycle_paths(graph: dict) -> list:
         while previous[path[-1]] is not None:
             path.append(previous[path[-1]])
         path = [*reversed(path), start]
-        found.append(" -> ".join(f"{a} (line {graph[a][b][0]})" for a, b in zip(path, path[1:])) + f" -> {start}")
+        found.append(
+            " -> ".join(f"{a} (line {graph[a][b][0]})" for a, b in zip(path, path[1:], strict=False)) + f" -> {start}"
+        )
     return found
 
 

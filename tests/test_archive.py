@@ -100,9 +100,8 @@ def test_the_reference_zipped_earns_full_marks(tmp_path, config):
 
 def test_a_zip_without_the_package_says_what_it_holds(tmp_path, config):
     path = zip_of(tmp_path / "bob.zip", {"report.pdf": b"%PDF", "notes/answers.txt": b"x", "=cmd|calc.py.txt": b""})
-    with pytest.raises(StagingError) as raised:
-        with staging(path, "mha"):
-            pass
+    with pytest.raises(StagingError) as raised, staging(path, "mha"):
+        pass
     assert raised.value.message_id == "missing_package_archive"
     assert raised.value.params["contents"] == "report.pdf, notes/answers.txt, =cmd|calc.py.txt"
     result = grade(path, config)

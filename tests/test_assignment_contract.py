@@ -22,10 +22,10 @@ import pytest
 
 from autograder.engine.course import config as grading_config
 from autograder.engine.course.assignment import folder, mistakes_of, step_modules, warm_up
+from autograder.engine.generate.skeleton import solution_regions, write_skeletons
+from autograder.engine.judge.in_process import observe
 from autograder.engine.judge.plan import check_inputs, check_seed
 from autograder.engine.judge.verdict import expectation, judge
-from autograder.engine.judge.in_process import observe
-from autograder.engine.generate.skeleton import solution_regions, write_skeletons
 from autograder.harness.package import Package
 from conftest import ASSIGNMENTS, SOLUTIONS
 

@@ -17,9 +17,9 @@ from pathlib import Path
 
 import pytest
 
-from autograder.engine.operations import batch
-from autograder.engine.judge.results import CheckResult, GradeResult, StepResult
 from autograder.engine.judge.result_files import write_atomically
+from autograder.engine.judge.results import CheckResult, GradeResult, StepResult
+from autograder.engine.operations import batch
 from autograder.engine.operations.shard import MANIFEST, read_manifest
 from conftest import KIT, SOLUTIONS
 

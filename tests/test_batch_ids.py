@@ -5,9 +5,9 @@ import csv
 import io
 import json
 
+from autograder.engine.judge.results import GradeResult, StepResult
 from autograder.engine.operations import batch
 from autograder.engine.operations.batch import submission_ids
-from autograder.engine.judge.results import GradeResult, StepResult
 
 
 def test_ids_are_unique_and_tell_same_named_directories_apart(tmp_path):

@@ -4,8 +4,8 @@ a hostile neighbour must not cost an honest submission points."""
 import json
 import threading
 
-from autograder.engine.operations import batch
 from autograder.engine.judge.results import CheckResult, GradeResult, StepResult
+from autograder.engine.operations import batch
 
 
 def result_with(message_id):

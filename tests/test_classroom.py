@@ -16,10 +16,10 @@ from autograder.engine.checks import messages
 from autograder.engine.course import config as grading_config
 from autograder.publish import classroom_workflow
 from autograder.publish.classroom_workflow import runner_id
-from autograder.routes import classroom
-from planted import planted_of
 from autograder.publish.release import release
+from autograder.routes import classroom
 from conftest import SOLUTIONS
+from planted import planted_of
 from workflow_expressions import COMMAND_GRADER_KEEPS, expand, runner_contexts, runner_environment
 
 pytestmark = pytest.mark.slow  # real nbgrader / Classroom runs: minutes; CI runs them (pytest -m "")

@@ -31,8 +31,8 @@ import yaml
 
 from autograder import cache_base
 from autograder.engine.checks import messages
-from autograder.routes import classroom
 from autograder.publish.release import release
+from autograder.routes import classroom
 from test_classroom_record import student_repository, widen_tolerances
 from workflow_expressions import expand, runner_contexts, runner_environment
 
@@ -120,11 +120,14 @@ def run_workflow(repo: Path, work: Path) -> dict:
         contexts = runner_contexts(work / "runner-temp", repo, document.get("env"), outputs)
         env.update(contexts["env"])
         step_env = step.get("env", {})
-        env.update(zip(step_env, expand(list(step_env.values()), contexts)))
+        env.update(zip(step_env, expand(list(step_env.values()), contexts), strict=True))
         if uses:
             inputs = step.get("with", {})
             env.update(
-                {f"INPUT_{name.upper()}": value for name, value in zip(inputs, expand(inputs.values(), contexts))}
+                {
+                    f"INPUT_{name.upper()}": value
+                    for name, value in zip(inputs, expand(inputs.values(), contexts), strict=True)
+                }
             )
             command = ["node", str(action_script(uses))]
         else:

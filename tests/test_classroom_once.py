@@ -15,8 +15,8 @@ import yaml
 
 from autograder.engine.course import config as grading_config
 from autograder.publish import classroom_workflow
-from autograder.routes.classroom import push_cache as classroom_cache
 from autograder.publish.release import release
+from autograder.routes.classroom import push_cache as classroom_cache
 from conftest import KIT, SOLUTIONS
 
 

@@ -22,8 +22,8 @@ from autograder.engine.checks import messages
 from autograder.engine.course import config as grading_config
 from autograder.publish import classroom_workflow
 from autograder.publish.classroom_result import print_log
-from autograder.routes import classroom, cli
 from autograder.publish.release import release
+from autograder.routes import classroom, cli
 from conftest import KIT, SOLUTIONS
 from workflow_expressions import expand, runner_contexts
 

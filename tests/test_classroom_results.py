@@ -15,11 +15,11 @@ import pytest
 import yaml
 
 from autograder.engine.course import config as grading_config
-from autograder.engine.judge.score import whole_points
-from autograder.publish.classroom_workflow import workflow
-from autograder.publish.classroom_result import reporter_result
-from autograder.publish.public_view import public_step
 from autograder.engine.judge.results import CheckResult, StepResult
+from autograder.engine.judge.score import whole_points
+from autograder.publish.classroom_result import reporter_result
+from autograder.publish.classroom_workflow import workflow
+from autograder.publish.public_view import public_step
 from conftest import KIT, SOLUTIONS
 from workflow_expressions import expand, runner_contexts
 
@@ -43,7 +43,7 @@ def test_whole_points_add_up_to_the_rounded_total(parts, total, expected):
     points = whole_points(parts, total)
     assert all(isinstance(p, int) for p in points)
     assert sum(points) == expected
-    assert all(abs(p - part) < 1 for p, part in zip(points, parts))
+    assert all(abs(p - part) < 1 for p, part in zip(points, parts, strict=True))
 
 
 def test_the_reporter_gets_whole_points_lines_and_diagnoses():
@@ -194,8 +194,8 @@ def step_with_hidden_failure(*diagnoses, public=None):
 
 def test_only_diagnoses_a_student_release_ships_are_public():
     from autograder.engine.course import config as grading_config
-    from autograder.publish.public_view import public_diagnoses
     from autograder.engine.mistakes.diagnosis import public_message_ids
+    from autograder.publish.public_view import public_diagnoses
 
     ids = public_message_ids(grading_config.load(assignment="mha"))
     assert PUBLIC["id"] in ids and HIDDEN_ONLY["id"] not in ids

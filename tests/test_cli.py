@@ -94,8 +94,8 @@ def test_a_submission_the_grader_fails_on_is_not_scored_and_is_retried(tmp_path,
     import io
     import shutil
 
-    from autograder.engine.operations import batch
     from autograder.engine.course import config as grading_config
+    from autograder.engine.operations import batch
 
     config = grading_config.load()
     paths = [tmp_path / name for name in ("ann", "bob", "cy")]

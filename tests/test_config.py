@@ -4,7 +4,6 @@ import pytest
 import yaml
 
 from autograder import KIT
-
 from autograder.engine.course import config as grading_config
 from autograder.engine.course.assignment import step_modules
 

@@ -145,7 +145,7 @@ def test_bubblewrap_binds_what_the_server_plan_says(monkeypatch):
     monkeypatch.delenv("MHA_LAB_NO_BWRAP", raising=False)
     monkeypatch.setattr(confine, "machine_facts", lambda: GPU_MACHINE)
     command = fork_server.bubblewrap_command(sys.executable)
-    pairs = list(zip(command, command[1:]))
+    pairs = list(zip(command, command[1:], strict=False))
     assert ("--dev-bind-try", "/dev/nvidia-uvm") in pairs and ("--dev-bind-try", "/dev/nvidia1") in pairs
     assert ("--ro-bind-try", "/sys") in pairs and ("--ro-bind-try", "/opt/cuda/lib64") in pairs
     assert command.index("--dev") < command.index("--dev-bind-try")  # after /dev is made, or hidden by it

@@ -25,6 +25,10 @@ from collections import Counter
 
 import pytest
 
+from autograder.engine.checks.folders import known
+from autograder.engine.course import config as grading_config
+from autograder.engine.course.assignment import step_modules
+from autograder.engine.judge.runner import grade
 from corpus import (
     KINDS,
     SEEDS,
@@ -38,11 +42,6 @@ from corpus import (
     lost,
     named_wrong,
 )
-
-from autograder.engine.checks.folders import known
-from autograder.engine.course import config as grading_config
-from autograder.engine.course.assignment import step_modules
-from autograder.engine.judge.runner import grade
 
 ITEMS = load()
 VALID = [item for item in ITEMS if item.kind == "valid"]

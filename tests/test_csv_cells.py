@@ -49,7 +49,7 @@ def formula(cell: str) -> bool:
 def graded(step_ids, scores):
     steps = [
         StepResult(step_id, "T", score, 10.0, [CheckResult("c", score > 0, score, 10.0, "public")])
-        for step_id, score in zip(step_ids, scores)
+        for step_id, score in zip(step_ids, scores, strict=True)
     ]
     return GradeResult("A", "s", steps)
 
@@ -137,7 +137,7 @@ def test_a_hostile_id_survives_a_merge_and_the_report(tmp_path):
 
     names = ["-1-2", "-cmd.A0", "plain"]  # batch ids: letters, digits, "-", "_", "." (batch.submission_ids)
     results = [graded(["padding"], [5.0]) for _ in names]
-    for name, result in zip(names, results):
+    for name, result in zip(names, results, strict=True):
         write_json(result, tmp_path / f"{name}.json", sync=False)
     write_csv(results, names, tmp_path / "grades.csv", paths=["@SUM(1+1)*cmd|' /C calc'!A0", "+y", "z"])
     assert not any(formula(line) for line in (tmp_path / "grades.csv").read_text().splitlines())
@@ -203,11 +203,11 @@ def test_every_csv_the_kit_writes_holds_no_formula_and_reads_back(tmp_path, monk
 
     out = tmp_path / "out"
     results = [graded(["padding", "=step"], [5.0, -1.0]) for _ in ids]
-    paths = [f"{text}/{sid}" for text, sid in zip(HOSTILE_TEXT, ids)]
+    paths = [f"{text}/{sid}" for text, sid in zip(HOSTILE_TEXT, ids, strict=True)]
     write_csv(results, ids, out / "grades.csv", paths=paths)
     gradebook.add_adjustment(out, gradebook.Adjustment("-x", -5.0, HOSTILE_TEXT[0]))
     gradebook.add_adjustment(out, gradebook.Adjustment("-1-2", 2.5, HOSTILE_TEXT[1], step="=step"))
-    by_id = dict(zip(ids, results))
+    by_id = dict(zip(ids, results, strict=True))
     (out / "canvas.csv").write_text(lms.canvas_csv(by_id, students, "=MHA (1)", 100.0))
     (out / "moodle.csv").write_text(lms.moodle_csv(by_id, students, 100.0))
 
@@ -227,4 +227,4 @@ def test_every_csv_the_kit_writes_holds_no_formula_and_reads_back(tmp_path, monk
         ("-x", -5.0, HOSTILE_TEXT[0], None),
         ("-1-2", 2.5, HOSTILE_TEXT[1], "=step"),
     ]
-    assert gradebook._csv_paths(out) == {sid: printable(p, one_line=True) for sid, p in zip(ids, paths)}
+    assert gradebook._csv_paths(out) == {sid: printable(p, one_line=True) for sid, p in zip(ids, paths, strict=True)}

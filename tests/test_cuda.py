@@ -4,13 +4,12 @@ Each bad submission below is right on the CPU, so it must lose points in the cud
 
 import pytest
 
-from planted import PLANTED, REAL_BUGS
-
 from autograder.engine.course import config as grading_config
-from autograder.harness import fake_cuda
 from autograder.engine.judge.plan import cuda_available
 from autograder.engine.judge.runner import grade
+from autograder.harness import fake_cuda
 from conftest import SOLUTIONS, full_marks, grade_with_hidden
+from planted import PLANTED, REAL_BUGS
 
 
 def with_mode(mode):

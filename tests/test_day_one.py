@@ -330,9 +330,11 @@ def missing_from(release: Path) -> list:
             pattern = re.sub(r"<[^>]+>|\{[^}]*\}", "*", named)
             if "<" in named:
                 found.append((where, f"{named} (a placeholder)"))
-            elif not (any(release.glob(pattern.rstrip("/"))) if "*" in pattern else (release / named).exists()):
-                if not (release / "assignments" / named).exists():  # `mha/attention.py` of the package
-                    found.append((where, named))
+            elif (
+                not (any(release.glob(pattern.rstrip("/"))) if "*" in pattern else (release / named).exists())
+                and not (release / "assignments" / named).exists()
+            ):  # `mha/attention.py` of the package
+                found.append((where, named))
     return found
 
 

@@ -5,8 +5,7 @@ from pathlib import Path
 import pytest
 
 from autograder.engine.checks import messages
-from autograder.engine.course.assignment import step_modules
-from autograder.engine.course.assignment import known, mistakes_of
+from autograder.engine.course.assignment import known, mistakes_of, step_modules
 
 # Ids the diagnosis issue makes a public contract, by step. (cpu_tensor_in_forward and
 # mask_not_buffer of the cuda step come with the simulated CUDA device.)
@@ -50,13 +49,12 @@ def test_every_diagnosis_has_a_message():
 def test_the_release_catalogs_drop_the_hidden_only_diagnoses(tmp_path):
     """A student release's compiled catalogs keep the diagnoses the fingerprints and probes can
     give, and no other (release.student_message); every other message ships."""
-    from autograder.engine.generate.catalogs import write_student_catalogs
-    from autograder.engine.mistakes.fingerprints import load, shipped_ids
     from autograder.engine.course import config as grading_config
-    from autograder.engine.mistakes.diagnosis import public_message_ids
-    from autograder.publish.student_release import student_message
-
     from autograder.engine.course.assignment import known
+    from autograder.engine.generate.catalogs import write_student_catalogs
+    from autograder.engine.mistakes.diagnosis import public_message_ids
+    from autograder.engine.mistakes.fingerprints import load, shipped_ids
+    from autograder.publish.student_release import student_message
 
     ids = tuple(known())
     keep = set().union(*(public_message_ids(config) for config in grading_config.load_all()))

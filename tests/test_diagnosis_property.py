@@ -9,11 +9,11 @@ import torch
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from autograder.engine.mistakes.diagnosis import Record, diagnose
 from autograder.engine.course.assignment import step_modules
+from autograder.engine.judge.in_process import observe
 from autograder.engine.judge.observation import Observation
 from autograder.engine.judge.runner import grade
-from autograder.engine.judge.in_process import observe
+from autograder.engine.mistakes.diagnosis import Record, diagnose
 from conftest import SOLUTIONS, full_marks
 from variants import VARIANTS
 

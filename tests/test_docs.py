@@ -18,10 +18,10 @@ import re
 import shlex
 import subprocess
 import sys
-import tomllib
 from pathlib import Path
 
 import pytest
+import tomllib
 
 from conftest import KIT
 
@@ -265,7 +265,7 @@ def prose_paths(text: str) -> set[str]:
     spans = re.findall(r"`([^`\n]+)`", text) + re.findall(r"^```\w*\n(.*?)^```", text, flags=re.S | re.M)
     found = set()
     for span in spans:
-        for word in re.findall(r"(?<![\w./~$<>-])(?:%s)/[\w./<>*-]*" % "|".join(map(re.escape, KIT_ROOTS)), span):
+        for word in re.findall(r"(?<![\w./~$<>-])(?:" + "|".join(map(re.escape, KIT_ROOTS)) + r")/[\w./<>*-]*", span):
             found.add(word.rstrip(".,:;"))
     return found
 

@@ -8,14 +8,14 @@ from pathlib import Path
 
 import pytest
 import torch
-from conftest import SOLUTIONS, grade_with_hidden
-from corpus import load as corpus_items
 
 from autograder.assignments.mha.observers._projections import find_projections
-from autograder.harness.contract import ContractError
 from autograder.engine.course import config as grading_config
 from autograder.engine.course.assignment import step_modules
 from autograder.engine.judge.runner import grade
+from autograder.harness.contract import ContractError
+from conftest import SOLUTIONS, grade_with_hidden
+from corpus import load as corpus_items
 
 MHA = "mha.py"
 DROPOUT = "weights = self.dropout(weights)  # (B, H, Lq, Lk)"
@@ -236,7 +236,9 @@ class StackedParameters(torch.nn.Module):
         key = query if key is None else key
         value = key if value is None else value
         weights, biases = self.in_proj_weight.chunk(3), self.in_proj_bias.chunk(3)
-        q, k, v = (torch.nn.functional.linear(x, w, b) for x, w, b in zip((query, key, value), weights, biases))
+        q, k, v = (
+            torch.nn.functional.linear(x, w, b) for x, w, b in zip((query, key, value), weights, biases, strict=True)
+        )
         return torch.nn.functional.linear(torch.softmax(q @ k.transpose(-2, -1), -1) @ v, self.out_weight)
 
 

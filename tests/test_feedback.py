@@ -15,18 +15,18 @@ import re
 import pytest
 import torch
 
-from autograder.engine.judge import example as examples
-from autograder.engine.judge import feedback
 from autograder.engine.checks import messages
 from autograder.engine.checks.check import Check, compare, judged
-from autograder.engine.mistakes.diagnosis import Record
-from autograder.engine.judge.results import CheckResult, GradeResult, StepResult
-from autograder.engine.judge.table import table
-from autograder.engine.judge.plan import check_inputs, check_seed
+from autograder.engine.judge import example as examples
+from autograder.engine.judge import feedback
 from autograder.engine.judge.in_process import clone, observe
+from autograder.engine.judge.plan import check_inputs, check_seed
+from autograder.engine.judge.results import CheckResult, GradeResult, StepResult
 from autograder.engine.judge.runner import grade
-from autograder.engine.judge.verdict import judge
 from autograder.engine.judge.shrink import dimensions, shrink, size
+from autograder.engine.judge.table import table
+from autograder.engine.judge.verdict import judge
+from autograder.engine.mistakes.diagnosis import Record
 from autograder.harness.package import Package
 from conftest import SOLUTIONS, all_mistakes
 from planted import PLANTED
@@ -119,7 +119,10 @@ def test_the_smallest_failing_input_is_smaller_still_fails_and_keeps_its_dimensi
     small = shrunk.inputs
     assert fails(small, run(small)) and shrunk.size_after < shrunk.size_before // 10, small
     for name, tensor in small.items():  # never larger than the check's own input, axis by axis
-        assert all(a <= b for a, b in zip(tensor.shape, inputs[name].shape)) and tensor.dim() == inputs[name].dim()
+        assert (
+            all(a <= b for a, b in zip(tensor.shape, inputs[name].shape, strict=True))
+            and tensor.dim() == inputs[name].dim()
+        )
     assert small["q"].shape[-1] == small["k"].shape[-1]  # d
     assert small["k"].shape[-2] == small["v"].shape[-2] == small["mask"].shape[-1]  # Lk
     assert small["q"].shape[0] == small["k"].shape[0] == small["mask"].shape[0]  # B
@@ -325,7 +328,7 @@ def test_the_smallest_example_of_every_planted_mistake_is_no_larger_and_still_fa
     for name, value in example.inputs.items():  # axis by axis, never larger than the public check's input
         if isinstance(value, torch.Tensor):
             assert value.dim() == record.inputs[name].dim()
-            assert all(a <= b for a, b in zip(value.shape, record.inputs[name].shape)), name
+            assert all(a <= b for a, b in zip(value.shape, record.inputs[name].shape, strict=True)), name
     again = observe(record.check, student, dict(example.inputs), settings.timeout)  # it still fails, the same way
     fail = again.error or judged(
         record.check, example.inputs, again.values, record.check.expected(**clone(example.inputs)), settings.tolerance
@@ -367,8 +370,8 @@ def test_no_hidden_check_or_hidden_only_diagnosis_in_what_a_student_reads(config
     diagnosis that only the hidden checks can show."""
     from autograder.engine.mistakes.diagnosis import public_message_ids
     from autograder.publish.classroom_result import reporter_result
-    from autograder.publish.public_view import public_step, public_view
     from autograder.publish.gradescope import gradescope_results
+    from autograder.publish.public_view import public_step, public_view
 
     mistake = planted(name)
     result = grade(submission(mistake), config, reference=SOLUTIONS, seed=5, steps=[mistake.step])
@@ -385,7 +388,11 @@ def test_no_hidden_check_or_hidden_only_diagnosis_in_what_a_student_reads(config
     ]
     view, _ = public_view(result, mistake.step, public_ids)
     visible = [t["output"] for t in gradescope_results(result, 1.0, public_ids=public_ids)["tests"]]
-    visible = [out for out, t in zip(visible, gradescope_results(result, 1.0)["tests"]) if t["visibility"] == "visible"]
+    visible = [
+        out
+        for out, t in zip(visible, gradescope_results(result, 1.0)["tests"], strict=True)
+        if t["visibility"] == "visible"
+    ]
     classroom = str(reporter_result(public_step(result.step(mistake.step), public_ids)))
     for text in (table(view), *visible, classroom):
         assert not any(re.search(rf"\b{check}\b", text) for check in hidden), text

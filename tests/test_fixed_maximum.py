@@ -47,7 +47,7 @@ def test_a_step_s_maximum_is_its_points_whatever_ran(mode):
         for combination in itertools.product([True, False, None], repeat=len(checks)):
             outcomes = [
                 (check, passed, None if passed else NOT_CHECKED if passed is None else WRONG)
-                for check, passed in zip(checks, combination)
+                for check, passed in zip(checks, combination, strict=True)
             ]
             result = score_step(step, outcomes)
             nothing_ran = all(passed is None for passed in combination)
@@ -154,7 +154,7 @@ def test_classroom_s_all_or_nothing_mode_says_why_a_step_shows_0(passed, monkeyp
     config = grading_config.load(assignment="mha")
     step = config.step("attention")
     checks = config.step_modules()["attention"].CHECKS[: len(passed)]
-    outcomes = [(check, ok, None if ok else WRONG) for check, ok in zip(checks, passed)]
+    outcomes = [(check, ok, None if ok else WRONG) for check, ok in zip(checks, passed, strict=True)]
     result = reporter_result(score_step(step, outcomes))
     monkeypatch.setattr(
         classroom, "grade_every_step", lambda args, shallow: ({"attention": {"log": "", "result": result}}, False)

@@ -4,8 +4,8 @@ test_diagnosis_catalog.py regenerates the fingerprints themselves; here their so
 
 import shutil
 
-from autograder.engine.generate import generated
 from autograder.engine.checks import messages
+from autograder.engine.generate import generated
 
 
 def test_no_generated_file_is_out_of_date():

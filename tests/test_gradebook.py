@@ -14,7 +14,6 @@ import pytest
 from autograder.engine.course import late_policy
 from autograder.engine.judge.results import GradeResult, StepResult
 from autograder.engine.operations import batch, gradebook
-
 from conftest import KIT
 
 STEPS = {"padding": 10.0, "attention": 15.0}
@@ -23,7 +22,9 @@ STEPS = {"padding": 10.0, "attention": 15.0}
 def fake_grade(path, config, **kwargs):
     """A result whose step scores are the submission's file `scores` (padding attention)."""
     scores = [float(x) for x in (path / "scores").read_text().split()]
-    steps = [StepResult(id=s, title=s, score=v, max_score=STEPS[s], checks=[]) for s, v in zip(STEPS, scores)]
+    steps = [
+        StepResult(id=s, title=s, score=v, max_score=STEPS[s], checks=[]) for s, v in zip(STEPS, scores, strict=True)
+    ]
     return GradeResult(assignment="mha", submission=str(path), seed=1, steps=steps)
 
 
@@ -63,7 +64,7 @@ def test_regrading_any_subset_keeps_every_row_and_updates_its_own(tmp_path, monk
     before = rows(out)
     ids = list(before)
     assert len(ids) == len(names) and {"x__alice", "y__alice"} <= set(ids)
-    for round_ in range(3):
+    for _round in range(3):
         chosen = rng.sample(paths, rng.randint(1, len(paths)))
         for path in chosen:
             (path / "scores").write_text(f"{rng.randint(0, 10)} {rng.randint(0, 15)}")

@@ -5,8 +5,8 @@ import json
 
 import pytest
 
-from autograder.publish.gradescope import gradescope_results
 from autograder.engine.judge.results import CheckResult, GradeResult, StepResult
+from autograder.publish.gradescope import gradescope_results
 
 
 def test_the_top_level_output_leaves_the_hidden_checks_out():
@@ -45,12 +45,12 @@ def hidden_weight_variants():
         weights = [1, 2, *hidden_weights]
         total = sum(weights)
         checks = []
-        for check, weight in zip(public, weights):
+        for check, weight in zip(public, weights, strict=True):
             share = 10 * weight / total
             checks.append(
                 CheckResult(check.id, check.passed, share if check.passed else 0.0, share, "public", check.message)
             )
-        for index, (weight, passed) in enumerate(zip(hidden_weights, hidden_passed)):
+        for index, (weight, passed) in enumerate(zip(hidden_weights, hidden_passed, strict=True)):
             share = 10 * weight / total
             checks.append(
                 CheckResult(f"h{index}", passed, share if passed else 0.0, share, "hidden", "" if passed else "off")
@@ -154,7 +154,7 @@ def test_a_run_with_hidden_checks_ends_on_a_whole_quantum():
 
     waited = []
     for elapsed in (0.4, 3.7, 9.99, 10.0, 12.5):
-        pad_run(100.0, 10.0, clock=lambda: 100.0 + elapsed, sleep=waited.append)
+        pad_run(100.0, 10.0, clock=lambda elapsed=elapsed: 100.0 + elapsed, sleep=waited.append)
         assert elapsed + (waited.pop() if waited else 0.0) == pytest.approx(10.0 * -(-elapsed // 10.0))
 
 

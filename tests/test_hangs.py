@@ -58,8 +58,8 @@ def test_a_hang_in_attention_is_waited_for_once_and_skips_what_runs_it_in_other_
 
 
 def test_a_hang_at_an_unknown_place_skips_only_the_rest_of_its_step():
-    from autograder.engine.course.assignment import step_modules
     from autograder.engine.checks.check import Fail
+    from autograder.engine.course.assignment import step_modules
     from autograder.engine.judge.in_process import Hangs
     from autograder.engine.judge.observation import Observation
 

@@ -18,11 +18,11 @@ from pathlib import Path
 import pytest
 from babel.messages.pofile import read_po, write_po
 
+from autograder.engine.checks import messages
 from autograder.engine.course import assignment as assignments
+from autograder.engine.course import config as grading_config
 from autograder.engine.generate import catalogs
 from autograder.engine.generate.skeleton import LANGUAGES, write_skeletons
-from autograder.engine.checks import messages
-from autograder.engine.course import config as grading_config
 from autograder.engine.judge.results import CheckResult, GradeResult, StepResult
 from autograder.engine.judge.table import display_width, table
 from conftest import ASSIGNMENTS, KIT, SOLUTIONS
@@ -630,8 +630,8 @@ def test_the_pictures_speak_the_language(monkeypatch, no_language):
     import matplotlib.pyplot as plt
     import torch
 
-    from autograder.publish import plots
     from autograder.assignments.mha.checks import masking
+    from autograder.publish import plots
 
     drawn = []
     monkeypatch.setattr(plt, "close", drawn.append)
@@ -662,8 +662,8 @@ def test_the_pictures_speak_the_language(monkeypatch, no_language):
 
 
 def test_where_a_time_limit_ran_out_in_the_grader_speaks_the_language(no_language, monkeypatch):
-    from autograder.engine.judge.observation import Facts, read_report
     from autograder.engine.judge.in_process import Hangs
+    from autograder.engine.judge.observation import Facts, read_report
 
     facts = Facts("mha", frozenset({"padding.py"}), "padding", 1.0)
     report = {"kind": "timeout", "where": None, "forbidden": []}

@@ -22,8 +22,8 @@ import pytest
 
 import leaks
 from autograder.engine.checks import messages
-from autograder.engine.judge.table import table
 from autograder.engine.judge.runner import grade
+from autograder.engine.judge.table import table
 from autograder.engine.mistakes.diagnosis import public_message_ids
 from autograder.publish.plots import pictures_for
 from autograder.publish.public_view import public_view

@@ -8,8 +8,8 @@ import os
 from pathlib import Path
 
 from autograder.engine.judge import kept_code
-from autograder.engine.judge.results import GradeResult
 from autograder.engine.judge.result_files import write_json
+from autograder.engine.judge.results import GradeResult
 from autograder.engine.operations.shard import merge
 from autograder.engine.scan.submission import SOURCE_LIMIT, read_regular, submission_files
 

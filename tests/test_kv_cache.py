@@ -16,9 +16,9 @@ import pytest
 import torch
 
 from autograder.engine.course.assignment import mistakes_of, step_modules
+from autograder.engine.judge.in_process import observe
 from autograder.engine.judge.plan import check_inputs, check_seed
 from autograder.engine.judge.verdict import expectation, judge
-from autograder.engine.judge.in_process import observe
 from autograder.harness.package import Package
 
 KIT = Path(__file__).resolve().parent.parent
@@ -232,6 +232,7 @@ PLANTED = [
 @pytest.mark.parametrize("step,mistake_id,file,patches", PLANTED, ids=[p[1] for p in PLANTED])
 def test_planted_mistake_fails_its_step_and_is_diagnosed(reference, tmp_path, step, mistake_id, file, patches):
     import shutil
+
     from autograder.engine.mistakes.diagnosis import Record, best, most_specific, variant_evidence
 
     shutil.copytree(KIT / "solutions" / ASSIGNMENT, tmp_path / ASSIGNMENT)

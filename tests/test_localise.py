@@ -239,8 +239,8 @@ def test_a_stored_mistake_finding_is_what_a_fresh_model_gives(assignment, step):
     cache kept in its class had grown by every earlier run, and its stored length with it). Each
     is made as grading sees a student's code: run once before (the checks run before the probes).
     (Fresh models: running Mistake.packages() here would change them for the tests after.)"""
-    from autograder.engine.generate import stage_build
     from autograder.engine.course import config as grading_config
+    from autograder.engine.generate import stage_build
 
     config = {c.id: c for c in grading_config.load_all()}[assignment]
     stored = store.load(assignment)["steps"][step]
@@ -258,7 +258,7 @@ def test_every_stage_unit_probe_and_part_is_said_in_both_languages():
     from autograder.engine.checks import messages
 
     for assignment in ("mha", "kv_cache"):
-        for step, stored in store.load(assignment)["steps"].items():
+        for _step, stored in store.load(assignment)["steps"].items():
             names = set()
             for probe, data in stored["probes"].items():
                 names.add(f"scenario.{assignment}.{probe}")
@@ -292,7 +292,7 @@ def test_a_raise_is_said_with_what_is_known_of_it_and_no_placeholder(assignment)
     knowns = {"op": ("Tensor.view", ""), "shapes": ("(B, H, L, d_k), (B, L, D)", "-", "")}
     causes = ({}, {"odd": "(L, L)", "wanted": "(L_new, L)"}, {"outside": "(B, H, L, d_k)"})
     said = 0
-    for step, stored in store.load(assignment)["steps"].items():
+    for _step, stored in store.load(assignment)["steps"].items():
         for data in stored["probes"].values():
             scenario = Scenario.from_json(data)
             stages = {(i, stage.name) for i, call in enumerate(scenario.calls) for stage in call}

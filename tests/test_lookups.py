@@ -198,8 +198,8 @@ def test_a_private_name_inherited_from_a_library_class_is_the_library_s(own):
     torch's, on the student's objects as on torch's (a draw of the property above found it)."""
     layer = own.Layer()
     for name in ("_version", "_call_impl", "_apply", "_get_name"):
-        assert refused(lambda: own.read(layer, name)), name
-        assert refused(lambda: own.read(type(layer), name)), name
+        assert refused(lambda name=name: own.read(layer, name)), name
+        assert refused(lambda name=name: own.read(type(layer), name)), name
     assert own.read(layer, "_step") == 0  # its own private name stays its own
 
 
@@ -237,7 +237,7 @@ def test_type_gives_the_type_of_an_object_never_of_a_class(own):
 
 def test_a_library_s_modules_classes_and_functions_are_not_changed(own):
     for target in (torch, torch.nn.Linear, torch.nn.functional.softmax, torch.softmax, np):
-        assert refused(lambda: own.write(target, "patched", 1)), target
+        assert refused(lambda target=target: own.write(target, "patched", 1)), target
     layer = torch.nn.Linear(2, 2)
     own.write(layer, "note", 1)  # an object the code made: its own
     assert layer.note == 1
@@ -488,6 +488,7 @@ def test_correct_code_rewritten_into_ordinary_python_on_its_own_objects_is_accep
         for got, expected in zip(
             loaded.attention.scaled_dot_product_attention(q, k, v),
             reference.attention.scaled_dot_product_attention(q, k, v),
+            strict=True,
         ):
             torch.testing.assert_close(got, expected)
         torch.manual_seed(1)
@@ -495,7 +496,7 @@ def test_correct_code_rewritten_into_ordinary_python_on_its_own_objects_is_accep
         torch.manual_seed(1)
         theirs = reference.projection.QKVProjection(16)
         x = torch.randn(2, 5, 16)
-        for got, expected in zip(mine(x), theirs(x)):
+        for got, expected in zip(mine(x), theirs(x), strict=True):
             torch.testing.assert_close(got, expected)
     finally:
         for name in [m for m in sys.modules if m.startswith((f"rewritten_{how}", f"reference_for_{how}"))]:

@@ -14,10 +14,10 @@
 import pytest
 
 from autograder.engine.course.assignment import step_modules
-from autograder.engine.mistakes.fingerprints import load, shipped_ids
 from autograder.engine.judge.runner import grade
-from planted import PLANTED
+from autograder.engine.mistakes.fingerprints import load, shipped_ids
 from conftest import INTEGRATION_STEPS, SOLUTIONS, all_mistakes, cuda_available, full_marks, grade_with_hidden
+from planted import PLANTED
 
 # Every planted mistake or model variant graded end to end: minutes. CI runs them (pytest -m "").
 pytestmark = pytest.mark.slow

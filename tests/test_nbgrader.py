@@ -25,19 +25,20 @@ from pathlib import Path
 
 import pytest
 
-from autograder.routes import classroom
-from autograder.routes.cli import main as cli
 from autograder.engine.course.assignment import step_modules
+from autograder.engine.generate.skeleton import solution_regions
 from autograder.engine.scan.submission import notebook_files
 from autograder.publish.nbgrader_course import fill_notebook
-from planted import PLANTED, planted_of
 from autograder.publish.student_release import HIDDEN_MARKER, PROBES_MARKER
-from autograder.engine.generate.skeleton import solution_regions
+from autograder.routes import classroom
+from autograder.routes.cli import main as cli
 from conftest import KIT, SOLUTIONS
+from planted import PLANTED, planted_of
 
 if not os.environ.get("MHA_LAB_CI"):  # CI installs the instructor extra: never skip there
     pytest.importorskip("nbgrader", reason="pip install -e .[instructor]")
 import nbformat  # noqa: E402 - comes with nbgrader
+
 from test_nbgrader_kernel import (  # noqa: E402
     LANDLOCK,
     NO_LANDLOCK,

@@ -103,8 +103,8 @@ def test_the_public_share_of_a_judged_step_is_what_the_check_cell_gives(submissi
     (nbgrader_gradebook.public_points) is what the check cell's public-only run returns, for
     right code and planted mistakes, all-or-nothing steps included."""
     from autograder.engine.judge.runner import grade
-    from autograder.routes.nbgrader_cell import check_step
     from autograder.publish.nbgrader_gradebook import public_points
+    from autograder.routes.nbgrader_cell import check_step
     from planted import PLANTED
 
     mistake = next((p for p in PLANTED if p.name == name), None)

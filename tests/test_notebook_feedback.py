@@ -5,7 +5,6 @@ as a count and points; and the points frozen into the course when it was made.""
 import json
 import re
 
-
 import pytest
 
 from autograder.engine.course.assignment import step_modules
@@ -72,7 +71,7 @@ def test_the_course_check_cells_call_the_same_whatever_a_cell_sets(config, monke
                     patch.delenv(name, raising=False)
                 for name, value in environment.items():
                     patch.setenv(name, value)
-                exec("".join(cell["source"]), {"check_step": lambda *a, **k: calls.append((a, k))})
+                exec("".join(cell["source"]), {"check_step": lambda *a, **k: calls.append((a, k))})  # noqa: B023 - run here
         assert len(calls) == len(environments) and all(call == calls[0] for call in calls), calls
         args, kwargs = calls[0]
         assert "hidden" not in kwargs and kwargs["points"] == cell["metadata"]["nbgrader"]["points"], calls[0]

@@ -130,8 +130,8 @@ def reference_files():
 
 
 def test_the_notebook_nbgrader_releases_runs_on_a_hub_without_the_kit(hub, tmp_path):
-    from autograder.routes.cli import main as cli
     from autograder.publish.nbgrader_course import fill_notebook
+    from autograder.routes.cli import main as cli
     from test_nbgrader import run_nbgrader
 
     python, env = hub

@@ -24,9 +24,9 @@ import textwrap
 
 import pytest
 
-from conftest import SOLUTIONS
 from autograder.engine.course import config as grading_config
 from autograder.engine.judge.runner import grade
+from conftest import SOLUTIONS
 
 SEED = 5
 REFERENCE_MHA = (SOLUTIONS / "mha" / "mha.py").read_text()

@@ -6,11 +6,10 @@ import json
 
 import pytest
 
+from autograder.engine.judge.runner import grade
 from autograder.harness import phases
 from conftest import SOLUTIONS
 from planted import planted_of
-
-from autograder.engine.judge.runner import grade
 
 
 def burn():

@@ -12,14 +12,13 @@ from pathlib import Path
 
 import pytest
 
-from autograder.engine.course.assignment import step_modules
+from autograder.engine.course.assignment import mistakes_of, step_modules
+from autograder.engine.generate.skeleton import solution_regions
 from autograder.engine.mistakes.fingerprints import load, shipped_ids
-from autograder.engine.course.assignment import mistakes_of
-from planted import planted_of
 from autograder.publish.release import release
 from autograder.publish.student_release import strip_hidden
-from autograder.engine.generate.skeleton import solution_regions
 from conftest import KIT, SOLUTIONS
+from planted import planted_of
 
 
 @pytest.fixture(scope="module")
@@ -231,7 +230,7 @@ def test_strip_hidden_keeps_the_probes():
     assert strip_hidden(source) == "A = 1\n\n\n# ### PROBES (x)\n\nclass P: pass\n"
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def gradescope_zip():
     """The autograder zip, built once by the real command for every test that uploads to it."""
     zip_path = Path(tempfile.mkdtemp(prefix="mha-lab-gradescope-")) / "autograder.zip"

@@ -1,10 +1,10 @@
 """The student release's messages carry only the diagnoses its public checks can give."""
 
-from autograder.engine.course import config as grading_config
 from autograder.engine.checks import messages
+from autograder.engine.course import config as grading_config
 from autograder.engine.generate.catalogs import write_student_catalogs
-from autograder.engine.mistakes.fingerprints import load
 from autograder.engine.mistakes.diagnosis import public_message_ids
+from autograder.engine.mistakes.fingerprints import load
 from autograder.publish.student_release import student_message
 
 ONLY_PADDING = """\

@@ -11,8 +11,8 @@ import os
 import re
 import shutil
 import statistics
-import subprocess
 import struct
+import subprocess
 import sys
 import zlib
 from importlib.util import find_spec
@@ -21,7 +21,9 @@ from pathlib import Path
 import pytest
 
 from autograder.engine.course import config as grading_config
-from autograder.publish.report import data as report, html as report_html, reading, similarity
+from autograder.publish.report import data as report
+from autograder.publish.report import html as report_html
+from autograder.publish.report import reading, similarity
 from autograder.publish.report.html import REPORT_CATALOG, render
 from conftest import ASSIGNMENTS, KIT, SOLUTIONS
 from planted import PLANTED
@@ -572,7 +574,7 @@ def many_steps(scores, diagnoses=()):
                 [check("a", True, points=score), check("b", False, points=15 - score)],
                 diagnoses if sid == "attention" else (),
             )
-            for sid, score in zip(LONG_STEPS, scores)
+            for sid, score in zip(LONG_STEPS, scores, strict=True)
         ]
     )
 

@@ -21,9 +21,10 @@ import pytest
 
 from autograder.engine.judge import kept_code
 from autograder.engine.scan.submission import SOURCE_LIMIT, submission_files
-from autograder.publish.report import data as report, reading, similarity
-from autograder.routes.cli.report import build_report
+from autograder.publish.report import data as report
+from autograder.publish.report import reading, similarity
 from autograder.publish.report.html import render
+from autograder.routes.cli.report import build_report
 from conftest import KIT
 from disguise import KINDS, disguise, independent_students, random_function, skeleton
 from test_report import CHROMIUM, IN_CI, good, needs, tiny_png

@@ -2,12 +2,12 @@
 the worker server started once grading.yml is valid (what `grade` asked of the engine inline)."""
 
 import pytest
-from conftest import KIT, SOLUTIONS
 
 from autograder.engine.course import config as grading_config
 from autograder.engine.judge import request as request_module
 from autograder.engine.judge.plan import seed_source
 from autograder.engine.judge.request import Request, RequestError
+from conftest import KIT, SOLUTIONS
 
 
 @pytest.fixture
@@ -54,7 +54,7 @@ def test_the_worker_server_starts_only_for_isolated_grading(graded, monkeypatch)
     monkeypatch.setattr(request_module.fork_server, "start", started.append)
     monkeypatch.setattr(request_module.kit_view, "SECRET_PATHS", set())
     assert [c.id for c in Request(isolate=False).load()] == [c.id for c in graded]
-    assert started == [] and request_module.kit_view.SECRET_PATHS == set()
+    assert started == [] and set() == request_module.kit_view.SECRET_PATHS
     outside = KIT / "elsewhere"
     assert [c.id for c in Request(reference=outside).load()] == [c.id for c in graded]
     assert started == [request_module.PRELOAD] and str(outside) in request_module.kit_view.SECRET_PATHS

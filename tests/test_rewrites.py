@@ -26,14 +26,13 @@ import shutil
 import pytest
 
 import rewrites
+from autograder.engine.checks.folders import known
+from autograder.engine.course import config as grading_config
+from autograder.engine.judge.runner import grade
 from conftest import SOLUTIONS
 from corpus import first_name, lost
 from planted import PLANTED as MHA_PLANTED
 from test_kv_cache import PLANTED as KV_PLANTED
-
-from autograder.engine.checks.folders import known
-from autograder.engine.course import config as grading_config
-from autograder.engine.judge.runner import grade
 
 SEEDS = (1, 2)
 FULL_SWEEP = os.environ.get("MHA_LAB_FULL_SWEEP") == "1"

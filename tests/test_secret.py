@@ -28,8 +28,8 @@ import yaml
 from autograder.engine.course import config as grading_config
 from autograder.engine.course import secret
 from autograder.engine.judge.plan import check_inputs, check_seed, seed_source
-from autograder.routes import cli
 from autograder.publish.student_release import without_seed
+from autograder.routes import cli
 from conftest import KIT, SOLUTIONS
 
 
@@ -71,7 +71,7 @@ def same(a, b) -> bool:
     if isinstance(a, dict) and isinstance(b, dict):
         return a.keys() == b.keys() and all(same(a[k], b[k]) for k in a)
     if isinstance(a, (list, tuple)) and isinstance(b, (list, tuple)):
-        return len(a) == len(b) and all(same(x, y) for x, y in zip(a, b))
+        return len(a) == len(b) and all(same(x, y) for x, y in zip(a, b, strict=True))
     return a == b
 
 

@@ -11,9 +11,9 @@ from pathlib import Path
 
 import pytest
 
+from autograder.engine.judge.results import GradeResult, StepResult
 from autograder.engine.operations import batch
 from autograder.engine.operations.batch import submission_ids
-from autograder.engine.judge.results import GradeResult, StepResult
 from autograder.engine.operations.shard import (
     IncompleteMerge,
     ShardError,
@@ -86,7 +86,7 @@ def write_out(directory, results, ids):
     from autograder.engine.judge.result_files import write_json
 
     directory.mkdir(parents=True)
-    for sid, result in zip(ids, results):
+    for sid, result in zip(ids, results, strict=True):
         if result is not None:
             write_json(result, directory / f"{sid}.json")
     write_csv(results, ids, directory / "grades.csv", paths=[f"/class/{sid}" for sid in ids])

@@ -43,7 +43,7 @@ def test_every_ladder_keeps_one_line_per_step_with_its_shape(path):
         steps = statements(region)
         code_rungs = [rung for rung in rungs if rung and not rung.startswith("#")]
         assert len(code_rungs) == len(steps), (path.name, rungs)
-        for rung, node in zip(code_rungs, steps):
+        for rung, node in zip(code_rungs, steps, strict=True):
             comment = trailing_comment(region, node)
             if isinstance(node, ast.Return):
                 assert rung.startswith(PLACEHOLDER) and rung.endswith(comment.lstrip("# ")), rung

@@ -942,13 +942,19 @@ def _assigns_attributes_of(function, parameters, depth: int = 1) -> bool:
     positional = [a.arg for a in definition.args.posonlyargs + definition.args.args]
     names = {positional[i] for i in parameters if i < len(positional)} if parameters is not None else set(positional)
     for node in ast.walk(definition):
-        if isinstance(node, ast.Call) and ast.unparse(node.func) in (
-            "setattr",
-            "object.__setattr__",
-            "type.__setattr__",
+        if (
+            isinstance(node, ast.Call)
+            and ast.unparse(node.func)
+            in (
+                "setattr",
+                "object.__setattr__",
+                "type.__setattr__",
+            )
+            and node.args
+            and isinstance(node.args[0], ast.Name)
+            and node.args[0].id in names
         ):
-            if node.args and isinstance(node.args[0], ast.Name) and node.args[0].id in names:
-                return True
+            return True
         if isinstance(node, (ast.Assign, ast.AugAssign)):
             for target in node.targets if isinstance(node, ast.Assign) else [node.target]:
                 if (

@@ -2,6 +2,7 @@
 one mistake is reported in its own terms, failure output ends in the student's code."""
 
 import re
+from pathlib import Path
 
 import pytest
 import torch
@@ -53,8 +54,8 @@ def test_grade_charges_one_time_limit_per_hung_step(submission, isolate):
 
 def test_a_time_limit_spent_in_the_graders_own_code_is_not_the_students_hang():
     from autograder.engine.course.assignment import step_modules
-    from autograder.engine.judge.observation import Facts, read_report
     from autograder.engine.judge.in_process import Hangs
+    from autograder.engine.judge.observation import Facts, read_report
 
     check = step_modules("mha")["padding"].CHECKS[0]
     facts = Facts("mha", frozenset({"padding.py"}), "padding", 1.0)
@@ -399,8 +400,8 @@ def test_pytest_keeps_masking_whole_beside_a_softmax_mistake_and_charges_an_igno
 
 
 def test_score_step_keeps_a_blocked_checks_share_in_the_maximum(config):
-    from autograder.engine.course.assignment import step_modules
     from autograder.engine.checks.check import Fail
+    from autograder.engine.course.assignment import step_modules
     from autograder.engine.judge.score import score_step
 
     step = config.step("masking")
@@ -511,11 +512,11 @@ def test_grade_plots_draw_the_failing_attention_weights_and_the_table_points_to_
     drawn = {step.id: step.pictures for step in result.steps}
     assert drawn["padding"] == [] and drawn["attention"] and drawn["masking"]
     shown = table(result)
-    for step_id, pictures in drawn.items():  # one line per step names them all
+    for _step_id, pictures in drawn.items():  # one line per step names them all
         if pictures:
             assert f"a picture of your attention weights next to the expected ones: {', '.join(pictures)}" in shown
     for picture in drawn["attention"] + drawn["masking"]:
-        assert open(picture, "rb").read(8) == b"\x89PNG\r\n\x1a\n"
+        assert Path(picture).read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
 
 
 @pytest.mark.slow  # an end-to-end run of tens of seconds: CI runs it (pytest -m "")

@@ -11,8 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from autograder.engine.generate.skeleton import DEFAULT_LANGUAGE, LANGUAGES, skeleton_source, write_skeletons
 from autograder.engine.course import config as grading_config
+from autograder.engine.generate.skeleton import DEFAULT_LANGUAGE, LANGUAGES, skeleton_source, write_skeletons
 from autograder.engine.judge.runner import grade
 from autograder.harness.package import Package
 from conftest import ASSIGNMENTS, SOLUTIONS
@@ -61,7 +61,7 @@ def mixed_lines(text: str) -> list:
             HANGUL.search(left)
             and not HANGUL.search(right)
             and re.search(r"[A-Za-z]{3,} [A-Za-z]{2,} [a-z]{2,}", right)
-            for left, right in zip(line.split(" / "), line.split(" / ")[1:])
+            for left, right in zip(line.split(" / "), line.split(" / ")[1:], strict=False)
         )
     ]
 
@@ -148,9 +148,14 @@ def test_a_student_file_of_each_language_is_the_same_code():
             tree = ast.parse(student_file(package, stem, lang))
             for node in ast.walk(tree):
                 body = getattr(node, "body", None)
-                if isinstance(body, list) and body and isinstance(body[0], ast.Expr):
-                    if isinstance(body[0].value, ast.Constant) and isinstance(body[0].value.value, str):
-                        node.body = body[1:] or [ast.Pass()]
+                if (
+                    isinstance(body, list)
+                    and body
+                    and isinstance(body[0], ast.Expr)
+                    and isinstance(body[0].value, ast.Constant)
+                    and isinstance(body[0].value.value, str)
+                ):
+                    node.body = body[1:] or [ast.Pass()]
             trees.append(ast.dump(tree))
         assert len(set(trees)) == 1, f"{package}/{stem}.py"
 

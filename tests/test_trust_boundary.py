@@ -331,12 +331,12 @@ def test_the_smallest_example_search_never_fails_the_grading():
     """The red team's broadcast-view submission made the search shrink split_heads' num_heads to 0,
     where the check's own oracle divides by it: the judge crashed and the submission was NOT
     GRADED. A candidate the oracle cannot take is rejected, and a failing search gives no example."""
-    from autograder.engine.course.assignment import step_modules
     from autograder.engine.checks.check import Fail
-    from autograder.engine.mistakes.diagnosis import Record
+    from autograder.engine.course.assignment import step_modules
     from autograder.engine.judge.example import first_example
     from autograder.engine.judge.observation import Observation
     from autograder.engine.judge.plan import check_inputs, check_seed
+    from autograder.engine.mistakes.diagnosis import Record
 
     check = next(c for c in step_modules("mha")["split_heads"].CHECKS if c.id == "split_values")
     inputs = check_inputs(check, check_seed(check))

@@ -9,14 +9,13 @@ import pytest
 import torch
 
 from autograder.assignments.mha.observers.multi_head_attention import EARLIER
+from autograder.engine.judge.runner import grade
 from autograder.harness import earlier
 from autograder.harness.earlier import WRITTEN_OUT, with_earlier_steps
 from autograder.harness.observe import trap
 from autograder.harness.package import Package
 from conftest import SOLUTIONS
 from planted import planted_of
-
-from autograder.engine.judge.runner import grade
 
 
 def package_of(tmp_path, name, mistake=None):

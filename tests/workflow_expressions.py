@@ -12,7 +12,6 @@ import shutil
 import subprocess
 from pathlib import Path
 
-
 from actionlint import node_modules, not_installed
 
 SCRIPT = Path(__file__).resolve().parent / "tools" / "expressions.mjs"

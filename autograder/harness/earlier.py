@@ -42,10 +42,10 @@ import os
 import sys
 import threading
 import types
-from contextlib import ExitStack, contextmanager, nullcontext as _nothing
+from collections.abc import Callable
+from contextlib import ExitStack, contextmanager
+from contextlib import nullcontext as _nothing
 from dataclasses import dataclass, field
-from typing import Callable
-
 
 from autograder.harness import answers, phases, watch
 from autograder.harness.contract import ContractError

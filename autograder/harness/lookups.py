@@ -217,9 +217,7 @@ class Guard:
                 return value.__name__
         elif isinstance(value, _FRAMES):
             return _REAL["type"](value).__name__
-        elif isinstance(value, type) and issubclass(value, type):
-            return value.__name__
-        elif any(value is code for code in _RUNS_CODE):
+        elif isinstance(value, type) and issubclass(value, type) or any(value is code for code in _RUNS_CODE):
             return value.__name__
         return None
 
@@ -230,9 +228,9 @@ class Guard:
         why = self._refused(target, name)
         if why is not None:
             return why
-        if isinstance(target, (types.ModuleType, type, types.FunctionType, types.BuiltinFunctionType)):
-            if not self.own(target):  # a library's module, class or function: not the student's to change
-                return f"{_REAL['getattr'](target, '__name__', '?')}.{name}"
+        library = (types.ModuleType, type, types.FunctionType, types.BuiltinFunctionType)
+        if isinstance(target, library) and not self.own(target):  # a library's: not the student's to change
+            return f"{_REAL['getattr'](target, '__name__', '?')}.{name}"
         return None
 
     def refuse(self, function: str, what: str):

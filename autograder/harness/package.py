@@ -20,7 +20,6 @@ from pathlib import Path
 from autograder.harness.contract import SubmissionError
 from autograder.harness.lookups import Guard, LookupRule, guarded_builtins
 
-
 _LOADING = threading.Lock()
 
 

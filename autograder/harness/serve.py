@@ -24,8 +24,8 @@ import torch
 torch.set_num_threads(1)  # before any parallel op: forked children of a multi-threaded parent can hang
 
 from autograder.harness import answers, earlier, fake_cuda, phases  # noqa: E402
-from autograder.harness.observe import observe, trap  # noqa: E402
 from autograder.harness.lookups import LookupRule  # noqa: E402
+from autograder.harness.observe import observe, trap  # noqa: E402
 from autograder.harness.package import Package  # noqa: E402
 from autograder.harness.watch import install  # noqa: E402
 from autograder.sandbox import wire  # noqa: E402

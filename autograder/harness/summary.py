@@ -45,7 +45,7 @@ def repr_shape(data: str) -> str:
             continue
         position += 1
     # torch elides the middle of a long axis: its items shown, plus '...' as one more, give at least the size
-    shown = [f"{size}+" if cut else str(size) for size, cut in zip(sizes, elided)]
+    shown = [f"{size}+" if cut else str(size) for size, cut in zip(sizes, elided, strict=True)]
     if not shown:
         return "()"
     return "(" + ", ".join(shown) + ("," if len(shown) == 1 else "") + ")"

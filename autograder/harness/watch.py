@@ -136,7 +136,7 @@ def _is_aten_op(name: str) -> bool:
         return False
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def signs_of(dotted: str) -> Signs:
     """KNOWN_SIGNS, or for another name: its own function name, an ATen operator of that name,
     and its Python code (a module's forward) as a frame."""

@@ -56,7 +56,7 @@ def code_of(function):
     callable object whose __call__ is one); else None."""
     target = getattr(function, "__func__", function)
     if not isinstance(target, types.FunctionType) and not inspect.isclass(target):
-        target = getattr(type(target), "__call__", None)
+        target = getattr(type(target), "__call__", None)  # noqa: B004 - the method itself, not a callable test
         target = getattr(target, "__func__", target)
     return target.__code__ if isinstance(target, types.FunctionType) else None
 
@@ -243,7 +243,7 @@ def functions_with(package, roots, codes, limit=20_000) -> list:
 
 def _filled(cell) -> bool:
     try:
-        cell.cell_contents
+        cell.cell_contents  # noqa: B018 - reading an empty cell raises: that is the test
     except ValueError:
         return False
     return True

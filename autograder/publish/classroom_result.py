@@ -50,7 +50,7 @@ def reporter_result(step, location=None):
     public = dataclasses.replace(step, checks=[check for check in step.checks if check.visibility == "public"])
     block = "\n".join(feedback.lines(feedback.explanation(public)))
     tests, hidden = [], 0
-    for check, score in zip(counted, scores):
+    for check, score in zip(counted, scores, strict=True):
         name, text = f"{step.id}: {check.id}", check.message or ""
         if check.visibility != "public":  # nothing about what a hidden check looks at
             hidden += 1

@@ -30,7 +30,8 @@ INSTALL = (
 # a hash, the runner's path) and the language only where it is one of messages.LANGUAGES, so that
 # whatever the variable holds, no text of it reaches the shell. `run` steps (fractional mode) have
 # the runner's environment and the workflow's.
-LANGUAGE = "${{ contains(fromJSON('[%s]'), env.%s) && env.%s || '' }}" % (
+# (%-format: GitHub's ${{ }} would need every brace doubled in an f-string)
+LANGUAGE = "${{ contains(fromJSON('[%s]'), env.%s) && env.%s || '' }}" % (  # noqa: UP031
     ", ".join(f'"{code}"' for code in messages.LANGUAGES),
     messages.LANGUAGE_VARIABLE,
     messages.LANGUAGE_VARIABLE,

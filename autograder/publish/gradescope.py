@@ -15,16 +15,15 @@ import zipfile
 from pathlib import Path
 
 from autograder import KIT
-from autograder.engine.mistakes.diagnosis import public_message_ids
-from autograder.engine.course.torch_pin import CPU_INDEX, GRADING_TORCH
-from autograder.publish.public_view import public_step
-from autograder.engine.course import config as grading_config
-from autograder.engine.course.secret import FILE_NAME as SECRET_FILE, read_secret
-from autograder.engine.judge import feedback
 from autograder.engine.checks import messages
-from autograder.engine.judge import table
+from autograder.engine.course import config as grading_config
+from autograder.engine.course.secret import FILE_NAME as SECRET_FILE
+from autograder.engine.course.secret import read_secret
+from autograder.engine.course.torch_pin import CPU_INDEX, GRADING_TORCH
+from autograder.engine.judge import feedback, table
 from autograder.engine.judge.score import whole_points
-
+from autograder.engine.mistakes.diagnosis import public_message_ids
+from autograder.publish.public_view import public_step
 
 SETUP_SH = """#!/usr/bin/env bash
 # Gradescope: install the grader's dependencies (a CPU build of torch: no CUDA packages).
@@ -168,7 +167,7 @@ def gradescope_results(result, execution_time, hidden_visibility="after_publishe
     # Gradescope adds the tests' scores up: rounded one by one, 7 checks of 15/7 would make 14.9999;
     # each is rounded as its share of the exact total instead (largest remainder, units of 0.0001).
     for index, key in ((1, "score"), (2, "max_score")):
-        for (test, *_), share in zip(points, exact_shares([entry[index] for entry in points])):
+        for (test, *_), share in zip(points, exact_shares([entry[index] for entry in points]), strict=True):
             test[key] = share
     for step in result.steps:  # not checked here, yet in the maximum (score.score_step): said, worth 0
         if step.status == "not_checked" and step.max_score:

@@ -25,10 +25,10 @@ from pathlib import Path
 
 from autograder import KIT
 from autograder.engine.checks import messages
+from autograder.engine.course.torch_pin import CPU_INDEX, GRADING_TORCH
 from autograder.engine.scan.submission import writefile_pattern
 from autograder.publish.grader_home import grader_home
 from autograder.publish.student_release import grader_archive
-from autograder.engine.course.torch_pin import CPU_INDEX, GRADING_TORCH
 
 PLACEHOLDER = 'raise NotImplementedError("TODO")'  # the skeleton's, so both copies read the same
 
@@ -300,7 +300,7 @@ def write_course(course_dir, graded, timeout=300):
         ),
         encoding="utf-8",
     )
-    for config, target in zip(graded, targets[1:]):
+    for config, target in zip(graded, targets[1:], strict=True):
         target.parent.mkdir(parents=True)
         grader = base64.b64encode(grader_archive(config)).decode("ascii")
         target.write_text(notebook_text(course_notebook(config, grader=grader)), encoding="utf-8")

@@ -30,7 +30,6 @@ import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 
-
 from autograder.engine.checks import messages
 from autograder.engine.judge.table import points
 from autograder.publish.check_cell import frozen_score, step_report

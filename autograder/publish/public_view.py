@@ -15,8 +15,8 @@ import dataclasses
 from pathlib import Path
 
 from autograder.engine.checks import messages
-from autograder.engine.mistakes.evidence import is_localised
 from autograder.engine.judge import results, table
+from autograder.engine.mistakes.evidence import is_localised
 
 
 def hidden_ran(step) -> bool:

@@ -13,14 +13,14 @@ import zipfile
 from pathlib import Path
 
 from autograder import KIT
-from autograder.engine.course.assignment import folder as assignment_folder
-from autograder.engine.mistakes.diagnosis import public_message_ids
-from autograder.engine.course.torch_pin import CPU_INDEX, GRADING_TORCH
 from autograder.engine.course import config as grading_config
+from autograder.engine.course.assignment import folder as assignment_folder
+from autograder.engine.course.torch_pin import CPU_INDEX, GRADING_TORCH
 from autograder.engine.generate import answers_build, stored_checks
 from autograder.engine.generate.catalogs import write_student_catalogs
 from autograder.engine.generate.skeleton import write_skeletons
 from autograder.engine.judge.result_files import WriteError
+from autograder.engine.mistakes.diagnosis import public_message_ids
 from autograder.engine.operations.kit_files import keep, release_manifest
 from autograder.publish.classroom_workflow import workflow
 from autograder.publish.student_readme import student_readme

@@ -30,8 +30,8 @@ import tempfile
 import warnings
 from pathlib import Path
 
-from autograder.engine.course import config as grading_config
 from autograder.engine.checks import messages
+from autograder.engine.course import config as grading_config
 from autograder.engine.judge.runner import grade
 from autograder.publish.check_cell import frozen_score, step_report
 

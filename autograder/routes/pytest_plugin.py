@@ -16,15 +16,12 @@ from pathlib import Path
 
 import pytest
 
-from autograder.engine.course import config as grading_config
 from autograder.engine.checks import messages
-from autograder.engine.judge import results, table
 from autograder.engine.checks.check import Fail
-from autograder.engine.scan.source_reader import lookup_rule
-from autograder.harness.lookups import LookupRule
-from autograder.engine.mistakes.diagnosis import Record, diagnose
-from autograder.engine.judge.observation import Observation, read_report
+from autograder.engine.course import config as grading_config
+from autograder.engine.judge import results, table
 from autograder.engine.judge.in_process import Hangs, clone, facts_of, observe
+from autograder.engine.judge.observation import Observation, read_report
 from autograder.engine.judge.plan import (
     check_inputs,
     check_seed,
@@ -34,10 +31,13 @@ from autograder.engine.judge.plan import (
     mode_note,
     warm_up_grader,
 )
-from autograder.engine.judge.verdict import charged_forbidden, judge, not_checked
-from autograder.engine.scan.forbidden import SourceScan
 from autograder.engine.judge.score import score_step
+from autograder.engine.judge.verdict import charged_forbidden, judge, not_checked
+from autograder.engine.mistakes.diagnosis import Record, diagnose
+from autograder.engine.scan.forbidden import SourceScan
+from autograder.engine.scan.source_reader import lookup_rule
 from autograder.harness import observe as harness
+from autograder.harness.lookups import LookupRule
 from autograder.harness.package import Package
 from autograder.harness.summary import summarise_text
 
@@ -137,8 +137,8 @@ def select_steps(config, items):
         return matches
 
     chosen = [compiled.evaluate(matcher(item)) for item in items]
-    keep = [item for item, wanted in zip(items, chosen) if wanted]
-    drop = [item for item, wanted in zip(items, chosen) if not wanted]
+    keep = [item for item, wanted in zip(items, chosen, strict=True) if wanted]
+    drop = [item for item, wanted in zip(items, chosen, strict=True) if not wanted]
     config.option.keyword = ""  # done here: pytest's -k would match the step ids as substrings again
     if drop:
         config.hook.pytest_deselected(items=drop)
@@ -473,7 +473,7 @@ class StudentPlugin:
             if not outcomes:
                 continue
             result = score_step(step, outcomes)
-            for check_result, (_, _, fail) in zip(result.checks, outcomes):
+            for check_result, (_, _, fail) in zip(result.checks, outcomes, strict=True):
                 check_result.params = None if fail is None else dict(fail.params)  # for the verdict's evidence
             public = [check for check in module.CHECKS if check.visibility == "public"]
             if len(outcomes) < len(public):  # -k, -x, --lf, --sw: a step score would not be the truth
@@ -486,7 +486,7 @@ class StudentPlugin:
                 result.diagnoses = diagnose(
                     module,
                     records,
-                    lambda c, package, i, timeout=step.timeout: (
+                    lambda c, package, i, timeout=step.timeout, student=student: (
                         (package is student and self.hangs.skipped(c))
                         or observe(c, package, i, timeout, hangs=self.hangs.by_function)
                     ),

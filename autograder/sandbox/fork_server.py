@@ -55,6 +55,7 @@ import time
 import traceback
 import types
 from pathlib import Path
+
 from autograder import cache_base
 
 FORK, KILL = b"F", b"K"  # judge -> server: F<token> with two descriptors; K<token>
@@ -283,9 +284,11 @@ def sweep(base):
                     if worker.is_dir(follow_symlinks=False):
                         remove_tree(worker.path, identity)
                 remove_tree(entry.path)
-            elif entry.name.startswith(LEGACY_SCRATCH):
-                if time.time() - entry.stat(follow_symlinks=False).st_mtime > STALE_LEGACY_SECONDS:
-                    remove_tree(entry.path)
+            elif (
+                entry.name.startswith(LEGACY_SCRATCH)
+                and time.time() - entry.stat(follow_symlinks=False).st_mtime > STALE_LEGACY_SECONDS
+            ):
+                remove_tree(entry.path)
         except OSError:
             continue
 
@@ -677,7 +680,8 @@ class WorkerServer:
         self.layers, self.stopped, self.error = [], False, ""
         self.hygiene = {}  # what the server says of itself before its first fork (threads, CUDA)
         for command in ([*wrapped, *base[1:]], base) if wrapped else (base,):
-            self.stderr = tempfile.TemporaryFile()  # the server's own complaints, if it fails to start
+            # the server's own complaints, read if it fails to start: a file kept for the server's life
+            self.stderr = tempfile.TemporaryFile()  # noqa: SIM115
             # Without bubblewrap the server shares this machine's temporary directory: ours, if it can write there.
             own_tmp = {"TMPDIR": os.environ["TMPDIR"]} if command is base and os.environ.get("TMPDIR") else {}
             home = self.copy if command is base and self.copy is not None else KIT

@@ -117,7 +117,7 @@ def worker_side_copy(kit: Path, files, base=None, private=()) -> Path:
         else:
             target.parent.mkdir(parents=True, exist_ok=True)
             shutil.copy2(path, target)
-    for directory, directories, names in os.walk(root):
+    for directory, _directories, names in os.walk(root):
         os.chmod(directory, 0o755)
         for name in names:
             os.chmod(os.path.join(directory, name), 0o644)

@@ -255,7 +255,7 @@ class Worker:
     def wait_ready(self):
         """Wait until the worker is confined and ready; one that dies before it has run any
         student code (killed from outside, say) is replaced."""
-        for attempt in range(3):
+        for _attempt in range(3):
             if not self.booting:
                 return
             if not self.conn.poll(120):

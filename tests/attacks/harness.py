@@ -76,7 +76,7 @@ def main() -> None:
     end = time.monotonic() + spec["grace"]
     while True:
         reap()
-        alive = [pid for pid in children() if not cmdline(pid) == "?"]
+        alive = [pid for pid in children() if cmdline(pid) != "?"]
         if not alive or time.monotonic() > end:
             break
         time.sleep(0.1)

@@ -14,7 +14,6 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 import corpus  # noqa: E402
-
 from autograder.engine.course import config as grading_config  # noqa: E402
 from autograder.engine.judge.runner import grade  # noqa: E402
 

@@ -159,7 +159,7 @@ def compare(got, expected, tol, name="output"):
             return Fail("wrong_type", {"name": name, "expected": describe(expected), "got": describe(got)})
         if len(got) != len(expected):
             return Fail("wrong_length", {"name": name, "expected": len(expected), "got": len(got)})
-        for i, (g, e) in enumerate(zip(got, expected)):
+        for i, (g, e) in enumerate(zip(got, expected, strict=True)):
             fail = compare(g, e, tol, name=f"{name}[{i}]")
             if fail:
                 return fail

@@ -132,12 +132,12 @@ def wrong_on_probe(table, entry, theirs, tol) -> bool:
     cares = [entry.care(args, kwargs) for args, kwargs in entry.calls()] if entry.care is not None else []
     if not isinstance(theirs, (list, tuple)) or len(theirs) != len(mine):
         return True
-    for index, (result, want) in enumerate(zip(theirs, mine)):
+    for index, (result, want) in enumerate(zip(theirs, mine, strict=True)):
         care = cares[index] if index < len(cares) else None
         if isinstance(want, (list, tuple)):
             if not isinstance(result, (list, tuple)) or len(result) != len(want):
                 return True
-            pairs = list(zip(result, want))
+            pairs = list(zip(result, want, strict=True))
         else:
             pairs = [(result, want)]
         for got, expected in pairs:

@@ -77,7 +77,7 @@ class _Missing(gettext.NullTranslations):
         raise KeyError(message)
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def translations(lang: str, catalogs: tuple = CATALOGS) -> gettext.NullTranslations:
     """The catalogs of `lang`, then the English ones, chained as gettext fallbacks (read once
     per language: a pure function of its arguments and the `.mo` files)."""

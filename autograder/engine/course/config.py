@@ -24,11 +24,9 @@ from pathlib import Path
 
 import yaml
 
-from autograder import KIT
+from autograder import KIT, __version__, cache_base
 from autograder.engine.course import assignment as assignments
 from autograder.engine.course import late_policy
-from autograder import __version__
-from autograder import cache_base
 from autograder.engine.scan.submission import find_notebook, package_root
 
 DEFAULT_TIMEOUT = 10.0  # seconds a check may run, unless grading.yml says otherwise
@@ -264,7 +262,7 @@ def schema() -> dict:
     return json.loads(SCHEMA_PATH.read_text(encoding="utf-8"))
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def _schema_validator():
     return _draft_2020_12()(schema())
 
@@ -566,13 +564,13 @@ class _Builder:
         return step
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def _validator(schema_text: str):
     """The validator of a schema given as its JSON text."""
     return _draft_2020_12()(json.loads(schema_text))
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def _weights_schema(module) -> str:
     """The schema of a step's `weights` (JSON text): its checks module's check ids, each a number >= 0."""
     weight = schema()["$defs"]["step"]["properties"]["weights"]["additionalProperties"]
@@ -580,7 +578,7 @@ def _weights_schema(module) -> str:
     return json.dumps({"type": "object", "additionalProperties": False, "properties": properties}, sort_keys=True)
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def _options_schema(module) -> str:
     """The schema of a step's `options` (JSON text): the names its checks module's OPTIONS
     declares, each one of its values."""

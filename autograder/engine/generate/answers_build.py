@@ -19,8 +19,8 @@ import pkgutil
 import torch
 
 from autograder.engine.checks import stored
-from autograder.engine.generate import examples_build
 from autograder.engine.course.assignment import PACKAGE
+from autograder.engine.generate import examples_build
 from autograder.engine.judge.in_process import clone
 from autograder.engine.judge.plan import check_inputs, check_seed
 from autograder.harness import answers

@@ -8,9 +8,9 @@ import json
 import torch
 
 from autograder.engine.checks.check import judged
-from autograder.engine.mistakes.fingerprints import VERSION, key, observation_fingerprint, sources_digest
-from autograder.engine.judge.plan import check_inputs, check_seed
 from autograder.engine.judge.in_process import clone, observe
+from autograder.engine.judge.plan import check_inputs, check_seed
+from autograder.engine.mistakes.fingerprints import VERSION, key, observation_fingerprint, sources_digest
 
 
 def generate(config) -> dict:

@@ -26,10 +26,10 @@ from pathlib import Path
 from babel.messages.mofile import write_mo
 
 from autograder import KIT
-from autograder.engine.generate import catalogs
 from autograder.engine.checks import messages
 from autograder.engine.checks.folders import folder
 from autograder.engine.course import config as grading_config
+from autograder.engine.generate import catalogs
 
 _HEADER_END = re.compile(r'^msgid ""\nmsgstr ""\n(?:".*"\n)*\n', re.MULTILINE)
 
@@ -65,8 +65,8 @@ def compiled(po: Path) -> bytes:
 def _fingerprints(config, thorough):
     """(path, fresh data or None, stale?) of an assignment's fingerprints. Not thorough: compare
     the digest of their sources only (fast); thorough: regenerate and compare."""
-    from autograder.engine.mistakes import fingerprints  # late: keeps torch out until it runs
     from autograder.engine.generate.fingerprint_build import generate  # late: keeps torch out until it runs
+    from autograder.engine.mistakes import fingerprints  # late: keeps torch out until it runs
 
     path = fingerprints.path_of(config.id)
     if not thorough:
@@ -77,8 +77,8 @@ def _fingerprints(config, thorough):
 
 def _stages(config, thorough):
     """(path, fresh data or None, stale?) of an assignment's stored stages, as _fingerprints."""
-    from autograder.engine.mistakes import store  # late: keeps torch out until it runs
     from autograder.engine.generate.stage_build import generate  # late: keeps torch out until it runs
+    from autograder.engine.mistakes import store  # late: keeps torch out until it runs
 
     path = store.path_of(config.id)
     stored = store.load(config.id)

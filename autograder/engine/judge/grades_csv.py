@@ -3,8 +3,8 @@ exports: the gradebook's notes (late policy, adjustments) and a repository's tam
 cell goes through text.csv_table: none is a formula in a spreadsheet."""
 
 from autograder.engine.checks.text import csv_table, printable
-from autograder.engine.judge.results import round_score
 from autograder.engine.judge.result_files import write_atomically
+from autograder.engine.judge.results import round_score
 
 
 def csv_text(results, names, paths=None) -> str:
@@ -23,7 +23,7 @@ def csv_text(results, names, paths=None) -> str:
         + ["late_penalty", "adjustment", "total", "max_score", "notes"]
         + (["tampering"] if kit else [])
     ]
-    for index, (name, result) in enumerate(zip(names, results)):
+    for index, (name, result) in enumerate(zip(names, results, strict=True)):
         # a path holds names a student chose: one printable line (a spreadsheet or a terminal acts on no control character)
         head = [name, printable(paths[index], one_line=True)] if paths is not None else [name]
         if result is None:

@@ -23,6 +23,7 @@ from autograder.engine.checks import messages
 from autograder.engine.checks.check import Fail
 from autograder.engine.checks.text import printable
 from autograder.engine.judge import example, kept_code
+from autograder.engine.judge.budget import Budget
 from autograder.engine.judge.in_process import InProcess, observe
 from autograder.engine.judge.plan import (
     check_seed,
@@ -44,7 +45,6 @@ from autograder.engine.judge.verdict import (
     not_checked,
 )
 from autograder.engine.mistakes import diagnosis
-from autograder.engine.judge.budget import Budget
 from autograder.engine.scan.forbidden import SourceScan, package_files
 from autograder.engine.scan.submission import Staging, StagingError, refused_files, staging, submission_files
 from autograder.harness import phases

@@ -28,8 +28,8 @@ import threading
 from dataclasses import dataclass
 
 from autograder.engine.checks import messages
-from autograder.engine.checks.text import printable
 from autograder.engine.checks.check import Fail, compare, judged
+from autograder.engine.checks.text import printable
 from autograder.engine.course.assignment import mistakes_of
 from autograder.engine.mistakes import said, store
 from autograder.engine.mistakes.evidence import (

@@ -23,8 +23,8 @@ from pathlib import Path
 import torch
 
 from autograder import KIT
-from autograder.engine.mistakes.evidence import Evidence, best_variant, compared, says_nothing, without_where
 from autograder.engine.checks.folders import folder
+from autograder.engine.mistakes.evidence import Evidence, best_variant, compared, says_nothing, without_where
 
 ENGINE = Path(__file__).resolve().parents[1]  # autograder/engine
 PROJECTIONS = 4
@@ -128,7 +128,7 @@ def _matches(value, fp, tol):
         return (
             isinstance(value, (list, tuple))
             and len(value) == len(fp["list"])
-            and all(_matches(v, item, tol) for v, item in zip(value, fp["list"]))
+            and all(_matches(v, item, tol) for v, item in zip(value, fp["list"], strict=True))
         )
     if "float" in fp:
         rtol, atol = tol[torch.float64]
@@ -187,7 +187,7 @@ def same(a, b) -> bool:
     if isinstance(a, dict) and isinstance(b, dict):
         return a.keys() == b.keys() and all(same(a[k], b[k]) for k in a)
     if isinstance(a, list) and isinstance(b, list):
-        return len(a) == len(b) and all(same(x, y) for x, y in zip(a, b))
+        return len(a) == len(b) and all(same(x, y) for x, y in zip(a, b, strict=True))
     if isinstance(a, float) and isinstance(b, (int, float)):
         return abs(a - b) <= 1e-9 * max(1.0, abs(a), abs(b))
     return a == b

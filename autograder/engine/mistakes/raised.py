@@ -45,7 +45,7 @@ def described(raised, stages, sizes) -> tuple:
 def _broadcasts(shape, expected) -> bool:
     """A mask-like shape of ones and the expected sizes, right-aligned with one of `expected`."""
     for want in expected:
-        if len(shape) <= len(want) and all(a in (1, b) for a, b in zip(reversed(shape), reversed(want))):
+        if len(shape) <= len(want) and all(a in (1, b) for a, b in zip(reversed(shape), reversed(want), strict=False)):
             return True
     return False
 

@@ -110,7 +110,7 @@ def fine(value, axes, splits, sizes):
     """(value, axes) with every axis that `splits` factorises cut into its factors: (B, L, D) with
     D -> (H, d_k) becomes (B, L, H, d_k)."""
     shape, labels = [], []
-    for n, label in zip(value.shape, axes):
+    for n, label in zip(value.shape, axes, strict=False):
         parts = splits.get(label)
         if parts and all(p in sizes for p in parts) and math.prod(sizes[p] for p in parts) == n:
             shape += [sizes[p] for p in parts]
@@ -173,7 +173,7 @@ def layout(got, stage, sizes, tol):
                 return [fit("shape", got=_label_text(tuple(str(n) for n in got.shape)), expected=_label_text(expected))]
             return []  # a representation of the right values: no relation
         params = {"order": _label_text(order), "expected": _label_text(expected), "view": not consistent}
-        exchanged = [a for a, b in zip(order, expected) if a != b]
+        exchanged = [a for a, b in zip(order, expected, strict=False) if a != b]
         if len(exchanged) == 2:  # two axes swapped: said by name (the batch for the sequence, say)
             params["swapped"] = " ".join(sorted(exchanged))
         fits.append(fit("layout", **params))

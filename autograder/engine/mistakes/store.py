@@ -49,7 +49,7 @@ def same(a, b) -> bool:
             return bool(torch.allclose(x.double(), y.double(), rtol=1e-5, atol=1e-7, equal_nan=True))
         return a.keys() == b.keys() and all(same(a[k], b[k]) for k in a)
     if isinstance(a, list) and isinstance(b, list):
-        return len(a) == len(b) and all(same(x, y) for x, y in zip(a, b))
+        return len(a) == len(b) and all(same(x, y) for x, y in zip(a, b, strict=True))
     if isinstance(a, float) and isinstance(b, (int, float)):
         return abs(a - b) <= 1e-6 * max(1.0, abs(a), abs(b))
     return a == b

@@ -22,17 +22,17 @@ from concurrent.futures import ThreadPoolExecutor, as_completed
 from pathlib import Path
 
 from autograder.engine.judge import kept_code, result_files
+from autograder.engine.judge.plan import warm_up_grader
+from autograder.engine.judge.remote import PRELOAD
 from autograder.engine.judge.result_files import load_result  # noqa: F401 - where callers found it first
 from autograder.engine.judge.runner import grade
-from autograder.engine.judge.plan import warm_up_grader
 from autograder.engine.operations import gradebook, kit_files
 from autograder.engine.operations.folder_lock import BatchBusy, hold  # noqa: F401 - BatchBusy: callers found it here
 from autograder.engine.operations.shard import LOCK, Manifest, ShardError, in_shard, now, read_manifest, write_manifest
-from autograder.engine.judge.remote import PRELOAD
 from autograder.engine.scan.forbidden import across_batch
 from autograder.harness import phases
-from autograder.sandbox.fork_server import WorkerServer
 from autograder.sandbox.confine import SECCOMP, landlock_abi
+from autograder.sandbox.fork_server import WorkerServer
 
 
 def _safe(part):
@@ -124,8 +124,8 @@ def grade_batch(
         result_files.remove_stale_temporaries(out)
         result_files.remove_stale_temporaries(out / kept_code.FOLDER)
         known = gradebook.known_ids(out, paths)  # a re-grade keeps the id the class run gave
-        names = [known.get(Path(path).resolve(), name) for path, name in zip(paths, submission_ids(paths))]
-        given = dict(zip(names, paths))  # one submission per id (a path given twice is graded once)
+        names = [known.get(Path(path).resolve(), name) for path, name in zip(paths, submission_ids(paths), strict=True)]
+        given = dict(zip(names, paths, strict=True))  # one submission per id (a path given twice is graded once)
         class_ids = list(given)
         if shard is not None:
             given = {name: path for name, path in given.items() if in_shard(name, shard)}

@@ -38,8 +38,8 @@ from autograder import KIT, __version__
 from autograder.engine.checks.text import csv_records, csv_table, spreadsheet_record
 from autograder.engine.course import late_policy
 from autograder.engine.judge.grades_csv import csv_text
-from autograder.engine.judge.results import GradeResult
 from autograder.engine.judge.result_files import load_result, write_atomically
+from autograder.engine.judge.results import GradeResult
 from autograder.engine.operations.commits import head_commit
 
 ADJUSTMENTS = "adjustments.csv"

@@ -252,7 +252,7 @@ def _write(out: Path, entries) -> list:
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
     entries = sorted(entries, key=lambda entry: entry.id)
-    for first, second in zip(entries, entries[1:]):
+    for first, second in zip(entries, entries[1:], strict=False):
         if first.id == second.id:  # two ids, one folder name: neither may overwrite the other
             raise LmsError(f"{first.name!r} and {second.name!r} would both be the folder {first.id}: give distinct ids")
     for entry in entries:

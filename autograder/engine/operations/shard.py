@@ -22,6 +22,7 @@ import re
 import shlex
 import shutil
 from pathlib import Path
+
 from autograder.engine.checks.text import csv_records
 from autograder.engine.judge import kept_code
 from autograder.engine.judge.grades_csv import csv_text
@@ -281,7 +282,7 @@ def _complete_class(manifests: list, dirs: list, found: dict):
     directories, the owed ids without a result)]). Directories of different classes, shard
     counts or assignments are a ShardError."""
     first, first_dir = manifests[0], dirs[0]
-    for manifest, out in zip(manifests[1:], dirs[1:]):
+    for manifest, out in zip(manifests[1:], dirs[1:], strict=True):
         if manifest.class_digest != first.class_digest:
             raise ShardError(
                 f"{first_dir} and {out} graded different classes ({len(first.class_ids)} and "
@@ -304,7 +305,7 @@ def _complete_class(manifests: list, dirs: list, found: dict):
             )
     count = first.shard[1] if first.shard else 1
     by_shard = {}
-    for manifest, out in zip(manifests, dirs):
+    for manifest, out in zip(manifests, dirs, strict=True):
         by_shard.setdefault(manifest.shard[0] if manifest.shard else 1, []).append((manifest, out))
     gaps = []
     for k in range(1, count + 1):

@@ -19,7 +19,6 @@ from autograder.engine.scan.submission import refusal, walk_files  # what stagin
 from autograder.harness import phases
 from autograder.harness.watch import short_name
 
-
 # ---------------------------------------------------------------------------- in the source
 
 
@@ -52,9 +51,12 @@ def nodes(source: str, parsed=None):
         if isinstance(node, ast.If) and source_reader.is_main_test(node.test) and not rebinds_name:
             for child in node.body:
                 skip(child)
-        elif _is_test_function(node, loads):
-            skip(node)
-        elif isinstance(node, ast.ClassDef) and node.name.startswith("Test") and node.name not in loads:
+        elif (
+            _is_test_function(node, loads)
+            or isinstance(node, ast.ClassDef)
+            and node.name.startswith("Test")
+            and node.name not in loads
+        ):
             skip(node)
     return tuple(n for n in every if id(n) not in skipped)
 

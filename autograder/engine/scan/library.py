@@ -32,7 +32,7 @@ def is_private(name: str) -> bool:
     return name.startswith("_") and not is_dunder(name) and name not in PUBLIC_UNDERSCORED
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def loaded(module_name: str):
     """The module object of an allowed module, imported here in the judge (trusted library code),
     or None where it is not installed (einops)."""

@@ -18,20 +18,19 @@ from dataclasses import dataclass
 
 from autograder.engine.scan import library
 from autograder.engine.scan.source_policy import (
+    _ALLOWED_ROOTS,
+    _CODE_CHARS,
+    ALLOWED_BUILTINS,
+    ALLOWED_MODULES,
     CLASS_NAMES,
+    DANGEROUS_NAMES,
     DECORATORS,
     DEFINABLE_DUNDERS,
     DUNDER_NAMES,
-    GLOBAL_DENY,
-    NAME_CHANNELS,
-    PUBLIC_UNDERSCORED,
-    UNSUBCLASSABLE,
-    ALLOWED_BUILTINS,
-    ALLOWED_MODULES,
-    DANGEROUS_NAMES,
     DUNDERS,
     DYNAMIC_CODE,
     FRAME_ATTRIBUTES,
+    GLOBAL_DENY,
     GLOBAL_DENY_MEMBERS,
     GLOBAL_DENY_MODULES,
     GRADER_MODULE_NAMES,
@@ -43,11 +42,12 @@ from autograder.engine.scan.source_policy import (
     MAX_FOLDED_TOTAL,
     MAX_SOURCE_CHARS,
     MODULE_DENY,
+    NAME_CHANNELS,
+    PUBLIC_UNDERSCORED,
     REBIND_DENY,
     SOME_MEMBERS,
     TORCH_HOOKS,
-    _ALLOWED_ROOTS,
-    _CODE_CHARS,
+    UNSUBCLASSABLE,
 )
 
 
@@ -378,9 +378,12 @@ class _Reader:
         roots = []
         referenced = self._referenced()
         for node in self.tree.body:
-            if isinstance(node, ast.If) and is_main_test(node.test) and "__name__" not in self._rebound():
-                roots.extend(node.body)
-            elif self._unreferenced_test(node, referenced):
+            if (
+                isinstance(node, ast.If)
+                and is_main_test(node.test)
+                and "__name__" not in self._rebound()
+                or self._unreferenced_test(node, referenced)
+            ):
                 roots.extend(node.body)
             elif (
                 isinstance(node, ast.ClassDef)
@@ -707,9 +710,7 @@ class _Reader:
                 self.report("policy.metaclass", node, kind[1])
         elif id(value) in _channels():
             literal_from = _channels()[id(value)]
-            if literal_from is None or not called:
-                self.report("policy.name_channel", node, kind[1])
-            elif not self._names_written(parent, *literal_from):
+            if literal_from is None or not called or not self._names_written(parent, *literal_from):
                 self.report("policy.name_channel", node, kind[1])
         elif called and library.is_enum_class(value) and _makes_enum(parent):
             self.report("policy.name_channel", node, kind[1])

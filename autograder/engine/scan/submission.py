@@ -23,7 +23,6 @@ from pathlib import Path
 from autograder.engine.checks.text import printable
 from autograder.engine.scan import archive
 
-
 NOTEBOOK_LIMIT = 20 << 20  # bytes: a larger .ipynb is not read
 SOURCE_LIMIT = 1 << 20  # bytes: a larger .py file of the package is not graded
 WALK_DEPTH = 16  # folders below a submission's top that staging looks into

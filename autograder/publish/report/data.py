@@ -19,7 +19,6 @@ from pathlib import Path
 from autograder.engine.judge.grades_csv import gradebook_notes, tampering_summary
 from autograder.engine.judge.results import from_json
 
-
 # Check outcomes that mean the worker ran out of time, or the interpreter died (runner.py).
 HANG_IDS = {"timeout"}
 CRASH_IDS = {"worker_crashed", "worker_exited", "bad_worker_message"}

@@ -364,7 +364,7 @@ def _relocalised(text: str, message_id: str, lang: str, depth: int):
     return None
 
 
-@functools.lru_cache(maxsize=None)  # the catalogs' templates: re's own cache of 512 thrashed over them
+@functools.cache  # the catalogs' templates: re's own cache of 512 thrashed over them
 def _reader(template: str):
     return messages.reader(template)
 

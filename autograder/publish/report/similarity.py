@@ -166,7 +166,7 @@ def _alike(ids: list, documents: dict, common: int, threshold: float):
             held[row, columns[columns >= 0]] = 1.0
         overlap += (held * weights[block].astype(np.float32)) @ held.T
     share = overlap / np.maximum(total, 1e-12)[:, None]
-    for i, j in zip(*np.nonzero(np.triu(np.maximum(share, share.T) >= threshold, 1))):
+    for i, j in zip(*np.nonzero(np.triu(np.maximum(share, share.T) >= threshold, 1)), strict=True):
         yield ids[i], ids[j], float(share[i, j]), float(share[j, i])
 
 
@@ -177,7 +177,7 @@ def regions(files: dict, document: Document, covered: np.ndarray, context: int =
     (then one ["⋯ N more lines", False]). Each line printable (control characters escaped) and
     cut to LINE_CHARS."""
     matched = defaultdict(set)
-    for (path, first, last), hit in zip(document.places, covered):
+    for (path, first, last), hit in zip(document.places, covered, strict=False):
         if hit:
             matched[path].update(range(first, last + 1))
     out, budget = [], most

@@ -18,9 +18,9 @@ import sys
 from dataclasses import dataclass
 
 from autograder import KIT
+from autograder.engine.course import config as grading_config
 from autograder.sandbox import confine
 from autograder.sandbox.fork_server import ServerError, WorkerServer
-from autograder.engine.course import config as grading_config
 
 
 @dataclass
@@ -327,8 +327,8 @@ def reference(say):
         local = grade(solutions, config, reference=solutions, seed=1, isolate=False)
         differ = [
             f"{step.id}/{check.id}"
-            for step, other in zip(sandboxed.steps, local.steps)
-            for check, mine in zip(step.checks, other.checks)
+            for step, other in zip(sandboxed.steps, local.steps, strict=False)
+            for check, mine in zip(step.checks, other.checks, strict=False)
             if (check.passed, check.points) != (mine.passed, mine.points)
         ]
         where = "; ".join(f"step {step.id} {step.mode.removeprefix('mode_')}" for step in sandboxed.steps if step.mode)

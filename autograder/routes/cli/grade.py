@@ -97,12 +97,11 @@ def run(args):
         print(NO_SECRET, file=sys.stderr)
     warnings.simplefilter("ignore")  # warnings from torch or student code never reach our stderr
     if args.out:
+        from autograder.engine.operations import gradebook  # not in the student kit (instructor_only)
         from autograder.engine.operations.batch import (
             BatchBusy,
             grade_batch,
         )  # not in the student kit (instructor_only)
-
-        from autograder.engine.operations import gradebook  # not in the student kit (instructor_only)
 
         plots = None if args.plots is None else args.out / "pictures" if args.plots is PLOTS_DEFAULT else args.plots
         try:

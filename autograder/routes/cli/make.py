@@ -7,8 +7,7 @@ import sys
 
 from autograder import KIT
 from autograder.engine.course import config as grading_config
-from autograder.engine.generate import generated
-from autograder.engine.generate import fingerprint_build
+from autograder.engine.generate import fingerprint_build, generated
 from autograder.engine.generate.skeleton import DEFAULT_LANGUAGE, write_skeletons
 from autograder.engine.mistakes import fingerprints
 from autograder.publish.nbgrader_course import write_course_notebook

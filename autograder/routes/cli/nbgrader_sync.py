@@ -120,7 +120,7 @@ def stage(found: list, out: Path, package: str, kept: dict) -> dict:
     {folder: (Submission, why it could not be read or "")}. A folder whose notebook changed since
     the last run loses its result (out/<id>.json), so that the batch grades it again."""
     staged = {}
-    for item, name in zip(found, folder_names([item.student for item in found])):
+    for item, name in zip(found, folder_names([item.student for item in found]), strict=True):
         folder = out / "notebooks" / name
         notebook, why = as_autograded(item.folder / f"{package}.ipynb", kept)
         text = json.dumps(notebook if notebook is not None else {"cells": []}, indent=1, sort_keys=True) + "\n"
@@ -143,7 +143,7 @@ def folder_names(students: list) -> list:
         name
         if safe.count(name) == 1 and name == student
         else f"{name}-{hashlib.sha256(student.encode()).hexdigest()[:8]}"
-        for name, student in zip(safe, students)
+        for name, student in zip(safe, students, strict=True)
     ]
 
 
@@ -222,7 +222,7 @@ def sync_assignment(coursedir, nbconfig, config, workers, force, log) -> int:
         print(f"error: {error}", file=log)
         return 1
     failed = []
-    for (folder, (item, why)), result in zip(staged.items(), ordered.values()):
+    for (_folder, (item, why)), result in zip(staged.items(), ordered.values(), strict=False):
         if result is None:
             failed.append(item.student)
             continue

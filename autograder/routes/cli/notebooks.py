@@ -6,8 +6,7 @@ import sys
 
 from autograder.engine.course import config as grading_config
 from autograder.engine.judge import result_files
-from autograder.publish.nbgrader_course import notebook_text
-from autograder.publish.nbgrader_course import write_course
+from autograder.publish.nbgrader_course import notebook_text, write_course
 from autograder.publish.student_notebook import student_notebook
 from autograder.routes.cli.release import which_assignment
 

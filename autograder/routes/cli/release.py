@@ -10,7 +10,6 @@ from autograder.engine.course.secret import source
 from autograder.publish.gradescope import gradescope_zip
 from autograder.publish.release import release as write_release
 
-
 PRIVATE_GONE = (
     "error: --classroom private is gone. It gave a token that reads the private kit (the reference, the "
     "hidden checks) to a workflow in each student's repository, and a student who can push can change what "

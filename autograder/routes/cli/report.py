@@ -8,13 +8,13 @@ import json
 import sys
 
 from autograder import KIT
+from autograder.engine.course import config as grading_config
 from autograder.engine.judge.result_files import WriteError, write_atomically
 from autograder.engine.operations.shard import IncompleteMerge, ShardError, merge
-from autograder.publish.report import data as report, reading, similarity
-from autograder.engine.course import config as grading_config
+from autograder.publish.report import data as report
+from autograder.publish.report import reading, similarity
+from autograder.publish.report.html import localised, render
 from autograder.publish.report.reading import ReportError
-from autograder.publish.report.html import localised
-from autograder.publish.report.html import render
 
 
 def run(args) -> int:

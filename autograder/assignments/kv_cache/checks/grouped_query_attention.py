@@ -9,6 +9,7 @@ import torch.nn.functional as F
 
 from autograder.assignments.kv_cache.observers import grouped_query_attention as observers
 from autograder.engine.checks.check import Check, raised_verdict, randn, randsize
+
 from ._shared import mask_by_hand
 
 FILES = ["gqa.py"]  # what the step grades (scanned for forbidden calls)

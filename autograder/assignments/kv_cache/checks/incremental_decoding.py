@@ -12,6 +12,7 @@ import torch.nn.functional as F
 
 from autograder.assignments.kv_cache.observers import incremental_decoding as observers
 from autograder.engine.checks.check import Check, Fail, randindex, randn, randsize
+
 from ._shared import mask_by_hand
 
 FILES = ["decode.py"]  # what the step grades (scanned for forbidden calls)

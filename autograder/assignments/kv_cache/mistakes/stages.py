@@ -396,7 +396,7 @@ def decoder(states, x, n_heads, n_kv_heads, lengths, skip=frozenset()):
         masked = scores if "causal_mask" in skip else scores.masked_fill(blocked, torch.finfo(scores.dtype).min)
         weights = torch.softmax(masked, dim=-1)
         out_heads = weights @ V_rep
-        if "merge_transpose" in skip:
+        if "merge_transpose" in skip:  # noqa: SIM108 - each way on a line of its own, as the reference's
             merged = out_heads.reshape(B, n, D)
         else:
             merged = out_heads.transpose(1, 2).reshape(B, n, D)

@@ -10,6 +10,7 @@ import torch.nn.functional as F
 from autograder.assignments.mha.observers import attention as observers
 from autograder.engine.checks import messages
 from autograder.engine.checks.check import Check, Fail, randsize
+
 from ._shared import qkv, weights_picture
 
 FILES = ["attention.py"]  # what the step grades (scanned for forbidden calls)

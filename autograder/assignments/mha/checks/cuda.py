@@ -30,8 +30,9 @@ import torch
 from autograder.assignments.mha.observers import cuda as observers
 from autograder.assignments.mha.observers.multi_head_attention import EARLIER
 from autograder.engine.checks import earlier
-from autograder.harness.earlier import WRITTEN_OUT
 from autograder.engine.checks.check import Check, Fail, compare_tensor, randint, randn
+from autograder.harness.earlier import WRITTEN_OUT
+
 from ._shared import causal_by_hand
 
 OPTIONS = {"mode": ("auto", "real", "simulated", "off")}

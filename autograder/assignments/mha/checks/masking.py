@@ -15,14 +15,15 @@ How a mask is judged (any fill, -inf or finite, before or after the softmax) is 
 
 import torch
 
+from autograder.assignments.mha.observers import attention as attention_observers
+from autograder.assignments.mha.observers import masking as observers
 from autograder.engine.checks import messages
 from autograder.engine.checks.check import (
     Check,
     randindex,
     randsize,
 )
-from autograder.assignments.mha.observers import attention as attention_observers
-from autograder.assignments.mha.observers import masking as observers
+
 from ._masking import judge_masked, normalised
 from ._shared import causal_by_hand, qkv, weights_picture
 

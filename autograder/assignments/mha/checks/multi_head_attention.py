@@ -28,6 +28,7 @@ from autograder.engine.checks.check import (
     randn,
     randsize,
 )
+
 from ._shared import causal_by_hand
 
 FILES = ["mha.py"]  # what the step grades (scanned for forbidden calls)

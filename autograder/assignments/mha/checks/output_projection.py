@@ -4,6 +4,7 @@ import torch.nn.functional as F
 
 from autograder.assignments.mha.observers import output_projection as observers
 from autograder.engine.checks.check import Check, linear_state, randn, randsize
+
 from ._shared import concat_heads
 
 FILES = ["output.py"]  # what the step grades (scanned for forbidden calls)

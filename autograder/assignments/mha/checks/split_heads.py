@@ -4,6 +4,7 @@ import torch
 
 from autograder.assignments.mha.observers import split_heads as observers
 from autograder.engine.checks.check import Check, raised_verdict, randn, randsize
+
 from ._shared import concat_heads
 
 FILES = ["heads.py"]  # what the step grades (scanned for forbidden calls)

@@ -136,7 +136,7 @@ def pad_batch(K, sequences, pad_id, max_len):
     fill = pad_id if K.pad_fill == "pad_id" else 0
     ids = torch.full((len(sequences), L), fill, dtype=torch.long)
     mask = torch.ones(len(sequences), L, dtype=torch.bool)
-    for b, (seq, n) in enumerate(zip(sequences, lengths)):
+    for b, (seq, n) in enumerate(zip(sequences, lengths, strict=True)):
         where = slice(0, n) if K.pad_side == "right" else slice(L - n, L)
         ids[b, where] = torch.tensor(list(seq[:n]), dtype=torch.long)
         mask[b, where] = False
@@ -206,7 +206,7 @@ def fused_projection(K):
             qkv = self.c_attn(x)
             D = self.d_model
             if K.fused_split == "blocks":
-                parts = dict(zip(K.fused_order, qkv.split(D, dim=-1)))
+                parts = dict(zip(K.fused_order, qkv.split(D, dim=-1), strict=False))
                 return parts["q"], parts["k"], parts["v"]
             if K.fused_split == "interleaved":  # view(..., D, 3): q, k, v take every third feature
                 return tuple(qkv.view(*x.shape[:-1], D, 3).unbind(-1))
@@ -304,7 +304,7 @@ def attend(K, q, k, v, mask=None, heads=None):
             scores = scores.masked_fill(blocked, fill_value(K, scores))
         elif K.mask_place == "add":  # scores + mask: a bool mask adds 1, blocks nothing
             scores = scores + blocked
-    if K.softmax:
+    if K.softmax:  # noqa: SIM108 - a knob's line, as the reference's
         weights = torch.softmax(scores, dim=softmax_dim(K, scores))
     else:
         weights = scores

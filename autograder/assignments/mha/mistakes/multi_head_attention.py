@@ -4,7 +4,7 @@ Instructor-only. Used by the diagnosis (autograder/engine/mistakes/diagnosis.py)
 to students (autograder/engine/mistakes/fingerprints.py); never imported where student code runs.
 """
 
-from . import Mistake, SHARED
+from . import SHARED, Mistake
 
 MISTAKES = [
     Mistake("mha_shared_projection", *SHARED),

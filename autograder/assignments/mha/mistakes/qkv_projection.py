@@ -6,7 +6,7 @@ to students (autograder/engine/mistakes/fingerprints.py); never imported where s
 
 import itertools
 
-from . import Mistake, SHARED
+from . import SHARED, Mistake
 
 MISTAKES = [
     # k and/or v (or q) computed with another projection's layer, at call time (k = self.w_q(x))

@@ -136,7 +136,7 @@ class _FunctionalLinear(TorchFunctionMode):
         kwargs = kwargs or {}
         output = func(*args, **kwargs)
         if func is F.linear and not self.depth[0]:
-            named = dict(zip(("input", "weight", "bias"), args))
+            named = dict(zip(("input", "weight", "bias"), args, strict=False))
             named.update(kwargs)
             keep_grad(output)
             self.calls.append(Call(None, named.get("input"), output, named.get("weight"), named.get("bias")))
@@ -427,7 +427,7 @@ def merged_order(module, roles, probes):
             places.append(blocks[0])
         if sorted(places) != list(range(count)):
             return None
-        ordered[role] = Heads(tuple(part for _, part in sorted(zip(places, slot.parts))))
+        ordered[role] = Heads(tuple(part for _, part in sorted(zip(places, slot.parts, strict=False))))
     return ordered
 
 
@@ -556,14 +556,14 @@ def trace_qkv(module, d_model):
             if not (isinstance(result, (tuple, list)) and len(result) == 3):
                 return None, "forward did not return (q, k, v)"
             traced = [(call.output, slots) for call, _, slots in found if slots and call.output.grad_fn is not None]
-            for role, out in zip(QKV, result):
+            for role, out in zip(QKV, result, strict=False):
                 if not (traced and isinstance(out, torch.Tensor) and out.grad_fn is not None):
                     continue
                 weights = torch.randn(out.shape, generator=rng, dtype=out.dtype)
                 grads = torch.autograd.grad(
                     (out * weights).sum(), [output for output, _ in traced], allow_unused=True, retain_graph=True
                 )
-                for (_, slots), grad in zip(traced, grads):
+                for (_, slots), grad in zip(traced, grads, strict=True):
                     for block, slot in enumerate(slots):
                         if grad is not None and grad[..., block * d_model : (block + 1) * d_model].abs().sum() > 0:
                             roles[role].add(slot)

@@ -167,7 +167,7 @@ def _materialized(ran, lazy):
             module = copy.deepcopy(ran[name])
         except Exception:  # noqa: BLE001 - student modules may hold what deepcopy refuses
             continue
-        for sub, training in zip(module.modules(), modes):
+        for sub, training in zip(module.modules(), modes, strict=False):
             sub.training = training
         for parameter in module.parameters():
             parameter.grad = None

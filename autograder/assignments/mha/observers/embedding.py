@@ -34,11 +34,11 @@ class _Lookups(TorchFunctionMode):
         kwargs = kwargs or {}
         output = func(*args, **kwargs)
         if func is F.embedding:
-            named = dict(zip(("input", "weight", "padding_idx"), args))
+            named = dict(zip(("input", "weight", "padding_idx"), args, strict=False))
             named.update(kwargs)
             self.calls.append((named.get("weight"), named.get("input"), padding_row(named.get("padding_idx"), named)))
         elif func is torch.embedding:  # torch.embedding(weight, indices, padding_idx=-1): -1 is none
-            named = dict(zip(("weight", "indices", "padding_idx"), args))
+            named = dict(zip(("weight", "indices", "padding_idx"), args, strict=False))
             named.update(kwargs)
             padding_idx = named.get("padding_idx", -1)
             self.calls.append((named.get("weight"), named.get("indices"), None if padding_idx == -1 else padding_idx))
@@ -58,9 +58,12 @@ def owning_parameter(tensor, parameters):
     if not isinstance(tensor, torch.Tensor):
         return None
     for candidate in (tensor, tensor._base):
-        if candidate is not None and id(candidate) in parameters:
-            if candidate is tensor or (tensor.shape == candidate.shape and tensor.stride() == candidate.stride()):
-                return parameters[id(candidate)]
+        if (
+            candidate is not None
+            and id(candidate) in parameters
+            and (candidate is tensor or (tensor.shape == candidate.shape and tensor.stride() == candidate.stride()))
+        ):
+            return parameters[id(candidate)]
     return None
 
 

@@ -12,8 +12,8 @@ wrong dim, a missing transpose) changes both runs alike and leaves the mask's ef
 import torch
 from torch.overrides import TorchFunctionMode
 
-from autograder.harness.trace import traced_calls
 from autograder.assignments.mha.observers.attention import attend
+from autograder.harness.trace import traced_calls
 
 # What a softmax is computed with, by the name a TorchFunctionMode sees (func.__name__).
 SOFTMAX_CALLS = frozenset(

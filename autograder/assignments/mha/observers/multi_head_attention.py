@@ -69,7 +69,7 @@ class _Dropouts(TorchFunctionMode):
         output = func(*args, **kwargs)
         arguments = DROPOUT_ARGUMENTS.get(func)
         if arguments is not None:
-            named = dict(zip(arguments, args))
+            named = dict(zip(arguments, args, strict=False))
             named.update(kwargs)
             x, p, on = named.get("input"), named.get("p", 0.5), named.get(arguments[2], True)
             where = self.inside[-1] if self.inside else DROPOUT_NAMES[func]
