@@ -49,7 +49,7 @@ def formula(cell: str) -> bool:
 def graded(step_ids, scores):
     steps = [
         StepResult(step_id, "T", score, 10.0, [CheckResult("c", score > 0, score, 10.0, "public")])
-        for step_id, score in zip(step_ids, scores, strict=True)
+        for step_id, score in zip(step_ids, scores, strict=False)
     ]
     return GradeResult("A", "s", steps)
 
@@ -203,7 +203,7 @@ def test_every_csv_the_kit_writes_holds_no_formula_and_reads_back(tmp_path, monk
 
     out = tmp_path / "out"
     results = [graded(["padding", "=step"], [5.0, -1.0]) for _ in ids]
-    paths = [f"{text}/{sid}" for text, sid in zip(HOSTILE_TEXT, ids, strict=True)]
+    paths = [f"{text}/{sid}" for text, sid in zip(HOSTILE_TEXT, ids, strict=False)]
     write_csv(results, ids, out / "grades.csv", paths=paths)
     gradebook.add_adjustment(out, gradebook.Adjustment("-x", -5.0, HOSTILE_TEXT[0]))
     gradebook.add_adjustment(out, gradebook.Adjustment("-1-2", 2.5, HOSTILE_TEXT[1], step="=step"))

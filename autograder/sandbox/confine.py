@@ -235,136 +235,24 @@ CREATE_FLAGS = WRITE_FLAGS & ~(os.O_WRONLY | os.O_RDWR)
 
 # What Python and torch call while importing and computing on one thread. No call here creates,
 # writes, renames, removes or truncates a file: open and openat are allowed by flags (below).
-ALLOWED_SYSCALLS = [
-    "read",
-    "write",
-    "readv",
-    "writev",
-    "pread64",
-    "pwrite64",
-    "preadv",
-    "pwritev",
-    "preadv2",
-    "pwritev2",
-    "lseek",
-    "close",
-    "stat",
-    "fstat",
-    "lstat",
-    "newfstatat",
-    "statx",
-    "access",
-    "faccessat",
-    "faccessat2",
-    "readlink",
-    "readlinkat",
-    "getdents64",
-    "getcwd",
-    "chdir",
-    "fchdir",
-    "fsync",
-    "fdatasync",
-    "flock",
-    "fadvise64",
-    "readahead",
-    "statfs",
-    "fstatfs",
-    "umask",
-    "sendfile",
-    "copy_file_range",
-    "splice",
-    "tee",
-    "fcntl",
-    "dup",
-    "dup2",
-    "dup3",
-    "pipe",
-    "pipe2",
-    "poll",
-    "ppoll",
-    "select",
-    "pselect6",
-    "epoll_create",
-    "epoll_create1",
-    "epoll_ctl",
-    "epoll_wait",
-    "epoll_pwait",
-    "epoll_pwait2",
-    "eventfd",
-    "eventfd2",
-    "timerfd_create",
-    "timerfd_settime",
-    "timerfd_gettime",
-    "mmap",
-    "munmap",
-    "mprotect",
-    "mremap",
-    "madvise",
-    "brk",
-    "msync",
-    "mincore",
-    "get_mempolicy",
-    "futex",
-    "futex_waitv",
-    "set_robust_list",
-    "get_robust_list",
-    "rseq",
-    "set_tid_address",
-    "arch_prctl",
-    "membarrier",
-    "rt_sigaction",
-    "rt_sigprocmask",
-    "rt_sigreturn",
-    "rt_sigpending",
-    "rt_sigsuspend",
-    "rt_sigtimedwait",
-    "sigaltstack",
-    "setitimer",
-    "getitimer",
-    "alarm",
-    "timer_create",
-    "timer_settime",
-    "timer_gettime",
-    "timer_getoverrun",
-    "timer_delete",
-    "clock_gettime",
-    "clock_getres",
-    "clock_nanosleep",
-    "nanosleep",
-    "gettimeofday",
-    "time",
-    "getpid",
-    "gettid",
-    "getppid",
-    "getuid",
-    "geteuid",
-    "getgid",
-    "getegid",
-    "getgroups",
-    "getresuid",
-    "getresgid",
-    "getpgrp",
-    "getpgid",
-    "getsid",
-    "getrusage",
-    "times",
-    "sysinfo",
-    "getrandom",
-    "uname",
-    "getcpu",
-    "capget",
-    "sched_getaffinity",
-    "sched_yield",
-    "sched_getparam",
-    "sched_getscheduler",
-    "sched_getattr",
-    "sched_get_priority_max",
-    "sched_get_priority_min",
-    "getpriority",
-    "getrlimit",
-    "exit",
-    "exit_group",
-]
+ALLOWED_SYSCALLS = """
+    read write readv writev pread64 pwrite64 preadv pwritev preadv2 pwritev2 lseek close
+    stat fstat lstat newfstatat statx access faccessat faccessat2 readlink readlinkat
+    getdents64 getcwd chdir fchdir fsync fdatasync flock fadvise64 readahead statfs fstatfs umask
+    sendfile copy_file_range splice tee
+    fcntl dup dup2 dup3 pipe pipe2 poll ppoll select pselect6 epoll_create epoll_create1 epoll_ctl
+    epoll_wait epoll_pwait epoll_pwait2 eventfd eventfd2 timerfd_create timerfd_settime timerfd_gettime
+    mmap munmap mprotect mremap madvise brk msync mincore get_mempolicy
+    futex futex_waitv set_robust_list get_robust_list rseq set_tid_address arch_prctl membarrier
+    rt_sigaction rt_sigprocmask rt_sigreturn rt_sigpending rt_sigsuspend rt_sigtimedwait sigaltstack
+    setitimer getitimer alarm timer_create timer_settime timer_gettime timer_getoverrun timer_delete
+    clock_gettime clock_getres clock_nanosleep nanosleep gettimeofday time
+    getpid gettid getppid getuid geteuid getgid getegid getgroups getresuid getresgid getpgrp getpgid getsid
+    getrusage times sysinfo getrandom uname getcpu capget
+    sched_getaffinity sched_yield sched_getparam sched_getscheduler sched_getattr
+    sched_get_priority_max sched_get_priority_min getpriority getrlimit
+    exit exit_group
+""".split()  # noqa: SIM905 - grouped by kind, a group a line
 IOCTLS = (0x5401, 0x541B, 0x5421, 0x5450, 0x5451)  # TCGETS FIONREAD FIONBIO FIONCLEX FIOCLEX
 PRCTLS = (3, 15, 16, 23, 0x53564D41)  # GET_DUMPABLE SET_NAME GET_NAME CAPBSET_READ SET_VMA
 
@@ -873,14 +761,11 @@ def apply(plan: ConfinementPlan, only=None) -> list:
             drop_capabilities()
         elif layer == "rlimits":
             limit_resources(plan)
-        elif (
-            layer == "one-cpu"
-            and not pin_to_cpu(plan.cpu)
-            or layer == "landlock"
-            and not landlock(plan.landlock)
-            or layer == "seccomp"
-            and not seccomp_filter(plan.seccomp)
-        ):
+        elif layer == "one-cpu" and not pin_to_cpu(plan.cpu):  # noqa: SIM114 - a layer a line, as applied
+            continue
+        elif layer == "landlock" and not landlock(plan.landlock):  # noqa: SIM114
+            continue
+        elif layer == "seccomp" and not seccomp_filter(plan.seccomp):
             continue
         layers.append(layer)
     return layers

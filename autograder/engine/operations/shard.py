@@ -83,7 +83,6 @@ def now() -> str:
 
 
 def write_manifest(out: Path, manifest: Manifest) -> None:
-
     write_atomically(Path(out) / MANIFEST, json.dumps(manifest.to_json(), indent=1) + "\n")
 
 
@@ -346,20 +345,18 @@ def _incomplete_message(gaps: list, merged: Path, template: Manifest) -> str:
 
 def command_for_shard(template: Manifest, k: int) -> str:
     """`template`'s command (a sibling shard's) made into shard `k`'s."""
-    n = template.shard[1] if template.shard else 1
+    k_from, n = template.shard if template.shard else (1, 1)
     words = list(template.command)
     for index, word in enumerate(words[:-1]):
         if word == "--shard":
             words[index + 1] = f"{k}/{n}"
         elif word == "--out":
-            words[index + 1] = _renumbered(words[index + 1], template.shard[0] if template.shard else 1, k)
+            words[index + 1] = _renumbered(words[index + 1], k_from, k)
     for index, word in enumerate(words):
         if word.startswith("--shard="):
             words[index] = f"--shard={k}/{n}"
         elif word.startswith("--out="):
-            words[index] = "--out=" + _renumbered(
-                word.removeprefix("--out="), template.shard[0] if template.shard else 1, k
-            )
+            words[index] = "--out=" + _renumbered(word.removeprefix("--out="), k_from, k)
     return _shell(template.cwd, words)
 
 

@@ -20,37 +20,11 @@ import ast
 from autograder.publish.report import liveness
 from autograder.publish.report.syntax import TERMINAL, blocks, walk
 
-# Built-ins whose call as a statement changes nothing the program computes (print: only output).
+# Built-ins whose call as a statement changes nothing the program computes (print: only output);
+# a split word list (noqa SIM905): two lines to read, not 27.
 NO_EFFECT_CALLS = frozenset(
-    [
-        "print",
-        "len",
-        "repr",
-        "str",
-        "int",
-        "float",
-        "bool",
-        "isinstance",
-        "issubclass",
-        "id",
-        "type",
-        "hash",
-        "abs",
-        "min",
-        "max",
-        "sum",
-        "sorted",
-        "list",
-        "tuple",
-        "dict",
-        "set",
-        "frozenset",
-        "range",
-        "format",
-        "round",
-        "divmod",
-        "callable",
-    ]
+    "print len repr str int float bool isinstance issubclass id type hash abs min max sum sorted "  # noqa: SIM905
+    "list tuple dict set frozenset range format round divmod callable".split()
 )
 
 MAX_PASSES = 8  # rounds of stripping (each linear): dead code that takes more stays
