@@ -126,8 +126,8 @@ def main():
     print("\nthe student loop, pytest minus import torch (target <= 0.30 s); per round, then the median:")
     for name in trees:
         label = f"{name}: pytest assignments/"
-        gaps = [p - t for p, t in zip(walls[label], walls["import torch"])]
-        cpu_gaps = [p - t for p, t in zip(cpus[label], cpus["import torch"])]
+        gaps = [p - t for p, t in zip(walls[label], walls["import torch"], strict=True)]
+        cpu_gaps = [p - t for p, t in zip(cpus[label], cpus["import torch"], strict=True)]
         rounds = " ".join(f"{gap:+.2f}" for gap in gaps)
         print(f"  {name:9s} wall {rounds}  median {median(gaps):+.2f} s; CPU median {median(cpu_gaps):+.2f} s")
 
