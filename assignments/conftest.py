@@ -10,10 +10,12 @@ from pathlib import Path
 # of its later passes (still freed by reference counting).
 collecting = gc.isenabled()
 gc.disable()
-from autograder.routes.pytest_plugin import (PLUGIN_NAME, StudentPlugin, lab, pytest_addoption,  # noqa: E402,F401
-                                             pytest_collection_modifyitems, pytest_report_collectionfinish)
-if collecting:
-    gc.enable()
+try:
+    from autograder.routes.pytest_plugin import (PLUGIN_NAME, StudentPlugin, lab, pytest_addoption,  # noqa: F401
+                                                 pytest_collection_modifyitems, pytest_report_collectionfinish)
+finally:  # on again even where the grader fails to load (pytest says why and stops)
+    if collecting:
+        gc.enable()
 gc.freeze()
 
 

@@ -156,3 +156,18 @@ def test_loading_the_grader_makes_no_collection_and_freezes_what_it_loaded():
     seen = json.loads(completed.stdout)
     assert seen["torch"] and seen["passes while torch loads"] == 0 and seen["enabled"], seen
     assert seen["frozen"] > 100_000, seen  # torch's objects, out of every later pass
+
+
+def test_the_collector_is_on_again_where_the_grader_fails_to_load():
+    script = (
+        "import gc, sys\n"
+        "sys.path.insert(0, 'assignments')\n"
+        "sys.modules['autograder.routes.pytest_plugin'] = None  # its import fails, as a broken install's\n"
+        "try:\n"
+        "    import conftest\n"
+        "except ImportError:\n"
+        "    print(gc.isenabled())\n"
+    )
+    env = {**os.environ, "PYTHONPATH": str(KIT)}
+    completed = subprocess.run([sys.executable, "-c", script], cwd=KIT, env=env, capture_output=True, text=True)
+    assert completed.stdout.split() == ["True"], completed.stdout + completed.stderr[-2000:]
