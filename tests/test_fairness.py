@@ -631,3 +631,62 @@ def test_in_process_grading_with_hidden_checks_warms_the_assignment_up_once(monk
     for _ in range(2):
         grade(SOLUTIONS, config, reference=SOLUTIONS, seed=1, steps=["kv_cache"])
     assert calls == [None]
+
+
+class OneLengthOnly(torch.nn.Module):
+    """Layers named for nothing, attention that fails when the key's length is not the query's:
+    `form` "heads_kept" keeps heads (B, L, H, d_k) and so attends over the heads (NATTEN's permute
+    bug); "asserted" is correct attention that refuses two lengths."""
+
+    def __init__(self, d, num_heads, form):
+        super().__init__()
+        self.a, self.b, self.c, self.d = (torch.nn.Linear(d, d).double() for _ in range(4))
+        self.num_heads, self.form = num_heads, form
+
+    def forward(self, query, key=None, value=None, pad_mask=None):
+        key = query if key is None else key
+        value = key if value is None else value
+        B, Lq, D = query.shape
+        q, k, v = (x.view(B, x.size(1), self.num_heads, -1) for x in (self.b(query), self.c(key), self.a(value)))
+        if self.form == "asserted":
+            assert query.shape == key.shape, "self-attention only"
+            q, k, v = (x.transpose(1, 2) for x in (q, k, v))  # (B, H, L, d_k)
+        out = torch.softmax(q @ k.transpose(-2, -1), -1) @ v
+        if self.form == "asserted":
+            out = out.transpose(1, 2)
+        return self.d(out.reshape(B, Lq, D))
+
+
+@pytest.mark.parametrize("form", ["heads_kept", "asserted"])
+@pytest.mark.parametrize("num_heads", [1, 3])
+def test_layers_of_code_that_fails_across_lengths_are_still_found(form, num_heads):
+    """Layers are found by what they do on probes of one length where the cross-attention probes
+    raise: the checks then grade the code and say where it raises, instead of every check
+    failing on the layer search (fails before: the AssertionError or the matmul's RuntimeError)."""
+    module = OneLengthOnly(6, num_heads, form)
+    roles = find_projections(module, 6)
+    assert {role: roles[role].path for role in ("w_q", "w_k", "w_v", "w_o")} == {
+        "w_q": "b",
+        "w_k": "c",
+        "w_v": "a",
+        "w_o": "d",
+    }
+
+
+@pytest.mark.slow  # one module step graded with hidden checks
+def test_attention_over_the_heads_is_localised_where_the_heads_are_made(tmp_path):
+    """NATTEN's permute bug (heads kept (B, L, H, d_k), so the scores are (B, L, H, H)): the module
+    step names the query heads as where the code leaves the reference, with the shapes that met
+    (fails before: no diagnosis but no_known_mistake, every check failing on the layer search)."""
+    item = next(i for i in corpus_items() if i.name == "natten_qkv_permute")
+    result = grade(
+        item.submission(tmp_path / "s"),
+        grading_config.load(assignment="mha"),
+        reference=SOLUTIONS,
+        seed=1,
+        steps=["multi_head_attention"],
+    )
+    step = result.step("multi_head_attention")
+    assert [d["id"] for d in step.diagnoses] == ["localised.q_heads.raised"]
+    assert "(B, L, H, H)" in step.diagnoses[0]["message"]
+    assert any(check.passed for check in step.checks)  # graded, not refused on the layer search
