@@ -118,6 +118,31 @@ def test_a_relation_applied_at_a_stage_is_found_there(tmp_path, variable, code, 
     assert {k: dict(found.params).get(k) for k in params} == params, found
 
 
+SOURCE = {"q": "query", "k": "key", "v": "value"}
+OTHER = {"q": "key", "k": "query", "v": "query"}  # a length that differs on cross-attention
+
+
+@pytest.mark.parametrize("order", ["qkv", "vkq", "kvq"])
+@pytest.mark.parametrize("role", ["q", "k", "v"])
+def test_a_split_that_raises_is_localised_at_its_own_heads(tmp_path, role, order):
+    """The projections and splits computed one tensor at a time, in any order, one split read with
+    the other sequence's length: the finding is that tensor's heads, where the code raised, not the
+    first stage of the reference's order left uncomputed (fails before: k's raise said at v)."""
+    wrong = (
+        f"{role} = self.w_{role}({SOURCE[role]}).reshape({SOURCE[role]}.size(0), {OTHER[role]}.size(1), "
+        f"self.num_heads, -1).transpose(1, 2)"
+    )
+    lines = {name: (wrong if name == role else MHA[name]) for name in "qkv"}
+
+    def change(source):
+        block = "\n        ".join(MHA[name] for name in "qkv")
+        assert block in source
+        return source.replace(block, "\n        ".join(lines[name] for name in order))
+
+    _, found = finding(package_with(tmp_path, {"mha.py": change}))
+    assert (found.stage, dict(found.raised or ()).get("op")) == (f"{role}_heads", "Tensor.reshape"), found
+
+
 @pytest.mark.parametrize("steps", ["* 3 / 2", "/ 2 * 3", "* 0.5 * 3"])
 def test_a_relation_made_in_several_steps_is_named_by_their_product(tmp_path, steps):
     """scores / d_k ** 1/2 is scores / d_k / 2: each step is a constant factor of the stage's value,

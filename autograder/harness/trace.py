@@ -111,6 +111,10 @@ class _Recorder(TorchFunctionMode):
                 "shapes": _shapes(args, kwargs),
                 "dtypes": _dtypes(args, kwargs),
                 "at": self.place(),
+                # the recorded values it was given: the stage it was computing is one made from them
+                "inputs": sorted({self.position[id(t)] for t in _arguments(args, kwargs) if id(t) in self.position})[
+                    :8
+                ],
             }
             if self.known is not None:
                 outside = [t for t in _arguments(args, kwargs) if id(t) not in self.known.ids]

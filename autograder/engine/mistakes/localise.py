@@ -166,7 +166,8 @@ def _localise_call(index, stages, call, scenario, skipped, tol):
     right = _right(stages, seen) | {s.name for s in stages if s.kind == "input"}
     if len(right) == len(stages) and raised is None:
         return _RIGHT
-    divergent = next((s for s in stages if s.name not in right and all(p in right for p in s.parents)), None)
+    ready = [s for s in stages if s.name not in right and all(p in right for p in s.parents)]
+    divergent = _raising(ready, raised, seen) or (ready[0] if ready else None)
     if divergent is None:
         return None
     start = max((seen[p][0] for p in divergent.parents if p in seen), default=-1)
@@ -223,6 +224,17 @@ def _localise_call(index, stages, call, scenario, skipped, tol):
         raised=params,
         at=at,
     )
+
+
+def _raising(ready, raised, seen):
+    """Of the stages whose inputs were all seen, the one the call that raised was computing: made
+    from a value it was given (the keys' split that raised, not the values' projection that the
+    reference's order puts first), or None where the report does not say."""
+    given = raised.get("inputs") if raised is not None else None
+    if not isinstance(given, list):
+        return None
+    given = {i for i in given if isinstance(i, int)}
+    return next((s for s in ready if any(given & set(seen.get(p, ())) for p in s.parents)), None)
 
 
 def _live(call, count, returned) -> list:
