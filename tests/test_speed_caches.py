@@ -45,7 +45,9 @@ def test_cached_roles_equal_traced_roles_and_other_arguments_are_traced_anew():
 def test_the_cache_is_not_used_for_other_layers_or_another_class(monkeypatch):
     traced = []
     real = check_module.trace_projections
-    monkeypatch.setattr(check_module, "trace_projections", lambda m, d: traced.append(type(m)) or real(m, d))
+    monkeypatch.setattr(
+        check_module, "trace_projections", lambda m, d, *lengths: traced.append(type(m)) or real(m, d, *lengths)
+    )
     find_projections(Swappable(6), 6, key="k")
     find_projections(Swappable(6), 6, key="k")
     assert len(traced) == 1
@@ -95,7 +97,9 @@ def test_qkv_roles_are_kept_per_class_and_arguments_and_equal_the_traced_ones(mo
 
     traced = []
     real = check_module.trace_qkv
-    monkeypatch.setattr(check_module, "trace_qkv", lambda m, d: traced.append(type(m)) or real(m, d))
+    monkeypatch.setattr(
+        check_module, "trace_qkv", lambda m, d, *lengths: traced.append(type(m)) or real(m, d, *lengths)
+    )
     plain = paths(find_qkv(SwappableQKV(4), 4))
     assert plain == {"w_q": "a", "w_k": "b", "w_v": "c"}
     assert paths(find_qkv(SwappableQKV(4), 4, key=(False,))) == plain
