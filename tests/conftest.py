@@ -1,6 +1,7 @@
 """Shared helpers for the kit's own tests: the grading config, and submissions made from the
 reference with one planted mistake or one file replaced."""
 
+import ast
 import os
 import shutil
 from pathlib import Path
@@ -109,3 +110,19 @@ def replace_once(text: str, old: str, new: str) -> str:
     if count != 1:
         raise ValueError(f"{old!r} occurs {count} times")
     return text.replace(old, new)
+
+
+def code_only(source: str) -> str:
+    """The source's syntax tree without its docstrings (comments are not in it)."""
+    tree = ast.parse(source)
+    for node in ast.walk(tree):
+        body = getattr(node, "body", None)
+        if (
+            isinstance(body, list)
+            and body
+            and isinstance(body[0], ast.Expr)
+            and isinstance(body[0].value, ast.Constant)
+            and isinstance(body[0].value.value, str)
+        ):
+            node.body = body[1:] or [ast.Pass()]
+    return ast.dump(tree)

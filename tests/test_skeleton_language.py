@@ -2,7 +2,6 @@
 bilingual docstring (`[한국어]` then `[English]`) and the chosen block of every TODO comment, and
 changes no code (engine/generate/skeleton.py, `skeleton --lang` and `release --lang`)."""
 
-import ast
 import re
 
 import pytest
@@ -10,6 +9,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from autograder.engine.generate.skeleton import LANGUAGES, in_language, skeleton_source
+from conftest import code_only
 
 HANGUL = re.compile("[\uac00-\ud7a3]")
 KOREAN_WORDS = st.lists(
@@ -22,22 +22,6 @@ ENGLISH_WORDS = st.lists(
 
 def paragraph(words: list, width: int = 3) -> str:
     return "\n".join(" ".join(words[i : i + width]) for i in range(0, len(words), width))
-
-
-def code_only(source: str) -> str:
-    """The source's syntax tree without its docstrings (comments are not in it)."""
-    tree = ast.parse(source)
-    for node in ast.walk(tree):
-        body = getattr(node, "body", None)
-        if (
-            isinstance(body, list)
-            and body
-            and isinstance(body[0], ast.Expr)
-            and isinstance(body[0].value, ast.Constant)
-            and isinstance(body[0].value.value, str)
-        ):
-            node.body = body[1:] or [ast.Pass()]
-    return ast.dump(tree)
 
 
 @st.composite

@@ -15,7 +15,7 @@ from autograder.engine.course import config as grading_config
 from autograder.engine.generate.skeleton import DEFAULT_LANGUAGE, LANGUAGES, skeleton_source, write_skeletons
 from autograder.engine.judge.runner import grade
 from autograder.harness.package import Package
-from conftest import ASSIGNMENTS, SOLUTIONS
+from conftest import ASSIGNMENTS, SOLUTIONS, code_only
 
 SCREEN = 40  # lines: a module docstring a student reads without scrolling
 HANGUL = re.compile("[\uac00-\ud7a3]")
@@ -145,18 +145,7 @@ def test_a_student_file_of_each_language_is_the_same_code():
     for package, stem in KOREAN_TERMS:
         trees = []
         for lang in (None, *LANGUAGES):
-            tree = ast.parse(student_file(package, stem, lang))
-            for node in ast.walk(tree):
-                body = getattr(node, "body", None)
-                if (
-                    isinstance(body, list)
-                    and body
-                    and isinstance(body[0], ast.Expr)
-                    and isinstance(body[0].value, ast.Constant)
-                    and isinstance(body[0].value.value, str)
-                ):
-                    node.body = body[1:] or [ast.Pass()]
-            trees.append(ast.dump(tree))
+            trees.append(code_only(student_file(package, stem, lang)))
         assert len(set(trees)) == 1, f"{package}/{stem}.py"
 
 
