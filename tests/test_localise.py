@@ -89,7 +89,7 @@ RELATIONS = [
     ("q", "{x}.flip(1)", "q_heads", "slice_map", {"axis": "H", "map": "reversed"}),
     ("q", "{x}.flip(0)", "q_heads", "slice_map", {"axis": "B", "map": "reversed"}),
     ("k", "{x}[:, [1, 2, 0]]", "k_heads", "slice_map", {"axis": "H", "map": "rolled 1"}),
-    ("q", "2.5 * {x}", "q_heads", "factor", {"c": 2.5}),
+    ("q", "2.5 * {x}", "scores", "factor", {"c": 2.5}),  # a product carries it to the scale: said there
     ("v", "-{x}", "v_heads", "factor", {"c": -1.0}),
     ("q", "{x}.transpose(1, 2).reshape({x}.shape)", "q_heads", "layout", {"view": True}),
     ("scores", "{x} * 0.5", "scores", "factor", {"c": 0.5}),
@@ -210,6 +210,106 @@ def test_two_relations_at_once_name_the_stage_only(tmp_path, variable, code):
     package = package_with(tmp_path, {"mha.py": lambda source: source.replace(line, changed)})
     _, found = finding(package)
     assert found.family is None, found
+
+
+# ---------------------------------------------------------------------------- differences nothing later sees
+
+# Equivalent programs that leave the reference at a stage by a difference the rest of the computation
+# does not see (cancelled.py finds them on the pipeline): a key bias the softmax cancels, the scale applied
+# before the product. (name, [(the line, its replacement)]); {s} is a seed, {c} a constant.
+SCORES = "q @ k.transpose(-2, -1) / math.sqrt(q.size(-1))"
+UNSEEN = {
+    "key_vector": [
+        (
+            MHA["k"],
+            MHA["k"] + "\n        k = k + {c} * torch.randn(k.size(-1), generator=torch.Generator().manual_seed({s}))",
+        )
+    ],
+    "key_vector_per_batch_and_head": [
+        (
+            MHA["k"],
+            MHA["k"]
+            + "\n        k = k + torch.randn(k.size(0), k.size(1), 1, k.size(3), generator=torch.Generator().manual_seed({s}))",
+        )
+    ],
+    "scale_on_queries": [
+        (MHA["q"], MHA["q"] + "\n        q = q / math.sqrt(q.size(-1))"),
+        (SCORES, "q @ k.transpose(-2, -1)"),
+    ],
+    "scale_halved_on_both": [
+        (MHA["k"], MHA["k"] + "\n        q, k = q * q.size(-1) ** -0.25, k * k.size(-1) ** -0.25"),
+        (SCORES, "q @ k.transpose(-2, -1)"),
+    ],
+    "scale_on_keys_times_c": [
+        (MHA["k"], MHA["k"] + "\n        k = k * {c} / math.sqrt(k.size(-1))"),
+        (SCORES, "q @ k.transpose(-2, -1) / {c}"),
+    ],
+}
+# mistakes after those stages, as relations applied to a variable (the finding must not move)
+LATER = [
+    ("scores", "{x} * 0.5"),
+    ("scores", "{x}.roll(1, dims=0)"),
+    ("weights", "{x}.transpose(-1, -2)"),
+    ("weights", "torch.softmax(scores, dim=-2)"),
+    ("out", "{x}.flip(1)"),
+    ("q", "{x}.flip(1)"),
+]
+
+
+def _unseen_then(name, later, seed):
+    variable, code = later
+    c = 0.5 + seed
+    patches = [(old, new.format(s=seed, c=c)) for old, new in UNSEEN[name]]
+    line = MHA[variable]
+
+    def change(source):
+        source = source.replace(line, line + f"\n        {variable} = " + code.format(x=variable))
+        for old, new in patches:
+            assert source.count(old) == 1, old
+            source = source.replace(old, new)
+        return source
+
+    return change
+
+
+@pytest.mark.parametrize("later", LATER[:2] + [pytest.param(x, marks=pytest.mark.slow) for x in LATER[2:]], ids=str)
+@pytest.mark.parametrize("name", list(UNSEEN)[:1] + [pytest.param(n, marks=pytest.mark.slow) for n in list(UNSEEN)[1:]])
+def test_a_difference_nothing_later_sees_leaves_the_finding_where_it_was(tmp_path, name, later):
+    """An equivalent program that differs from the reference by a difference the rest of the
+    computation cancels or carries to a factor of its own, with a mistake after it: the finding is
+    the mistake's, as in the reference with the same mistake (fails before: the key's bias, the
+    queries' factor were said first)."""
+    variable, code = later
+    line = MHA[variable]
+    alone = package_with(
+        tmp_path, {"mha.py": lambda s: s.replace(line, line + f"\n        {variable} = " + code.format(x=variable))}
+    )
+    _, expected = finding(alone)
+    for seed in (1, 2):
+        _, found = finding(package_with(tmp_path, {"mha.py": _unseen_then(name, later, seed)}))
+        assert (found.stage, found.family, found.params) == (expected.stage, expected.family, expected.params), found
+
+
+@pytest.mark.parametrize("name", list(UNSEEN))
+def test_a_difference_nothing_later_sees_alone_leaves_the_reference_nowhere(tmp_path, name):
+    change = _unseen_then(name, ("out", "{x}"), 1)
+    assert finding(package_with(tmp_path, {"mha.py": change})) is None
+
+
+def test_a_difference_the_outputs_show_is_no_unseen_one(tmp_path):
+    """A bias on the values, a factor on the values, a bias on the keys that varies along the keys'
+    positions: the outputs change, so each is found where it is made (cancelled.py marks nothing)."""
+    cases = {
+        MHA["v"] + "\n        v = v + 1.0": ("v_heads", "bias"),
+        MHA["v"] + "\n        v = v * 2.0": ("v_heads", "factor"),
+        MHA["k"] + "\n        k = k + torch.arange(k.size(2), dtype=k.dtype)[:, None]": ("k_heads", "bias"),
+    }
+    for changed, (stage, family) in cases.items():
+        line = changed.split("\n")[0]
+        _, found = finding(
+            package_with(tmp_path, {"mha.py": lambda s, line=line, changed=changed: s.replace(line, changed)})
+        )
+        assert (found.stage, found.family) == (stage, family), (changed, found)
 
 
 # ---------------------------------------------------------------------------- planted, in source

@@ -142,7 +142,8 @@ def refines(mistake_id, localised, stored) -> bool:
     contradicts nothing (state kept from before makes one program raise and another compute
     wrong values). A finding of the stage only (no relation fits: an einsum's heads in a layout
     of their own) is too weak to contradict a mistake that reproduces the student's outputs.
-    The same relation one stage earlier or later agrees too, and so does the same misfit (the same
+    A less specific relation that the mistake's own values there show as well agrees (a transpose
+    left out of the split is a layout of the heads, though what follows it differs). The same relation one stage earlier or later agrees too, and so does the same misfit (the same
     operation on the same odd shape) where both raised: the same mistake at a neighbouring place
     (a scale applied to the query before the product, not to the scores after it; a mask applied
     to the exponentials, not to the scores; a view of the transposed heads written on the line
@@ -167,8 +168,8 @@ def refines(mistake_id, localised, stored) -> bool:
                 continue
         if finding.raised:  # the student's run stopped there: what it did not compute contradicts nothing
             return True
-        if their.raised or their.family != finding.family:
-            continue
+        if their.raised or finding.family not in (their.family, *their.also):
+            continue  # the mistake's own values there show another relation: a contradiction
         return True
     return False
 

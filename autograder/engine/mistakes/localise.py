@@ -30,6 +30,7 @@ walk over one call's report, sharing its positions and what was computed from wh
 each part would take the whole report and the others' positions.
 """
 
+import dataclasses
 import itertools
 
 import torch
@@ -96,6 +97,43 @@ def sees(got, stage, sizes, tol) -> bool:
     )
 
 
+def loosely(got, stage, tol) -> "str | None":
+    """How `got` is the stage's value up to a difference the rest of the computation does not see
+    (cancelled.py): "cancelled", by one that varies only along axes the stage `cancels` (a bias the
+    softmax cancels); "factor", by a constant factor that the later stage the stage `moves` to
+    takes in (the scale applied to the queries); None, neither. The same layout only."""
+    value = stage.value
+    if not (stage.cancels or stage.moves) or not isinstance(got, torch.Tensor) or got.shape != value.shape:
+        return None
+    if not is_float(got) or not is_float(value):
+        return None
+    got, value = got.detach().to(torch.float64), value.to(torch.float64)
+    valid = torch.isfinite(got) & torch.isfinite(value)
+    if stage.kind == "masked" and stage.blocked is not None:
+        ours = stage.blocked.expand_as(value)
+        theirs = blocked_of(got, "masked")
+        if theirs is None or not torch.equal(theirs, ours):
+            return None
+        valid &= ~ours
+    if not valid.any():
+        return None
+    if stage.moves:
+        ours_, theirs_ = value[valid], got[valid]
+        norm = float((ours_ * ours_).sum())
+        if norm > 1e-12 * ours_.numel():
+            c = float((theirs_ * ours_).sum()) / norm
+            if abs(c) > 1e-9 and close(theirs_, c * ours_, tol):
+                return "factor"
+    difference = torch.where(valid, got - value, torch.zeros((), dtype=torch.float64))
+    weight = valid.to(torch.float64)
+    for axes in stage.cancels:
+        constant = tuple(a for a in range(value.dim()) if a not in axes)
+        mean = difference.sum(constant, keepdim=True) / weight.sum(constant, keepdim=True).clamp(min=1)
+        if close(got, value + mean.expand_as(value), tol, where=valid):
+            return "cancelled"
+    return None
+
+
 def _same_effect(got, stage, tol) -> bool:
     """Scores with the mask applied: the same where keys are let through, and blocked where the
     reference blocks (any value that the softmax turns into a weight of 0: min, -inf, -1e9)."""
@@ -155,6 +193,8 @@ def _localise_call(index, stages, call, scenario, skipped, tol):
     returned = {i for i, op in enumerate(ops) if op == "returned"}
     live = _live(call, len(values), returned)
     seen = {}  # stage -> the positions of the values that are it
+    shifted = {}  # stage -> the position of the value that is it up to a difference cancelled later
+    loose = {}  # stage -> the positions of the values that are it up to a factor a later stage takes in
     for stage in stages:
         # what the code returns is seen in what it returned (not in a step towards it: weights
         # computed right and scores returned in their place); any other stage in a value the
@@ -163,14 +203,28 @@ def _localise_call(index, stages, call, scenario, skipped, tol):
         positions = [i for i in among if values[i] is not None and sees(values[i], stage, sizes, tol)]
         if positions:
             seen[stage.name] = positions
-    right = _right(stages, seen) | {s.name for s in stages if s.kind == "input"}
+        else:  # seen up to a difference that nothing later sees: right, and its value no other stage's
+            differs = {i: loosely(values[i], stage, tol) for i in among if values[i] is not None}
+            cancelled = [i for i, difference in differs.items() if difference == "cancelled"]
+            if cancelled:  # its value, as the student's computation goes on from it
+                seen[stage.name], shifted[stage.name] = cancelled, cancelled[0]
+            factor = [i for i, difference in differs.items() if difference == "factor"]
+            if factor and not cancelled:
+                loose[stage.name] = factor
+    right = _right(stages, {**seen, **loose}) | {s.name for s in stages if s.kind == "input"}
     if len(right) == len(stages) and raised is None:
         return _RIGHT
     ready = [s for s in stages if s.name not in right and all(p in right for p in s.parents)]
     divergent = _raising(ready, raised, seen) or (ready[0] if ready else None)
     if divergent is None:
         return None
-    start = max((seen[p][0] for p in divergent.parents if p in seen), default=-1)
+    divergent = _rebased(divergent, stages, shifted, values)
+    # a parent seen only up to a difference may be this stage's value already: the scale applied early
+    start = max(
+        [seen[p][0] for p in divergent.parents if p in seen]
+        + [loose[p][0] - 1 for p in divergent.parents if p in loose],
+        default=-1,
+    )
     before = {s.name for s in _ancestors(stages, divergent)}
     inputs = {s.name for s in stages if s.kind == "input"}
     taken = {positions[0] for name, positions in seen.items() if name != divergent.name and name not in inputs}
@@ -190,7 +244,7 @@ def _localise_call(index, stages, call, scenario, skipped, tol):
         shaped = shaped[-1:]
     for group in (shaped, candidates):  # values of the stage's own shape first: others are steps towards them
         for i, value in group:
-            for found in relations.relate(value, divergent, sizes, tol):
+            for found in _relate(value, divergent, stages, sizes, tol):
                 fits.setdefault(found, i)
         if fits:
             break
@@ -206,7 +260,9 @@ def _localise_call(index, stages, call, scenario, skipped, tol):
     chosen = choose(list(fits))
     if not (chosen and chosen.family in EXACT):
         sources = [fits[chosen]] if chosen is not None and fits.get(chosen) is not None else [i for i, _ in shaped]
-        used = _used_parent(sources, call, stages, divergent, values, seen, sizes, tol, steps)
+        # a parent's value up to a factor that a later stage takes in is no change on its way
+        unchanged = {**{p: loose[p] for p in divergent.parents if p in loose}, **seen}
+        used = _used_parent(sources, call, stages, divergent, values, unchanged, sizes, tol, steps, shifted)
         weak = chosen is None or chosen.family in ("masked_only", "unmasked_only")
         if used is not None and (used[1] is not None or weak):
             # computed from a parent's value changed on its way: the cause is there (said how, where one relation does)
@@ -223,7 +279,68 @@ def _localise_call(index, stages, call, scenario, skipped, tol):
         chosen.params if chosen else (),
         raised=params,
         at=at,
+        also=tuple(sorted({f.family for f in fits} - {chosen.family})) if chosen else (),
     )
+
+
+def _rebased(stage, stages, shifted, values):
+    """The stage as the reference computes it from the student's own input, where that input is
+    the reference's up to a difference that nothing later sees (`shifted`: stage -> the position
+    of the student's value): a key without its bias shifts every row of scores, and a mask or a
+    softmax over the wrong axis is then said of the student's scores, not the reference's. Only
+    the stages whose computation from their input is data: a mask (kind masked), the softmax
+    (kind weights), a factor (scale); any other stage as it is."""
+    by_name = {s.name: s for s in stages}
+
+    def own(name):
+        reference = by_name[name].value
+        got = values[shifted[name]] if name in shifted else None
+        return got.detach().to(reference.dtype) if got is not None and got.shape == reference.shape else None
+
+    if stage.kind in ("masked", "weights") and stage.source is not None:
+        source = next(
+            (
+                s.name
+                for s in stages
+                if s.name in shifted and s.value.shape == stage.source.shape and torch.equal(s.value, stage.source)
+            ),
+            None,
+        )
+        theirs = own(source) if source else None
+        if theirs is None:
+            return stage
+        masked = theirs if stage.blocked is None else theirs.masked_fill(stage.blocked, torch.finfo(theirs.dtype).min)
+        value = masked if stage.kind == "masked" else torch.softmax(masked, dim=stage.axis)
+        return dataclasses.replace(stage, value=value, source=theirs)
+    if stage.scale and len(stage.parents) == 1 and stage.parents[0] in shifted:
+        theirs = own(stage.parents[0])
+        return stage if theirs is None else dataclasses.replace(stage, value=theirs * stage.scale[0])
+    return stage
+
+
+def _relate(value, stage, stages, sizes, tol) -> list:
+    """The relations of `value` to the stage's value, or, where none fits, to its value with the
+    factor of the later stage it `moves` to applied already (the scale applied to the queries,
+    then their heads sliced wrong: the slicing is what happened)."""
+    found = relations.relate(value, stage, sizes, tol)
+    later = next((s for s in stages if s.name == stage.moves and s.scale), None)
+    if found or later is None:
+        return found
+    c = later.scale[0]
+    others = {label: other * c for label, other in stage.others.items()} if stage.others else stage.others
+    moved = dataclasses.replace(stage, value=stage.value * c, others=others, moves=None, cancels=())
+    found = relations.relate(value, moved, sizes, tol)
+    if found or not (is_float(value) and value.numel() == stage.value.numel()):
+        return found
+    # any factor (the scale split between the queries and the keys): a map of the values keeps
+    # their norm, so the factor is the ratio of the norms, of either sign
+    norm = float(stage.value.to(torch.float64).norm())
+    ratio = float(value.detach().to(torch.float64).norm()) / norm if norm > 0 else 0.0
+    for sign in (1.0, -1.0) if ratio > 0 else ():
+        found = [f for f in relations.relate(value / (sign * ratio), stage, sizes, tol) if f.family != "factor"]
+        if found:
+            return found
+    return []
 
 
 def _raising(ready, raised, seen):
@@ -269,17 +386,26 @@ def _steps_towards(fits, call) -> set:
     return steps
 
 
-def _used_parent(positions, call, stages, divergent, values, seen, sizes, tol, steps=frozenset()):
+def _used_parent(positions, call, stages, divergent, values, seen, sizes, tol, steps=frozenset(), shifted=None):
     """(parent stage, Fit, position) where the values at `positions` were computed from a value
     that is one of the divergent stage's parents changed by a relation (the heads sliced after
     they were split right): the parent's value as used is where the computation leaves the
     reference. None unless exactly one parent explains it. The stage's own `steps` are gone
-    through, not related: they are the stage on its way, not a parent."""
+    through, not related: they are the stage on its way, not a parent. A parent the student's code
+    computed up to a difference nothing later sees (`shifted`: stage -> position) is related as the
+    student's code computed it: that difference is no change on the way."""
     inputs = call.get("from")
     if not isinstance(inputs, list):
         return None
     stage_values = {i for positions_ in seen.values() for i in positions_}
-    parents = [s for s in stages if s.name in divergent.parents]
+    shifted = shifted or {}
+    parents = [
+        dataclasses.replace(s, value=values[shifted[s.name]].detach().to(s.value.dtype))
+        if s.name in shifted and values[shifted[s.name]].shape == s.value.shape
+        else _rebased(s, stages, shifted, values)
+        for s in stages
+        if s.name in divergent.parents
+    ]
     found = {}
 
     def sources_of(position):
@@ -298,7 +424,9 @@ def _used_parent(positions, call, stages, divergent, values, seen, sizes, tol, s
                 continue
             related = False
             for parent in parents:
-                for found_fit in relations.relate(values[source], parent, sizes, tol):
+                for found_fit in _relate(values[source], parent, stages, sizes, tol):
+                    if parent.moves and found_fit.family == "factor":
+                        continue  # a factor a later stage takes in: no change on the way
                     found.setdefault(parent.name, {}).setdefault(found_fit, source)
                     related = True
             if not related:  # go on only through a layout of the same values that the stage allows (k^T)

@@ -251,6 +251,11 @@ def masked(got, stage, sizes, tol):
         return []
     if close(got, stage.value, tol, where=~blocked):
         if not close(got, stage.value, tol, where=blocked):
+            fills = got.detach()[blocked].to(torch.float64)
+            if torch.isfinite(fills).all() and close(fills, fills[:1].expand_as(fills), tol):
+                # one value where the mask blocks (0, where the mask fills zeros): said, it tells two apart
+                c = float(fills[0])
+                return [fit("masked_only", fill="0" if c == 0 else symbol(c, sizes) or f"{c:.4g}")]
             return [fit("masked_only")]
     elif close(got, stage.value, tol, where=blocked):
         return [fit("unmasked_only")]

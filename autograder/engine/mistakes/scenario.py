@@ -35,6 +35,9 @@ class Stage:
     p: float = None  # dropout: its probability
     others: dict = None  # "<parent>=<other>" -> the value computed with another input in its place
     diagonals: dict = None  # part -> d where the part blocks key j of query i when j > i + d (causal)
+    # Differences the rest of the computation does not see (found by trying them: cancelled.py):
+    cancels: tuple = ()  # (axes,): a difference varying along these axes only is cancelled later
+    moves: str = None  # the later stage whose factor a constant factor here is (the path is linear)
 
     def to_json(self) -> dict:
         data = {"name": self.name, "value": _tensor_json(self.value), "axes": list(self.axes), "kind": self.kind}
@@ -44,7 +47,9 @@ class Stage:
         for key in ("splits", "groups", "diagonals"):
             if getattr(self, key):
                 data[key] = {k: list(v) if isinstance(v, tuple) else v for k, v in getattr(self, key).items()}
-        for key in ("fixed", "axis", "p"):
+        if self.cancels:
+            data["cancels"] = [list(axes) for axes in self.cancels]
+        for key in ("fixed", "axis", "p", "moves"):
             if getattr(self, key) not in (False, -1, None):
                 data[key] = getattr(self, key)
         if self.scale:
@@ -67,6 +72,8 @@ class Stage:
         stage.groups = data.get("groups")
         stage.diagonals = data.get("diagonals")
         stage.fixed, stage.axis, stage.p = data.get("fixed", False), data.get("axis", -1), data.get("p")
+        stage.cancels = tuple(tuple(axes) for axes in data.get("cancels", ()))
+        stage.moves = data.get("moves")
         stage.scale = tuple(data["scale"]) if data.get("scale") else None
         stage.blocked = _tensor(data["blocked"]) if "blocked" in data else None
         stage.source = _tensor(data["source"]) if "source" in data else None
@@ -139,6 +146,7 @@ class Finding:
     params: tuple = ()  # the relation's parameters, sorted (name, value) pairs
     raised: tuple = None  # where the code raised: sorted (name, value) pairs (type, op, shapes, ...)
     at: tuple = None  # (file, line) of the student's value there, where it was recorded
+    also: tuple = ()  # the other families that fit there, less specific (a skipped transpose is a layout too)
 
     def key(self) -> tuple:
         """What two findings must share to name the same thing (the place in the code aside)."""
@@ -151,6 +159,7 @@ class Finding:
             "family": self.family,
             "params": [list(p) for p in self.params],
             "raised": [list(p) for p in self.raised] if self.raised else None,
+            **({"also": list(self.also)} if self.also else {}),
         }
 
     @classmethod
@@ -161,6 +170,7 @@ class Finding:
             data.get("family"),
             tuple((k, _plain(v)) for k, v in data.get("params", ())),
             tuple((k, _plain(v)) for k, v in data["raised"]) if data.get("raised") else None,
+            also=tuple(data.get("also", ())),
         )
 
 

@@ -13,6 +13,7 @@ import math
 import torch
 import torch.nn.functional as F
 
+from autograder.engine.mistakes import cancelled
 from autograder.engine.mistakes.scenario import Scenario, Stage
 
 # The operations the module can leave out, each with the first stage it changes.
@@ -210,6 +211,12 @@ def output_scenario(name, state, heads):
 
 def module_scenario(name, states, query, key, value, pad_mask, causal, p=0.0, num_heads=3):
     stages, out = module(states, query, key, value, pad_mask, causal, p, num_heads)
+
+    def run(perturb):
+        changed, changed_out = module(states, query, key, value, pad_mask, causal, p, num_heads, perturb=perturb)
+        return [changed[-1].value if changed_out is None else changed_out]
+
+    cancelled.mark(stages, run)
     sizes = module_sizes(query, key, num_heads)
     units = [u for u in MODULE_UNITS if any(s.name == MODULE_UNITS[u] for s in stages)]
     if pad_mask is None:
@@ -235,9 +242,15 @@ def module_sizes(query, key, num_heads):
     return {"B": B, "H": num_heads, **lengths, "d_k": D // num_heads, "D": D}
 
 
-def module(states, query, key, value, pad_mask, causal, p, num_heads, skip=frozenset()):
-    """([Stage], out): the module's stages on these inputs, with the units in `skip` left out.
+def module(states, query, key, value, pad_mask, causal, p, num_heads, skip=frozenset(), perturb=None):
+    """([Stage], out): the module's stages on these inputs, with the units in `skip` left out and
+    each stage named in `perturb` ({name: function}) changed by its function as it is computed.
     In train() (p > 0) the stages end with the dropout, whose mask is the student's own draw."""
+    perturb = perturb or {}
+
+    def at(name, x):
+        return perturb[name](x) if name in perturb else x
+
     key = query if key is None else key
     value = key if value is None else value
     B, Lq, D = query.shape
@@ -253,11 +266,11 @@ def module(states, query, key, value, pad_mask, causal, p, num_heads, skip=froze
         return x.view(B, length, H, d_k).transpose(1, 2)
 
     model = ("D", ("H", "d_k"))
-    q, k, v = linear("w_q", query), linear("w_k", key), linear("w_v", value)
-    qh, kh, vh = split(q, Lq), split(k, Lk), split(v, Lk)
-    raw = qh @ kh.transpose(-2, -1)
+    q, k, v = at("q", linear("w_q", query)), at("k", linear("w_k", key)), at("v", linear("w_v", value))
+    qh, kh, vh = at("q_heads", split(q, Lq)), at("k_heads", split(k, Lk)), at("v_heads", split(v, Lk))
+    raw = at("raw_scores", qh @ kh.transpose(-2, -1))
     scale = 1 / math.sqrt(d_k)
-    scores = raw if skip & {"scale", "scale@weights"} else raw * scale
+    scores = at("scores", raw if skip & {"scale", "scale@weights"} else raw * scale)
     parts = {}
     after = "mask@weights" in skip  # the mask moved after the softmax
     if pad_mask is not None and "padding_mask" not in skip:
@@ -272,8 +285,8 @@ def module(states, query, key, value, pad_mask, causal, p, num_heads, skip=froze
     blocked = torch.zeros(Lq, Lk, dtype=torch.bool)
     for part in parts.values():
         blocked = blocked | part
-    masked = scores if after else scores.masked_fill(blocked, torch.finfo(scores.dtype).min)
-    weights = masked if "softmax" in skip else torch.softmax(masked, dim=-1)
+    masked = scores if after else at("masked_scores", scores.masked_fill(blocked, torch.finfo(scores.dtype).min))
+    weights = at("weights", masked if "softmax" in skip else torch.softmax(masked, dim=-1))
     if after:
         weights = weights.masked_fill(blocked, 0.0)
     if "scale@weights" in skip:
@@ -361,8 +374,11 @@ def module(states, query, key, value, pad_mask, causal, p, num_heads, skip=froze
         if "dropout" not in skip:  # the student's own mask is another draw: nothing after it compares
             return stages, None
         last = "dropped"
-    heads = weights @ vh
-    merged = (heads.reshape if "merge_transpose" in skip else lambda *s: heads.transpose(1, 2).reshape(*s))(B, Lq, D)
+    heads = at("heads_out", weights @ vh)
+    merged = at(
+        "merged",
+        (heads.reshape if "merge_transpose" in skip else lambda *s: heads.transpose(1, 2).reshape(*s))(B, Lq, D),
+    )
     out = merged if "output_projection" in skip else linear("w_o", merged)
     heads_others = {"v_heads=k_heads": lambda: weights @ kh, "v_heads=q_heads": lambda: weights @ qh}
     stages += [
