@@ -438,7 +438,8 @@ class SoftmaxFunctional(Transform):
         if ast.unparse(node.func) == "torch.softmax" and node.args:
             self.changes += 1
             return ast.copy_location(torch_call("nn.functional.softmax", *node.args, **keywords), node)
-        if is_method(node, "softmax") and ast.unparse(node.func.value) != "torch":
+        # a method of a tensor, not a function of a module (F.softmax(x) is already functional)
+        if is_method(node, "softmax") and ast.unparse(node.func.value) not in ("torch", "torch.nn.functional", "F"):
             self.changes += 1
             return ast.copy_location(torch_call("nn.functional.softmax", node.func.value, *node.args, **keywords), node)
         return node

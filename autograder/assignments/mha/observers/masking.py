@@ -19,13 +19,18 @@ from autograder.harness.trace import traced_calls
 SOFTMAX_CALLS = frozenset(
     {"softmax", "_softmax", "special_softmax", "log_softmax", "_log_softmax", "special_log_softmax", "exp", "exp_"}
 )
+# A shift written before exp (x - x.amax(dim, keepdim=True)): the scores are what it shifts.
+SHIFT_CALLS = frozenset({"sub", "__sub__", "subtract"})
 FLOOR = 1e4  # scores this far below their row's largest are reported as -FLOOR: all alike "blocked"
 
 
 class SoftmaxInput(TorchFunctionMode):
     """Records the input of the last softmax-like call on a tensor of `shape`'s size whose last two
     dims are the scores' (Lq, Lk) (heads folded into the batch too). One tensor at most: student
-    code may call exp a million times."""
+    code may call exp a million times. Where exp's input is the scores minus a value constant
+    along some of their axes (a max or logsumexp kept with keepdim), the scores are recorded: the
+    shift is the student's softmax's own, along whichever axis it normalises (a softmax written
+    over the wrong axis is the attention step's mistake, not the mask's)."""
 
     def __init__(self, shape):
         super().__init__()
@@ -34,20 +39,49 @@ class SoftmaxInput(TorchFunctionMode):
         for n in self.shape:
             self.size *= n
         self.last = None
+        self.shifted = None  # (the shifted tensor, the scores it was shifted from)
+
+    def _scores_like(self, x) -> bool:
+        return (
+            isinstance(x, torch.Tensor)
+            and x.is_floating_point()
+            and x.dim() >= 2
+            and tuple(x.shape[-2:]) == self.shape[-2:]
+            and x.numel() == self.size
+        )
 
     def __torch_function__(self, func, types, args=(), kwargs=None):
         kwargs = kwargs or {}
-        if getattr(func, "__name__", None) in SOFTMAX_CALLS:
+        name = getattr(func, "__name__", None)
+        if name in SOFTMAX_CALLS:
             x = args[0] if args else kwargs.get("input", kwargs.get("self"))
-            if (
-                isinstance(x, torch.Tensor)
-                and x.is_floating_point()
-                and x.dim() >= 2
-                and tuple(x.shape[-2:]) == self.shape[-2:]
-                and x.numel() == self.size
-            ):
-                self.last = x.detach().clone()  # before an in-place exp_ changes it
-        return func(*args, **kwargs)
+            if self._scores_like(x):
+                source = self.shifted[1] if self.shifted is not None and self.shifted[0] is x else None
+                self.last = source if source is not None else x.detach().clone()  # before an in-place exp_
+        result = func(*args, **kwargs)
+        shifts = name in SHIFT_CALLS and len(args) == 2 and self._scores_like(args[0]) and self._scores_like(result)
+        if shifts and _reduction_of(args[1], args[0]):
+            self.shifted = (result, args[0].detach().clone())
+        return result
+
+
+def _reduction_of(shift, x) -> bool:
+    """Whether `shift` is x's largest entry or its logsumexp along the axes where shift has one
+    entry (a keepdim reduction: what a softmax written out subtracts), not an additive mask."""
+    if not isinstance(shift, torch.Tensor) or shift.dim() != x.dim() or not shift.is_floating_point():
+        return False
+    axes = [i for i in range(x.dim()) if shift.shape[i] == 1 and x.shape[i] > 1]
+    if not axes or any(shift.shape[i] not in (1, x.shape[i]) for i in range(x.dim())):
+        return False
+    try:  # the observer's own arithmetic: whatever the student's tensors are, it never raises into their code
+        with torch.no_grad():
+            shift, x = shift.detach().to(torch.float64), x.detach().to(torch.float64)
+            return any(
+                reduced.shape == shift.shape and torch.allclose(shift, reduced, rtol=1e-6, atol=1e-6, equal_nan=True)
+                for reduced in (x.amax(axes, keepdim=True), x.logsumexp(axes, keepdim=True))
+            )
+    except Exception:  # noqa: BLE001 - a tensor subclass, another device: no shift recognised
+        return False
 
 
 def relative_to_row(x, shape):
