@@ -687,6 +687,8 @@ def test_attention_over_the_heads_is_localised_where_the_heads_are_made(tmp_path
         steps=["multi_head_attention"],
     )
     step = result.step("multi_head_attention")
-    assert [d["id"] for d in step.diagnoses] == ["localised.q_heads.raised"]
+    # the raise, and before it the heads' layout: (B, Lq, H, d_k) where (B, H, Lq, d_k) is needed
+    assert [d["id"] for d in step.diagnoses] == ["localised.q_heads.layout"]
     assert "(B, L, H, H)" in step.diagnoses[0]["message"]
+    assert "(B, Lq, H, d_k)" in step.diagnoses[0]["message"]
     assert any(check.passed for check in step.checks)  # graded, not refused on the layer search

@@ -199,7 +199,7 @@ def test_a_step_towards_a_relation_is_of_its_family(families, steps):
 @pytest.mark.parametrize(
     "variable,code",
     [
-        ("q", "(2.5 * {x}).flip(1)"),
+        ("v", "(2.5 * {x}).flip(1)"),  # on q, a factor is the scale's (cancelled.py): the flip alone is said
         pytest.param("weights", "({x} / 2).transpose(-1, -2)", marks=pytest.mark.slow),
         pytest.param("scores", "({x} * 0.5).flip(0)", marks=pytest.mark.slow),
     ],
