@@ -639,6 +639,10 @@ LONG_MODULES = {
         470,
         "a whole multi-head attention with a knob per known mistake, on the line it changes",
     ),
+    "assignments/mha/mistakes/stages.py": (
+        410,
+        "the module and the steps' functions stage by stage, one scenario per localisation probe",
+    ),
     "assignments/kv_cache/mistakes/stages.py": (
         462,
         "the four steps stage by stage, one scenario per localisation probe",
@@ -648,7 +652,7 @@ LONG_MODULES = {
         "one traced run read several ways (calls, slices, fused blocks, one layer per head)",
     ),
     "engine/mistakes/localise.py": (
-        420,
+        466,
         "one walk over one call's report, sharing its positions and what came from what",
     ),
     "publish/report/html.py": (408, "its catalog: the report's words in two languages, one table"),
