@@ -89,7 +89,7 @@ RELATIONS = [
     ("q", "{x}.flip(1)", "q_heads", "slice_map", {"axis": "H", "map": "reversed"}),
     ("q", "{x}.flip(0)", "q_heads", "slice_map", {"axis": "B", "map": "reversed"}),
     ("k", "{x}[:, [1, 2, 0]]", "k_heads", "slice_map", {"axis": "H", "map": "rolled 1"}),
-    ("q", "2.5 * {x}", "scores", "factor", {"c": 2.5}),  # a product carries it to the scale: said there
+    ("q", "2.5 * {x}", "q_heads", "factor", {"c": 2.5}),  # the scale kept where it belongs: said where it is made
     ("v", "-{x}", "v_heads", "factor", {"c": -1.0}),
     ("q", "{x}.transpose(1, 2).reshape({x}.shape)", "q_heads", "layout", {"view": True}),
     ("scores", "{x} * 0.5", "scores", "factor", {"c": 0.5}),
@@ -199,7 +199,8 @@ def test_a_step_towards_a_relation_is_of_its_family(families, steps):
 @pytest.mark.parametrize(
     "variable,code",
     [
-        ("v", "(2.5 * {x}).flip(1)"),  # on q, a factor is the scale's (cancelled.py): the flip alone is said
+        ("v", "(2.5 * {x}).flip(1)"),
+        ("q", "(2.5 * {x}).flip(1)"),  # the scale kept: q's factor is a second relation, not a moved scale
         pytest.param("weights", "({x} / 2).transpose(-1, -2)", marks=pytest.mark.slow),
         pytest.param("scores", "({x} * 0.5).flip(0)", marks=pytest.mark.slow),
     ],
@@ -481,8 +482,31 @@ def test_a_known_mistake_is_named_by_its_observation_however_spelled():
         }
         expected = [mistake] if sharing == {mistake} else []
         assert observed(respelled(theirs), stored) == expected, (assignment, step, mistake, theirs, sharing)
-    shared = [c for c in cases if observed(c[3], store.mistake_findings(c[0], c[1])) == []]
-    assert shared, "some observations are shared (different only where the mask blocks): none named"
+
+
+def test_different_only_where_blocked_names_a_mistake_by_its_fill_only():
+    """masked_only says one fill value where there is one (0: the mask filled with zeros); without
+    it (+inf, NaN, two fills) it says too little to recognise a mistake by (the red team's +inf
+    fill was named mha_mask_added, an additive mask, once the zero fill had its own parameter)."""
+    from autograder.engine.mistakes.diagnosis import observed
+    from autograder.engine.mistakes.scenario import Finding
+
+    stored = store.mistake_findings("mha", "multi_head_attention")
+    probe, zero = stored["mha_mask_fill_zero#0"]
+    assert dict(zero.params).get("fill") == "0", zero
+    bare = Finding(zero.stage, zero.call, "masked_only", ())
+    assert observed((probe, bare, None)[1], stored) == []
+    assert observed(zero, stored) == ["mha_mask_fill_zero"]
+
+
+@pytest.mark.parametrize("code", ["{x}[0, 0, 0, 0] = float('inf')", "{x}[0, 0, 0, 0] = float('nan')"])
+def test_a_value_that_is_not_finite_is_no_unseen_difference(tmp_path, code):
+    """One inf or NaN in the queries is no difference a factor explains: the finding stays at the
+    first scores it reaches, not at a stage further on (the red team's inf in q was said at the weights)."""
+    line = MHA["q"]
+    changed = line + "\n        q = q.clone()\n        " + code.format(x="q")
+    _, found = finding(package_with(tmp_path, {"mha.py": lambda source: source.replace(line, changed)}))
+    assert found.stage in ("q_heads", "raw_scores"), found
 
 
 def test_an_observation_that_says_too_little_or_else_names_nothing():

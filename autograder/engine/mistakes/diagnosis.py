@@ -223,8 +223,8 @@ def _observation(finding):
         if _lacks_broadcast_axes(odd, wanted):  # one model, how many size-1 axes are missing its parameter
             return finding.stage, finding.call, "raised", "without broadcast axes"
         return finding.stage, finding.call, "raised", odd, wanted[-len(odd) :]
-    if finding.family is None:
-        return None
+    if finding.family is None or (finding.family == "masked_only" and not finding.params):
+        return None  # different where blocked, with no one fill there: says too little to name a mistake
     return finding.stage, finding.call, finding.family, finding.params
 
 

@@ -159,6 +159,7 @@ def _localise_call(index, stages, call, scenario, skipped, tol):
     seen = {}  # stage -> the positions of the values that are it
     shifted = {}  # stage -> the position of the value that is it up to a difference cancelled later
     loose = {}  # stage -> the positions of the values that are it up to a factor a later stage takes in
+    moving = not unseen.scale_kept(stages, call, values, live, tol)
     for stage in stages:
         # what the code returns is seen in what it returned (not in a step towards it: weights
         # computed right and scores returned in their place); any other stage in a value the
@@ -173,7 +174,7 @@ def _localise_call(index, stages, call, scenario, skipped, tol):
             if cancelled:  # its value, as the student's computation goes on from it
                 seen[stage.name], shifted[stage.name] = cancelled, cancelled[0]
             factor = [i for i, difference in differs.items() if difference == "factor"]
-            if factor and not cancelled:
+            if factor and not cancelled and moving:
                 loose[stage.name] = factor
     right = _right(stages, {**seen, **loose}) | {s.name for s in stages if s.kind == "input"}
     if len(right) == len(stages) and raised is None:
@@ -208,7 +209,7 @@ def _localise_call(index, stages, call, scenario, skipped, tol):
         shaped = shaped[-1:]
     for group in (shaped, candidates):  # values of the stage's own shape first: others are steps towards them
         for i, value in group:
-            for found in unseen.relate(value, divergent, stages, sizes, tol):
+            for found in unseen.relate(value, divergent, stages, sizes, tol, moving):
                 fits.setdefault(found, i)
         if fits:
             break
@@ -226,7 +227,7 @@ def _localise_call(index, stages, call, scenario, skipped, tol):
         sources = [fits[chosen]] if chosen is not None and fits.get(chosen) is not None else [i for i, _ in shaped]
         # a parent's value up to a factor that a later stage takes in is no change on its way
         unchanged = {**{p: loose[p] for p in divergent.parents if p in loose}, **seen}
-        used = _used_parent(sources, call, stages, divergent, values, unchanged, sizes, tol, steps, shifted)
+        used = _used_parent(sources, call, stages, divergent, values, unchanged, sizes, tol, steps, shifted, moving)
         weak = chosen is None or chosen.family in ("masked_only", "unmasked_only")
         if used is not None and (used[1] is not None or weak):
             # computed from a parent's value changed on its way: the cause is there (said how, where one relation does)
@@ -290,7 +291,9 @@ def _steps_towards(fits, call) -> set:
     return steps
 
 
-def _used_parent(positions, call, stages, divergent, values, seen, sizes, tol, steps=frozenset(), shifted=None):
+def _used_parent(
+    positions, call, stages, divergent, values, seen, sizes, tol, steps=frozenset(), shifted=None, moving=True
+):
     """(parent stage, Fit, position) where the values at `positions` were computed from a value
     that is one of the divergent stage's parents changed by a relation (the heads sliced after
     they were split right): the parent's value as used is where the computation leaves the
@@ -328,8 +331,8 @@ def _used_parent(positions, call, stages, divergent, values, seen, sizes, tol, s
                 continue
             related = False
             for parent in parents:
-                for found_fit in unseen.relate(values[source], parent, stages, sizes, tol):
-                    if parent.moves and found_fit.family == "factor":
+                for found_fit in unseen.relate(values[source], parent, stages, sizes, tol, moving):
+                    if moving and parent.moves and found_fit.family == "factor":
                         continue  # a factor a later stage takes in: no change on the way
                     found.setdefault(parent.name, {}).setdefault(found_fit, source)
                     related = True

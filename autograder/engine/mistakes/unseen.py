@@ -26,15 +26,15 @@ def loosely(got, stage, tol) -> "str | None":
     if not is_float(got) or not is_float(value):
         return None
     got, value = got.detach().to(torch.float64), value.to(torch.float64)
-    valid = torch.isfinite(got) & torch.isfinite(value)
+    valid = torch.isfinite(value)
     if stage.kind == "masked" and stage.blocked is not None:
         ours = stage.blocked.expand_as(value)
         theirs = blocked_of(got, "masked")
         if theirs is None or not torch.equal(theirs, ours):
             return None
         valid &= ~ours
-    if not valid.any():
-        return None
+    if not valid.any() or not bool(torch.isfinite(got)[valid].all()):
+        return None  # a NaN or inf where the reference has a number is a difference everything after sees
     if stage.moves:
         ours_, theirs_ = value[valid], got[valid]
         norm = float((ours_ * ours_).sum())
@@ -87,13 +87,14 @@ def rebased(stage, stages, shifted, values):
     return stage
 
 
-def relate(value, stage, stages, sizes, tol) -> list:
+def relate(value, stage, stages, sizes, tol, moving=True) -> list:
     """The relations of `value` to the stage's value, or, where none fits, to its value with the
     factor of the later stage it `moves` to applied already (the scale applied to the queries,
-    then their heads sliced wrong: the slicing is what happened)."""
+    then their heads sliced wrong: the slicing is what happened). Not where the code keeps the
+    reference's scale where it belongs (`moving` False: scale_kept): then no factor was moved."""
     found = relations.relate(value, stage, sizes, tol)
     later = next((s for s in stages if s.name == stage.moves and s.scale), None)
-    if found or later is None:
+    if found or later is None or not moving:
         return found
     c = later.scale[0]
     others = {label: other * c for label, other in stage.others.items()} if stage.others else stage.others
@@ -110,3 +111,30 @@ def relate(value, stage, stages, sizes, tol) -> list:
         if found:
             return found
     return []
+
+
+def scale_kept(stages, call, values, positions, tol) -> bool:
+    """Whether a value the computation goes on from (`positions`) is one it was computed from times
+    the reference's own factor of a scale stage, in that stage's shape: the code applies the scale
+    where the reference does, so a factor before it was made there (q = -q), not moved."""
+    inputs = call.get("from")
+    if not isinstance(inputs, list):
+        return False
+    scales = [(tuple(s.value.shape), s.scale[0]) for s in stages if s.scale]
+    for i in positions:
+        got = values[i] if i < len(values) else None
+        sources = inputs[i] if i < len(inputs) and isinstance(inputs[i], list) else []
+        if not is_float(got):
+            continue
+        for shape, c in scales:
+            if tuple(got.shape) != shape:
+                continue
+            for j in sources:
+                source = values[j] if isinstance(j, int) and 0 <= j < len(values) else None
+                if (
+                    is_float(source)
+                    and source.shape == got.shape
+                    and close(got.detach().to(torch.float64), source.detach().to(torch.float64) * c, tol)
+                ):
+                    return True
+    return False
