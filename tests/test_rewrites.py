@@ -255,7 +255,9 @@ SWEEP_GAPS = {
         "and the finding (the values lack the reference's bias) is true before the swap it would name"
     ),
     ("mha", "einsum", "k_not_transposed"): (
-        "an unexpected raise is compared by its text: matmul and einsum word the shape clash differently"
+        "an unexpected raise is compared by its text: matmul and einsum word the shape clash differently; "
+        "by its type alone it merges distinct raises (tried: a (B, L) pad mask was then named "
+        "mha_mask_on_queries, and a whole mask reshaped square causal_mask_square)"
     ),
 }
 
