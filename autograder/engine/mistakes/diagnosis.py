@@ -143,7 +143,8 @@ def refines(mistake_id, localised, stored) -> bool:
     wrong values). A finding of the stage only (no relation fits: an einsum's heads in a layout
     of their own) is too weak to contradict a mistake that reproduces the student's outputs.
     A less specific relation that the mistake's own values there show as well agrees (a transpose
-    left out of the split is a layout of the heads, though what follows it differs). The same relation one stage earlier or later agrees too, and so does the same misfit (the same
+    left out of the split is a layout of the heads, though what follows it differs). The same
+    relation one stage earlier or later agrees too, and so does the same misfit (the same
     operation on the same odd shape) where both raised: the same mistake at a neighbouring place
     (a scale applied to the query before the product, not to the scores after it; a mask applied
     to the exponentials, not to the scores; a view of the transposed heads written on the line

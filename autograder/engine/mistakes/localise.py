@@ -31,7 +31,6 @@ walk over one call's report, sharing its positions and what was computed from wh
 each part would take the whole report and the others' positions.
 """
 
-import dataclasses
 import itertools
 
 import torch
@@ -306,13 +305,7 @@ def _used_parent(
         return None
     stage_values = {i for positions_ in seen.values() for i in positions_}
     shifted = shifted or {}
-    parents = [
-        dataclasses.replace(s, value=values[shifted[s.name]].detach().to(s.value.dtype))
-        if s.name in shifted and values[shifted[s.name]].shape == s.value.shape
-        else unseen.rebased(s, stages, shifted, values)
-        for s in stages
-        if s.name in divergent.parents
-    ]
+    parents = [unseen.as_computed(s, stages, shifted, values) for s in stages if s.name in divergent.parents]
     found = {}
 
     def sources_of(position):

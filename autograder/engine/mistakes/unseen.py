@@ -4,6 +4,7 @@ assignment's pipeline (cancelled.py) and stored with the stages.
 
     loosely(got, stage, tol)   # "cancelled", "factor" or None
     rebased(stage, stages, shifted, values)   # the stage computed from the student's own input
+    as_computed(stage, stages, shifted, values)   # the student's own value there, else rebased
     relate(value, stage, stages, sizes, tol)  # relations, the scale applied early where it moves
 """
 
@@ -85,6 +86,15 @@ def rebased(stage, stages, shifted, values):
         theirs = own(stage.parents[0])
         return stage if theirs is None else dataclasses.replace(stage, value=theirs * stage.scale[0])
     return stage
+
+
+def as_computed(stage, stages, shifted, values):
+    """The stage as the student's code has it: its own value where it was seen up to a difference
+    nothing later sees (`shifted`: stage -> position), else rebased on the student's inputs."""
+    got = values[shifted[stage.name]] if stage.name in shifted else None
+    if got is not None and got.shape == stage.value.shape:
+        return dataclasses.replace(stage, value=got.detach().to(stage.value.dtype))
+    return rebased(stage, stages, shifted, values)
 
 
 def relate(value, stage, stages, sizes, tol, moving=True) -> list:
